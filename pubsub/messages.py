@@ -1,0 +1,221 @@
+"""The messages of BuildSR (paper 000, Appendix A) and of the daemons' control plane.
+
+Cores exchange these plain dataclasses; the simulator passes them as they are and the
+network runtime turns them into msgpack frames (`pubsub.wire`).  Field types are annotated
+with the NewTypes below so that the wire codec can validate every field of every message
+from the annotations alone.
+
+Names follow the paper: Introduce, Check, Linearize, RemoveConnections (Alg. 1-2),
+IntroduceShortcut and SetData (Alg. 4), Subscribe, Unsubscribe, GetConfiguration (Alg. 3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple, NewType
+
+from pubsub.labels import Label
+
+#: A node's reference: the address it listens on, "host:port" (ARCHITECTURE: decisions).
+Ref = NewType("Ref", str)
+#: A topic name.
+Topic = NewType("Topic", str)
+#: The BuildRing flag: CYC for messages that close the ring, LIN for linearization.
+Flag = Literal["CYC", "LIN"]
+CYC: Flag = "CYC"
+LIN: Flag = "LIN"
+
+
+@dataclass(slots=True)
+class Contact:
+    """A tuple (label_v, v): what one node believes about another (§2.2)."""
+
+    label: Label
+    ref: Ref
+
+    def __repr__(self) -> str:
+        return f"({self.label.bits},{self.ref})"
+
+
+class Send(NamedTuple):
+    """An effect of a core: deliver `msg` to the node whose reference is `dest`."""
+
+    dest: Ref
+    msg: Message
+
+
+class Message:
+    """Base class of everything that travels; `kind` names it on the wire."""
+
+    __slots__ = ()
+    kind: str = ""
+
+
+def message(kind: str):  # type: ignore[no-untyped-def]
+    """Class decorator: a slotted dataclass message registered under its wire name."""
+
+    def wrap(cls: type) -> type:
+        cls.kind = kind
+        dc = dataclass(slots=True)(cls)
+        MESSAGE_TYPES[kind] = dc
+        return dc
+
+    return wrap
+
+
+MESSAGE_TYPES: dict[str, type] = {}
+
+
+# --- subscriber <-> subscriber (Alg. 1, 2, 4) -------------------------------------------------
+@message("introduce")
+class Introduce(Message):
+    """Introduce(c, flag): the receiver learns contact c (Alg. 2, Introduce)."""
+
+    topic: Topic
+    contact: Contact
+    flag: Flag
+
+
+@message("check")
+class Check(Message):
+    """Check(sender, label, flag): "am I right that your label is `label`?" (Alg. 1, Check)."""
+
+    topic: Topic
+    sender: Contact
+    label: Label
+    flag: Flag
+
+
+@message("linearize")
+class Linearize(Message):
+    """Linearize(v): a contact delegated along the sorted list (Alg. 1, Linearize)."""
+
+    topic: Topic
+    contact: Contact
+
+
+@message("remove_connections")
+class RemoveConnections(Message):
+    """RemoveConnections(u): the receiver deletes every reference to u (Alg. 1 l.30)."""
+
+    topic: Topic
+    ref: Ref
+
+
+@message("introduce_shortcut")
+class IntroduceShortcut(Message):
+    """IntroduceShortcut(l, v): a shortcut partner for label l (Alg. 4, IntroduceShortcut)."""
+
+    topic: Topic
+    contact: Contact
+
+
+# --- supervisor -> subscriber ------------------------------------------------------------------
+@message("set_data")
+class SetData(Message):
+    """SetData(pred, label, succ): a configuration; all None means "you are not a member"."""
+
+    topic: Topic
+    pred: Contact | None
+    label: Label | None
+    succ: Contact | None
+
+
+@message("ping")
+class Ping(Message):
+    """The supervisor's liveness probe of a suspected subscriber (§3.3)."""
+
+    nonce: int
+
+
+# --- subscriber -> supervisor ------------------------------------------------------------------
+@message("subscribe")
+class Subscribe(Message):
+    """Subscribe(v) (Alg. 3)."""
+
+    topic: Topic
+    ref: Ref
+
+
+@message("unsubscribe")
+class Unsubscribe(Message):
+    """Unsubscribe(v) (Alg. 3)."""
+
+    topic: Topic
+    ref: Ref
+
+
+@message("get_configuration")
+class GetConfiguration(Message):
+    """GetConfiguration(v): send v its configuration (Alg. 3); v may be a third party."""
+
+    topic: Topic
+    ref: Ref
+
+
+@message("suspect")
+class SuspectCrash(Message):
+    """A hint that `ref` stopped answering; the supervisor verifies before acting (§3.3)."""
+
+    ref: Ref
+
+
+@message("pong")
+class Pong(Message):
+    """The answer to Ping, naming the node that answers."""
+
+    nonce: int
+    ref: Ref
+
+
+# --- clients <-> daemons (control plane) -------------------------------------------------------
+@message("join")
+class JoinTopic(Message):
+    """Client -> node: run BuildSR for this topic (pubsub subscribe)."""
+
+    topic: Topic
+
+
+@message("leave")
+class LeaveTopic(Message):
+    """Client -> node: unsubscribe from this topic (pubsub unsubscribe)."""
+
+    topic: Topic
+
+
+@message("status")
+class StatusRequest(Message):
+    """Client -> daemon: report state."""
+
+
+@message("reply")
+class Reply(Message):
+    """Daemon -> client: the answer to a control request."""
+
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+@message("error")
+class ErrorReply(Message):
+    """Any daemon -> peer: a request or frame was rejected."""
+
+    code: str
+    detail: str
+
+
+# --- connection setup (network runtime only; cores never see it) -----------------------------
+@message("hello")
+class Hello(Message):
+    """First frame on every TCP connection: who is calling (`pubsub.net`).
+
+    A peer names its listen address (its reference) with role "peer"; a client (the CLI,
+    an application) sends ref None and role "client" and then exchanges control requests
+    and replies on the same connection.
+    """
+
+    ref: Ref | None
+    role: str
+
+
+#: Messages that only subscribers receive from other subscribers or the supervisor.
+TOPIC_MESSAGES = (Introduce, Check, Linearize, RemoveConnections, IntroduceShortcut, SetData)

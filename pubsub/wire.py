@@ -1,0 +1,381 @@
+"""The wire format: frame codec, message schema, size limits, validation errors.
+
+A frame is a 4-byte big-endian payload length followed by the payload, one msgpack map::
+
+    {"v": 1, "t": <message kind>, <field>: <value>, ...}
+
+Every field of every registered message (`pubsub.messages.MESSAGE_TYPES`) is validated from
+the dataclass annotations alone, so adding a message needs no codec change:
+
+========================  ================================================================
+annotation                on the wire
+========================  ================================================================
+``Topic``                 str, 1..256 characters, no control characters
+``Ref``                   str ``"host:port"``; host 1..253 of ``[A-Za-z0-9._-]`` (this
+                          covers names and IPv4 literals), port 1..65535
+``Label``                 str of 0/1, 1..64 characters (decoded to `Label`)
+``Contact``               ``[label_bits, ref]`` (decoded to `Contact`)
+``Flag``                  one of the Literal's strings ("CYC", "LIN")
+``int``                   an integer (not a bool) within signed 64 bits
+``str``                   at most 4096 characters
+``dict[str, Any]``        a map with string keys of JSON-like values, <= 32 levels deep
+``X | None``              nil or an X
+========================  ================================================================
+
+Fields the message does not have are rejected, fields it needs are required.  Anything that
+is not a valid frame raises `WireError` with a short machine-readable code (the network
+runtime counts errors by code and answers with an ``ErrorReply`` carrying it).  Nothing in
+here does I/O: the runtime reads the 4-byte header, asks `frame_length` whether the body may
+be read at all (frames over the maximum are refused *before* their body is read), then reads
+the body and calls `decode`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import struct
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, Literal, NewType
+
+import msgpack
+
+from pubsub.labels import MAX_LABEL_BITS, Label, LabelError
+from pubsub.messages import MESSAGE_TYPES, Contact, Message, Ref, Topic
+
+#: Protocol version carried in every frame as "v".
+PROTOCOL_VERSION = 1
+#: Default largest payload accepted (the 4-byte header not included).
+DEFAULT_MAX_FRAME = 1 << 20
+#: The length prefix.
+HEADER = struct.Struct(">I")
+HEADER_SIZE = HEADER.size
+
+MAX_TOPIC_CHARS = 256
+MAX_HOST_CHARS = 253
+MAX_STR_CHARS = 4096
+MAX_BODY_DEPTH = 32
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+
+#: Every code `decode` / `frame_length` / `encode` can raise.
+ERROR_CODES = (
+    "bad_msgpack",
+    "not_a_map",
+    "bad_version",
+    "unknown_type",
+    "bad_field",
+    "missing_field",
+    "frame_too_large",
+    "unencodable",
+)
+
+_HOST_RE = re.compile(rf"[A-Za-z0-9._-]{{1,{MAX_HOST_CHARS}}}")
+_PORT_RE = re.compile(r"[0-9]{1,5}")
+
+
+class WireError(ValueError):
+    """A frame or field that is not valid on the wire; `code` is one of ERROR_CODES."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+
+# --- field validators (also used by the CLI and the store) -----------------------------------
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def validate_topic(value: object) -> Topic:
+    """A topic name: 1..256 characters, none of them a control character."""
+    if not isinstance(value, str):
+        raise WireError("bad_field", f"topic must be a string, got {_short(value)}")
+    if not 1 <= len(value) <= MAX_TOPIC_CHARS:
+        raise WireError("bad_field", f"topic must have 1..{MAX_TOPIC_CHARS} characters")
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
+        raise WireError("bad_field", f"topic contains a control character: {_short(value)}")
+    return Topic(value)
+
+
+def validate_ref(value: object) -> Ref:
+    """A reference "host:port" (host of [A-Za-z0-9._-], 1..253 characters; port 1..65535)."""
+    if not isinstance(value, str):
+        raise WireError("bad_field", f"reference must be a string, got {_short(value)}")
+    host, sep, port = value.rpartition(":")
+    if (
+        not sep
+        or not _HOST_RE.fullmatch(host)
+        or not _PORT_RE.fullmatch(port)
+        or not 1 <= int(port) <= 65535
+    ):
+        raise WireError("bad_field", f"reference must be host:port, got {_short(value)}")
+    return Ref(value)
+
+
+def validate_label(value: object) -> Label:
+    """A label: a string of 1..64 characters 0/1."""
+    if not isinstance(value, str) or len(value) > MAX_LABEL_BITS:
+        raise WireError("bad_field", f"label must be 1..{MAX_LABEL_BITS} bits, got {_short(value)}")
+    try:
+        return Label(value)
+    except LabelError as exc:
+        raise WireError("bad_field", str(exc)) from None
+
+
+def validate_contact(value: object) -> Contact:
+    """A contact [label_bits, ref]."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise WireError("bad_field", f"contact must be [label, ref], got {_short(value)}")
+    return Contact(validate_label(value[0]), validate_ref(value[1]))
+
+
+def validate_int(value: object) -> int:
+    """A signed 64-bit integer (booleans are not integers here)."""
+    if type(value) is not int or not INT64_MIN <= value <= INT64_MAX:
+        raise WireError("bad_field", f"expected a 64-bit integer, got {_short(value)}")
+    return value
+
+
+def validate_str(value: object) -> str:
+    """A string of at most 4096 characters."""
+    if not isinstance(value, str) or len(value) > MAX_STR_CHARS:
+        raise WireError("bad_field", f"expected a string of <= {MAX_STR_CHARS} characters")
+    return value
+
+
+def _check_json_like(value: object, depth: int) -> None:
+    """`value` is at container depth `depth` (the body map itself is depth 1)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return
+    if depth > MAX_BODY_DEPTH:
+        raise WireError("bad_field", f"lists and maps nested deeper than {MAX_BODY_DEPTH}")
+    if isinstance(value, list):
+        for item in value:
+            _check_json_like(item, depth + 1)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise WireError("bad_field", f"map keys must be strings, got {_short(key)}")
+            _check_json_like(item, depth + 1)
+        return
+    raise WireError("bad_field", f"unsupported value {_short(value)}")
+
+
+def validate_map(value: object) -> dict[str, Any]:
+    """A map with string keys whose values are JSON-like (nil, bool, numbers, str, list, map)."""
+    if not isinstance(value, dict):
+        raise WireError("bad_field", f"expected a map, got {_short(value)}")
+    _check_json_like(value, 1)
+    return value
+
+
+# --- schema: one (decoder, encoder) pair per annotation --------------------------------------
+Validator = Callable[[object], Any]
+Encoder = Callable[[Any], Any]
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _encode_label(value: Label) -> str:
+    return value.bits
+
+
+def _encode_contact(value: Contact) -> list[str]:
+    return [value.label.bits, value.ref]
+
+
+def _optional(inner: Validator) -> Validator:
+    def check(value: object) -> Any:
+        return None if value is None else inner(value)
+
+    return check
+
+
+def _optional_encoder(inner: Encoder) -> Encoder:
+    def enc(value: Any) -> Any:
+        return None if value is None else inner(value)
+
+    return enc
+
+
+def _literal(choices: tuple[object, ...]) -> Validator:
+    def check(value: object) -> Any:
+        if not isinstance(value, str) or value not in choices:
+            raise WireError("bad_field", f"expected one of {list(choices)}, got {_short(value)}")
+        return value
+
+    return check
+
+
+def _schema_for(annotation: Any) -> tuple[Validator, Encoder]:
+    """The validator and encoder for one field annotation; TypeError if unsupported."""
+    if annotation is Topic:
+        return validate_topic, _identity
+    if annotation is Ref:
+        return validate_ref, _identity
+    if annotation is Label:
+        return validate_label, _encode_label
+    if annotation is Contact:
+        return validate_contact, _encode_contact
+    if annotation is int:
+        return validate_int, _identity
+    if annotation is str:
+        return validate_str, _identity
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is Literal and all(isinstance(a, str) for a in args):
+        return _literal(args), _identity
+    if origin is dict and args and args[0] is str:
+        return validate_map, _identity
+    if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
+        inner = args[0] if args[1] is type(None) else args[1]
+        check, enc = _schema_for(inner)
+        return _optional(check), _optional_encoder(enc)
+    if isinstance(annotation, NewType):
+        raise TypeError(f"no wire schema for NewType {annotation.__name__}")
+    raise TypeError(f"no wire schema for annotation {annotation!r}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """How one message field travels."""
+
+    name: str
+    check: Validator
+    encode: Encoder
+    required: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MessageSpec:
+    """How one message type travels."""
+
+    kind: str
+    cls: type
+    fields: tuple[FieldSpec, ...]
+    names: frozenset[str]
+
+
+def _build_spec(kind: str, cls: type) -> MessageSpec:
+    hints = typing.get_type_hints(cls)
+    specs = []
+    for f in dataclasses.fields(cls):
+        check, enc = _schema_for(hints[f.name])
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        specs.append(FieldSpec(f.name, check, enc, required))
+    return MessageSpec(kind, cls, tuple(specs), frozenset(s.name for s in specs))
+
+
+_SPECS: dict[str, MessageSpec] = {}
+
+
+def spec(kind: str) -> MessageSpec:
+    """The schema of a registered message kind (built on first use, then cached).
+
+    Built lazily so that messages registered after this module is imported are covered too.
+    """
+    found = _SPECS.get(kind)
+    if found is None:
+        cls = MESSAGE_TYPES.get(kind)
+        if cls is None:
+            raise WireError("unknown_type", f"unknown message type {_short(kind)}")
+        found = _SPECS[kind] = _build_spec(kind, cls)
+    return found
+
+
+def check_schemas() -> None:
+    """Build every registered message's schema now; TypeError names an unsupported field."""
+    for kind in MESSAGE_TYPES:
+        spec(kind)
+
+
+# --- frames ----------------------------------------------------------------------------------
+def frame_length(header: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> int:
+    """The payload length announced by a 4-byte header; frame_too_large over `max_frame`."""
+    (length,) = HEADER.unpack(header)
+    if length > max_frame:
+        raise WireError("frame_too_large", f"frame of {length} bytes exceeds {max_frame}")
+    return length
+
+
+def encode_payload(msg: Message) -> bytes:
+    """The msgpack payload of `msg` (no length prefix)."""
+    s = spec(msg.kind)
+    if type(msg) is not s.cls:
+        raise WireError("unencodable", f"{type(msg).__name__} is not the {s.kind!r} message")
+    body: dict[str, Any] = {"v": PROTOCOL_VERSION, "t": s.kind}
+    try:
+        for f in s.fields:
+            body[f.name] = f.encode(getattr(msg, f.name))
+        return msgpack.packb(body, use_bin_type=True)
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise WireError("unencodable", f"cannot encode {s.kind}: {exc}") from None
+
+
+def encode(msg: Message, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
+    """The whole frame for `msg`: length prefix and payload.
+
+    Raises WireError("frame_too_large") rather than produce a frame a peer would refuse.
+    """
+    payload = encode_payload(msg)
+    if len(payload) > max_frame:
+        raise WireError(
+            "frame_too_large", f"{msg.kind} frame of {len(payload)} bytes exceeds {max_frame}"
+        )
+    return HEADER.pack(len(payload)) + payload
+
+
+def decode(payload: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> Message:
+    """The message in one frame's payload; raises WireError for anything invalid."""
+    n = len(payload)
+    if n > max_frame:
+        raise WireError("frame_too_large", f"frame of {n} bytes exceeds {max_frame}")
+    try:
+        obj = msgpack.unpackb(
+            payload,
+            raw=False,
+            strict_map_key=True,
+            use_list=True,
+            max_str_len=n,
+            max_bin_len=n,
+            max_array_len=n,
+            max_map_len=n // 2,
+            max_ext_len=0,
+        )
+    except Exception as exc:  # msgpack raises many types (ExtraData, FormatError, ...)
+        raise WireError("bad_msgpack", f"{type(exc).__name__}: {exc}"[:200]) from None
+    if not isinstance(obj, dict):
+        raise WireError("not_a_map", f"frame holds {type(obj).__name__}, not a map")
+    version = obj.get("v")
+    if type(version) is not int or version != PROTOCOL_VERSION:
+        raise WireError(
+            "bad_version",
+            f"protocol version {_short(version)} (this side speaks {PROTOCOL_VERSION})",
+        )
+    if "t" not in obj:
+        raise WireError("missing_field", "frame has no message type 't'")
+    kind = obj["t"]
+    if not isinstance(kind, str) or kind not in MESSAGE_TYPES:
+        raise WireError("unknown_type", f"unknown message type {_short(kind)}")
+    s = spec(kind)
+    extra = obj.keys() - s.names - {"v", "t"}
+    if extra:
+        raise WireError("bad_field", f"{kind} has no field(s) {_short(sorted(extra))}")
+    values: dict[str, Any] = {}
+    for f in s.fields:
+        if f.name in obj:
+            try:
+                values[f.name] = f.check(obj[f.name])
+            except WireError as exc:
+                raise WireError(exc.code, f"{kind}.{f.name}: {exc.detail}") from None
+        elif f.required:
+            raise WireError("missing_field", f"{kind} needs field {f.name!r}")
+    return s.cls(**values)

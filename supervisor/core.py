@@ -1,0 +1,245 @@
+"""The supervisor side of BuildSR without I/O (paper 000, Alg. 3, §3.1, §3.3, §4.1).
+
+One `TopicDatabase` per topic.  The actions keep the paper's names:
+
+* ``subscribe``      Subscribe(v): append (l(n), v) and send v its configuration.
+* ``unsubscribe``    Unsubscribe(v): the holder of l(n-1) takes v's label, gets its new
+                     configuration, and v is told to let go (SetData(⊥, ⊥, ⊥)).
+* ``get_configuration`` GetConfiguration(u): send u (pred, label, succ), or ⊥ if unknown.
+* ``timeout``        CheckLabels, then `config_budget` configurations per topic in
+                     round-robin order (the paper sends one; relabelled subscribers first).
+
+Crash handling (§3.3): the supervisor is the only failure detector.  A subscriber is
+removed as if it had unsubscribed when the runtime cannot deliver the supervisor's own
+messages to it (`peer_unreachable`), or when a subscriber reports it (SuspectCrash) and it
+then fails to answer the supervisor's own Ping within `probe_timeout`.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from pubsub.labels import Label, l
+from pubsub.messages import (
+    GetConfiguration,
+    Message,
+    Ping,
+    Pong,
+    Ref,
+    Send,
+    SetData,
+    Subscribe,
+    SuspectCrash,
+    Topic,
+    Unsubscribe,
+)
+from supervisor.database import TopicDatabase
+
+
+@dataclass(slots=True)
+class Probe:
+    """An outstanding liveness check of a suspected subscriber."""
+
+    nonce: int
+    deadline: float
+
+
+class SupervisorCore:
+    """database per topic, round-robin configurations and the failure detector."""
+
+    def __init__(
+        self,
+        ref: Ref,
+        *,
+        config_budget: int = 1,
+        rng: random.Random,
+        probe_timeout: float = 2.0,
+        journal: bool = True,
+    ) -> None:
+        if config_budget < 1:
+            raise ValueError("config_budget must be at least 1")
+        self.ref = ref
+        self.config_budget = config_budget
+        self.rng = rng
+        self.probe_timeout = probe_timeout
+        self.topics: dict[Topic, TopicDatabase] = {}
+        self.probes: dict[Ref, Probe] = {}
+        self.crashes_detected = 0
+        self._urgent: dict[Topic, list[Ref]] = {}
+        self._changes: list[tuple[str, str, str | None]] | None = [] if journal else None
+        self._out: list[Send] = []
+
+    # ------------------------------------------------------------------ entry points
+    def handle(self, msg: Message, now: float) -> list[Send]:
+        """React to one message from a subscriber."""
+        if isinstance(msg, Subscribe):
+            self.subscribe(msg.topic, msg.ref)
+        elif isinstance(msg, Unsubscribe):
+            self.unsubscribe(msg.topic, msg.ref)
+        elif isinstance(msg, GetConfiguration):
+            self.get_configuration(msg.topic, msg.ref)
+        elif isinstance(msg, SuspectCrash):
+            self._suspect(msg.ref, now)
+        elif isinstance(msg, Pong):
+            probe = self.probes.get(msg.ref)
+            if probe is not None and probe.nonce == msg.nonce:
+                del self.probes[msg.ref]
+        return self._flush()
+
+    def timeout(self, now: float) -> list[Send]:
+        """Timeout (Alg. 3 l.1-5) for every topic, plus expiry of liveness probes."""
+        for ref in [r for r, probe in self.probes.items() if probe.deadline <= now]:
+            del self.probes[ref]
+            self._remove_crashed(ref)
+        for topic, db in list(self.topics.items()):
+            urgent = self._urgent.setdefault(topic, [])
+            urgent.extend(r for r in db.check_labels() if r not in urgent)
+            for _ in range(min(self.config_budget, len(db))):
+                if urgent:
+                    self.get_configuration(topic, urgent.pop(0))
+                    continue
+                db.next = (db.next + 1) % len(db)
+                holder = db.holder(l(db.next))
+                if holder is not None:
+                    self.get_configuration(topic, holder)
+            if not len(db) and not urgent:
+                del self.topics[topic]
+        return self._flush()
+
+    def peer_unreachable(self, ref: Ref, now: float) -> list[Send]:
+        """The runtime could not deliver our messages to `ref`: treat it as crashed."""
+        self.probes.pop(ref, None)
+        self._remove_crashed(ref)
+        return self._flush()
+
+    # ------------------------------------------------------------------ Alg. 3
+    def subscribe(self, topic: Topic, ref: Ref) -> None:
+        """Subscribe(v) (Alg. 3 l.6-12, §4.1)."""
+        db = self._db(topic)
+        if ref in db:
+            self.get_configuration(topic, ref)
+            return
+        self._repair(topic, db)  # l(n) must be free before it is handed out
+        label = l(len(db))
+        db.put(label, ref)
+        self._configure(db, label, ref)
+
+    def unsubscribe(self, topic: Topic, ref: Ref) -> None:
+        """Unsubscribe(v) (Alg. 3 l.13-23, §4.1): then grant v permission to leave."""
+        self._vacate(topic, ref)
+        self._send(ref, SetData(topic, None, None, None))
+
+    def get_configuration(self, topic: Topic, ref: Ref) -> None:
+        """GetConfiguration(u) (Alg. 3 l.24-30)."""
+        db = self.topics.get(topic)
+        label = None
+        if db is not None:
+            db.check_multiple_copies(ref)
+            label = db.label_of(ref)
+        if db is None or label is None:
+            self._send(ref, SetData(topic, None, None, None))
+        else:
+            self._configure(db, label, ref)
+
+    # ------------------------------------------------------------------ helpers
+    def _vacate(self, topic: Topic, ref: Ref) -> None:
+        """Take `ref` out of a topic's ring; the holder of l(n-1) fills its place (§4.1)."""
+        db = self.topics.get(topic)
+        if db is None or ref not in db:
+            return
+        db.check_multiple_copies(ref)
+        self._repair(topic, db)
+        label = db.label_of(ref)
+        assert label is not None
+        last = l(len(db) - 1)
+        if len(db) > 1 and label != last:
+            mover = db.holder(last)
+            assert mover is not None
+            db.remove(last)
+            db.put(label, mover)
+            self._configure(db, label, mover)
+        else:
+            db.remove(label)
+
+    def _configure(self, db: TopicDatabase, label: Label, ref: Ref) -> None:
+        pred, succ = db.neighbours(label)
+        self._send(ref, SetData(db.topic, pred, label, succ))
+
+    def _repair(self, topic: Topic, db: TopicDatabase) -> None:
+        """Run CheckLabels now and queue the relabelled subscribers' configurations."""
+        urgent = self._urgent.setdefault(topic, [])
+        urgent.extend(r for r in db.check_labels() if r not in urgent)
+
+    def _suspect(self, ref: Ref, now: float) -> None:
+        """A subscriber's hint (§3.3); verified by our own Ping before anyone is removed."""
+        if ref in self.probes or ref == self.ref:
+            return
+        if not any(ref in db for db in self.topics.values()):
+            return
+        nonce = self.rng.getrandbits(62)
+        self.probes[ref] = Probe(nonce, now + self.probe_timeout)
+        self._send(ref, Ping(nonce))
+
+    def _remove_crashed(self, ref: Ref) -> None:
+        removed = False
+        for topic, db in list(self.topics.items()):
+            if ref in db:
+                self._vacate(topic, ref)
+                removed = True
+        if removed:
+            self.crashes_detected += 1
+
+    def _db(self, topic: Topic) -> TopicDatabase:
+        db = self.topics.get(topic)
+        if db is None:
+            db = self.topics[topic] = TopicDatabase(topic, self._changes)
+        return db
+
+    def _send(self, dest: Ref, msg: Message) -> None:
+        self._out.append(Send(dest, msg))
+
+    def _flush(self) -> list[Send]:
+        out, self._out = self._out, []
+        return out
+
+    # ------------------------------------------------------------------ persistence & inspection
+    def drain_changes(self) -> list[tuple[str, str, str | None]]:
+        """Database changes since the last call: (topic, label, ref or None if deleted)."""
+        if self._changes is None:
+            return []
+        out = list(self._changes)
+        self._changes.clear()
+        return out
+
+    def load(self, rows: list[tuple[str, str, str]] | tuple[tuple[str, str, str], ...]) -> None:
+        """Restore the database from durable rows (no journal entries are produced)."""
+        saved, self._changes = self._changes, None
+        try:
+            for topic, bits, ref in rows:
+                db = self._db(Topic(topic))
+                db._changes = None
+                db.put(Label(bits), Ref(ref))
+        finally:
+            self._changes = saved
+            for db in self.topics.values():
+                db._changes = saved
+
+    def status(self) -> dict[str, object]:
+        """JSON-able state (README: `status --supervisor`)."""
+        return {
+            "ref": self.ref,
+            "config_budget": self.config_budget,
+            "crashes_detected": self.crashes_detected,
+            "suspects": sorted(self.probes),
+            "topics": {
+                topic: {
+                    "n": len(db),
+                    "legitimate_database": db.is_legitimate(),
+                    "members": [
+                        {"label": label.bits, "ref": ref} for label, ref in db.members()
+                    ],
+                }
+                for topic, db in sorted(self.topics.items())
+            },
+        }

@@ -1,0 +1,120 @@
+"""The supervisor daemon: `SupervisorCore` and its durable database on the network runtime.
+
+At start the database in the data directory is loaded into the core.  After every call into
+the core (a message, a Timeout, an unreachable peer) the changes the core reports through
+``drain_changes()`` are written in one transaction *before* the resulting messages are
+handed to the runtime, so a configuration is never sent for a database state that was not
+stored.  If a write fails the changes are kept (newest value per (topic, label)) and retried
+after the next call; the failure is counted as ``store_error`` and logged.
+
+Clients may ask for status (StatusRequest): the core's status plus the runtime's counters
+under "stats".  Nothing else is accepted from clients.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Protocol
+
+import uvloop
+
+from pubsub.messages import ErrorReply, Message, Ref, Reply, Send, StatusRequest
+from pubsub.net import Runtime, Stats
+from pubsub.settings import RuntimeSettings, SupervisorSettings
+from supervisor.core import SupervisorCore
+from supervisor.store import StoreError, SupervisorStore
+
+log = logging.getLogger(__name__)
+
+
+class SupervisorCoreLike(Protocol):
+    """The part of `supervisor.core.SupervisorCore` the daemon uses."""
+
+    def handle(self, msg: Message, now: float) -> list[Send]: ...
+    def timeout(self, now: float) -> list[Send]: ...
+    def peer_unreachable(self, ref: Ref, now: float) -> list[Send]: ...
+    def status(self) -> dict[str, object]: ...
+    def drain_changes(self) -> list[tuple[str, str, str | None]]: ...
+
+
+class SupervisorApp:
+    """The `pubsub.net.Application` of the supervisor daemon."""
+
+    def __init__(
+        self, ref: Ref, core: SupervisorCoreLike, store: SupervisorStore, stats: Stats
+    ) -> None:
+        self.ref = ref
+        self.core = core
+        self.store = store
+        self.stats = stats
+        self._pending: dict[tuple[str, str], str | None] = {}
+
+    def handle(self, msg: Message, now: float) -> list[Send]:
+        return self._persisted(self.core.handle(msg, now))
+
+    def timeout(self, now: float) -> list[Send]:
+        return self._persisted(self.core.timeout(now))
+
+    def peer_unreachable(self, ref: Ref, now: float) -> list[Send]:
+        return self._persisted(self.core.peer_unreachable(ref, now))
+
+    def control(self, msg: Message, now: float) -> tuple[Message, list[Send]]:
+        if isinstance(msg, StatusRequest):
+            body = dict(self.core.status())
+            body["stats"] = self.stats.snapshot()
+            body["unsaved_changes"] = len(self._pending)
+            return Reply(body=body), []
+        return ErrorReply(
+            code="unsupported", detail=f"the supervisor does not accept {msg.kind!r} from clients"
+        ), []
+
+    def flush(self) -> None:
+        """Write every change the core has reported and not yet stored."""
+        for topic, label, ref in self.core.drain_changes():
+            self._pending[(topic, label)] = ref
+        if not self._pending:
+            return
+        try:
+            self.store.apply((topic, label, ref) for (topic, label), ref in self._pending.items())
+        except StoreError as exc:
+            self.stats.error("store_error")
+            log.error("%s (%d changes kept for the next attempt)", exc, len(self._pending))
+            return
+        self._pending.clear()
+
+    def _persisted(self, sends: list[Send]) -> list[Send]:
+        self.flush()
+        return sends
+
+
+async def serve_supervisor(
+    listen: Ref, runtime_settings: RuntimeSettings, settings: SupervisorSettings
+) -> None:
+    """Run a supervisor on `listen` until SIGTERM/SIGINT.
+
+    Raises StoreError when the database cannot be opened and OSError when `listen` cannot
+    be bound.
+    """
+    store = SupervisorStore(settings.data_dir)
+    try:
+        core = SupervisorCore(listen, config_budget=settings.config_budget, rng=random.Random())
+        rows = store.load()
+        core.load(rows)
+        log.info("%s: loaded %d members from %s", listen, len(rows), store.path)
+        stats = Stats()
+        app = SupervisorApp(listen, core, store, stats)
+        await Runtime(app, runtime_settings, stats=stats).serve_until_signal()
+        app.flush()
+    finally:
+        store.close()
+
+
+def run_supervisor(
+    listen: Ref, runtime_settings: RuntimeSettings, settings: SupervisorSettings
+) -> None:
+    """`serve_supervisor` on a fresh uvloop event loop."""
+    uvloop.run(serve_supervisor(listen, runtime_settings, settings))
+
+
+__all__ = ["SupervisorApp", "StoreError", "run_supervisor", "serve_supervisor"]

@@ -1,0 +1,115 @@
+"""The supervisor's durable database: which label each subscriber holds in each topic.
+
+One SQLite file (WAL mode) in the data directory, one table::
+
+    members(topic TEXT, label TEXT, ref TEXT, PRIMARY KEY (topic, label))
+
+The supervisor daemon loads the rows at start (`load`) and, after every call into its core,
+applies what the core reports through ``drain_changes()`` (`apply`), all in one
+transaction, so that the file always holds a state the core once had.  Rows that are not
+well formed (a hand-edited or damaged file) are skipped with a warning rather than handed
+to the core.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+
+from pubsub.wire import WireError, validate_label, validate_ref, validate_topic
+
+log = logging.getLogger(__name__)
+
+DB_NAME = "supervisor.sqlite3"
+
+Row = tuple[str, str, str]
+Change = tuple[str, str, str | None]
+
+
+class StoreError(RuntimeError):
+    """The database cannot be opened or written; the message is one line for the operator."""
+
+
+class SupervisorStore:
+    """The membership table of one supervisor, in `data_dir`/supervisor.sqlite3."""
+
+    def __init__(self, data_dir: Path | str) -> None:
+        self.data_dir = Path(data_dir)
+        self.path = self.data_dir / DB_NAME
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create data directory {self.data_dir}: {exc.strerror or exc}"
+            ) from None
+        if not os.access(self.data_dir, os.W_OK | os.X_OK):
+            raise StoreError(f"data directory {self.data_dir} is not writable")
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS members ("
+                " topic TEXT NOT NULL, label TEXT NOT NULL, ref TEXT NOT NULL,"
+                " PRIMARY KEY (topic, label))"
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open supervisor database {self.path}: {exc}") from None
+
+    def load(self) -> list[Row]:
+        """Every well-formed (topic, label_bits, ref) row."""
+        try:
+            rows = self._db.execute("SELECT topic, label, ref FROM members").fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read supervisor database {self.path}: {exc}") from None
+        good: list[Row] = []
+        for row in rows:
+            try:
+                topic, label, ref = row
+                good.append((validate_topic(topic), validate_label(label).bits, validate_ref(ref)))
+            except (WireError, ValueError) as exc:
+                log.warning("%s: skipping malformed row %r: %s", self.path, row, exc)
+        return good
+
+    def apply(self, changes: Iterable[Change]) -> int:
+        """Apply (topic, label_bits, ref | None) changes in one transaction; None deletes.
+
+        Returns the number of changes applied.  Raises StoreError (nothing applied) on failure.
+        """
+        batch = list(changes)
+        if not batch:
+            return 0
+        try:
+            self._db.execute("BEGIN")
+            try:
+                for topic, label, ref in batch:
+                    if ref is None:
+                        self._db.execute(
+                            "DELETE FROM members WHERE topic = ? AND label = ?", (topic, label)
+                        )
+                    else:
+                        self._db.execute(
+                            "INSERT INTO members (topic, label, ref) VALUES (?, ?, ?)"
+                            " ON CONFLICT (topic, label) DO UPDATE SET ref = excluded.ref",
+                            (topic, label, ref),
+                        )
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot write supervisor database {self.path}: {exc}") from None
+        return len(batch)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> SupervisorStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,352 @@
+"""The wire codec (`pubsub.wire`): round trips, every validation error, size limits, fuzzing."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+import typing
+from typing import Any, Literal
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pubsub import wire
+from pubsub.labels import Label
+from pubsub.messages import (
+    MESSAGE_TYPES,
+    Contact,
+    ErrorReply,
+    Hello,
+    Message,
+    Ping,
+    Ref,
+    Reply,
+    SetData,
+    Topic,
+)
+from pubsub.wire import WireError, decode, encode
+
+# --- strategies derived from the message annotations -------------------------------------------
+topics = st.text(
+    alphabet=st.characters(blacklist_categories=("Cc", "Cs")), min_size=1, max_size=256
+).map(Topic)
+refs = st.builds(
+    lambda host, port: Ref(f"{host}:{port}"),
+    st.from_regex(r"[A-Za-z0-9._-]{1,40}", fullmatch=True),
+    st.integers(1, 65535),
+)
+labels = st.text(alphabet="01", min_size=1, max_size=64).map(Label)
+contacts = st.builds(Contact, labels, refs)
+json_like = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(wire.INT64_MIN, wire.INT64_MAX)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
+    if annotation is Topic:
+        return topics
+    if annotation is Ref:
+        return refs
+    if annotation is Label:
+        return labels
+    if annotation is Contact:
+        return contacts
+    if annotation is int:
+        return st.integers(wire.INT64_MIN, wire.INT64_MAX)
+    if annotation is str:
+        return st.text(max_size=wire.MAX_STR_CHARS)
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Literal:
+        return st.sampled_from(args)
+    if origin is dict:
+        return st.dictionaries(st.text(max_size=8), json_like, max_size=5)
+    if type(None) in args:
+        (inner,) = [a for a in args if a is not type(None)]
+        return st.none() | strategy_for(inner)
+    raise AssertionError(f"no strategy for {annotation!r}")
+
+
+def messages_of(cls: type) -> st.SearchStrategy[Message]:
+    hints = typing.get_type_hints(cls)
+    return st.builds(cls, **{f.name: strategy_for(hints[f.name]) for f in dataclasses.fields(cls)})
+
+
+any_message = st.one_of([messages_of(cls) for cls in MESSAGE_TYPES.values()])
+
+
+def payload(obj: object) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def frame_of(kind: str, **fields: Any) -> bytes:
+    return payload({"v": 1, "t": kind, **fields})
+
+
+# --- round trips -------------------------------------------------------------------------------
+def test_every_registered_message_has_a_schema() -> None:
+    wire.check_schemas()
+    assert "hello" in MESSAGE_TYPES
+
+
+@pytest.mark.parametrize("kind", sorted(MESSAGE_TYPES))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_round_trip(kind: str, data: st.DataObject) -> None:
+    msg = data.draw(messages_of(MESSAGE_TYPES[kind]))
+    frame = encode(msg)
+    (length,) = struct.unpack(">I", frame[:4])
+    assert length == len(frame) - 4
+    back = decode(frame[4:])
+    assert type(back) is type(msg)
+    assert back == msg
+
+
+def test_frame_layout() -> None:
+    frame = encode(Ping(nonce=5))
+    assert msgpack.unpackb(frame[4:]) == {"v": 1, "t": "ping", "nonce": 5}
+    frame = encode(SetData(Topic("t"), Contact(Label("01"), Ref("h:1")), None, None))
+    assert msgpack.unpackb(frame[4:])["pred"] == ["01", "h:1"]
+
+
+def test_defaults_may_be_omitted() -> None:
+    assert decode(frame_of("reply")) == Reply(body={})
+
+
+# --- every error code --------------------------------------------------------------------------
+def code_of(data: bytes, max_frame: int = wire.DEFAULT_MAX_FRAME) -> str:
+    with pytest.raises(WireError) as info:
+        decode(data, max_frame)
+    assert info.value.code in wire.ERROR_CODES
+    return info.value.code
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"\xc1", payload({"v": 1, "t": "ping", "nonce": 1}) + b"\x00", b"\x92\x01", b"\xa5ab"],
+    ids=["empty", "reserved-byte", "trailing-bytes", "short-array", "short-string"],
+)
+def test_bad_msgpack(data: bytes) -> None:
+    assert code_of(data) == "bad_msgpack"
+
+
+def test_bad_msgpack_ext_and_non_string_keys() -> None:
+    assert (
+        code_of(payload({"v": 1, "t": "ping", "nonce": msgpack.ExtType(1, b"x")})) == "bad_msgpack"
+    )
+    assert code_of(payload({1: 1})) == "bad_msgpack"
+    assert code_of(b"\x81\xa1v\xa1\xff") == "bad_msgpack"  # {"v": <invalid UTF-8>}
+
+
+@pytest.mark.parametrize("obj", [[1, 2], "text", 5, None, b"bytes"])
+def test_not_a_map(obj: object) -> None:
+    assert code_of(payload(obj)) == "not_a_map"
+
+
+@pytest.mark.parametrize("version", [None, 2, 0, True, "1", 1.0])
+def test_bad_version(version: object) -> None:
+    body: dict[str, Any] = {"t": "ping", "nonce": 1}
+    if version is not None:
+        body["v"] = version
+    assert code_of(payload(body)) == "bad_version"
+
+
+@pytest.mark.parametrize("kind", ["nope", 7, None, "", "Ping"])
+def test_unknown_type(kind: object) -> None:
+    assert code_of(payload({"v": 1, "t": kind})) == "unknown_type"
+
+
+def test_missing_field() -> None:
+    assert code_of(payload({"v": 1})) == "missing_field"
+    assert code_of(frame_of("ping")) == "missing_field"
+    assert code_of(frame_of("set_data", topic="t", pred=None, label=None)) == "missing_field"
+
+
+def nested(depth: int) -> dict[str, Any]:
+    """A map nested `depth` levels deep."""
+    value: dict[str, Any] = {"leaf": 1}
+    for _ in range(depth - 1):
+        value = {"k": value}
+    return value
+
+
+BAD_FIELDS: list[tuple[str, dict[str, Any]]] = [
+    # unknown extra field
+    ("ping", {"nonce": 1, "extra": 2}),
+    # int
+    ("ping", {"nonce": True}),
+    ("ping", {"nonce": 1.5}),
+    ("ping", {"nonce": 1 << 63}),
+    ("ping", {"nonce": "1"}),
+    # topic
+    ("join", {"topic": ""}),
+    ("join", {"topic": "x" * 257}),
+    ("join", {"topic": "a\nb"}),
+    ("join", {"topic": "a\x7fb"}),
+    ("join", {"topic": 3}),
+    ("join", {"topic": None}),
+    # ref
+    ("suspect", {"ref": "nohost"}),
+    ("suspect", {"ref": "h:0"}),
+    ("suspect", {"ref": "h:65536"}),
+    ("suspect", {"ref": "h:+80"}),
+    ("suspect", {"ref": ":80"}),
+    ("suspect", {"ref": "bad host:80"}),
+    ("suspect", {"ref": "a" * 254 + ":80"}),
+    ("suspect", {"ref": "[::1]:80"}),
+    ("suspect", {"ref": ["h", 80]}),
+    # label and contact
+    ("check", {"topic": "t", "sender": ["0", "h:1"], "label": "", "flag": "LIN"}),
+    ("check", {"topic": "t", "sender": ["0", "h:1"], "label": "012", "flag": "LIN"}),
+    ("check", {"topic": "t", "sender": ["0", "h:1"], "label": "1" * 65, "flag": "LIN"}),
+    ("check", {"topic": "t", "sender": ["0", "h:1"], "label": 1, "flag": "LIN"}),
+    ("check", {"topic": "t", "sender": ["0"], "label": "1", "flag": "LIN"}),
+    ("check", {"topic": "t", "sender": ["0", "h:1", "x"], "label": "1", "flag": "LIN"}),
+    ("check", {"topic": "t", "sender": {"label": "0"}, "label": "1", "flag": "LIN"}),
+    ("check", {"topic": "t", "sender": None, "label": "1", "flag": "LIN"}),
+    ("check", {"topic": "t", "sender": ["2", "h:1"], "label": "1", "flag": "LIN"}),
+    # flag
+    ("check", {"topic": "t", "sender": ["0", "h:1"], "label": "1", "flag": "XYZ"}),
+    ("check", {"topic": "t", "sender": ["0", "h:1"], "label": "1", "flag": None}),
+    # optional contact present but malformed
+    ("set_data", {"topic": "t", "pred": ["0"], "label": None, "succ": None}),
+    # str
+    ("error", {"code": "x", "detail": "y" * 4097}),
+    ("error", {"code": 1, "detail": "y"}),
+    ("hello", {"ref": None, "role": None}),
+    # map body
+    ("reply", {"body": [1, 2]}),
+    ("reply", {"body": {"a": b"bytes"}}),
+    ("reply", {"body": nested(wire.MAX_BODY_DEPTH + 1)}),
+]
+
+
+@pytest.mark.parametrize(("kind", "fields"), BAD_FIELDS)
+def test_bad_field(kind: str, fields: dict[str, Any]) -> None:
+    assert code_of(frame_of(kind, **fields)) == "bad_field"
+
+
+def test_valid_edge_values() -> None:
+    assert decode(frame_of("reply", body=nested(wire.MAX_BODY_DEPTH))).body == nested(  # type: ignore[attr-defined]
+        wire.MAX_BODY_DEPTH
+    )
+    assert decode(frame_of("suspect", ref="a" * 253 + ":65535")).ref == "a" * 253 + ":65535"
+    assert decode(frame_of("suspect", ref="10.0.0.1:1")).ref == "10.0.0.1:1"
+    assert decode(frame_of("join", topic="é" * 256)).topic == "é" * 256
+    assert decode(frame_of("ping", nonce=wire.INT64_MIN)).nonce == wire.INT64_MIN
+    msg = decode(frame_of("set_data", topic="t", pred=None, label="1" * 64, succ=None))
+    assert isinstance(msg, SetData) and msg.label == Label("1" * 64)
+    assert decode(frame_of("hello", ref=None, role="client")) == Hello(ref=None, role="client")
+
+
+def test_frame_too_large() -> None:
+    header = struct.pack(">I", 2000)
+    with pytest.raises(WireError) as info:
+        wire.frame_length(header, max_frame=1999)
+    assert info.value.code == "frame_too_large"
+    assert wire.frame_length(header, max_frame=2000) == 2000
+    assert (
+        code_of(frame_of("error", code="x", detail="y" * 3000), max_frame=2000) == "frame_too_large"
+    )
+    with pytest.raises(WireError) as info:
+        encode(ErrorReply(code="x", detail="y" * 3000), max_frame=2000)
+    assert info.value.code == "frame_too_large"
+    assert len(encode(ErrorReply(code="x", detail="y" * 3000))) > 3000  # default max is 1 MiB
+
+
+def test_unencodable() -> None:
+    for body in ({"x": object()}, {"x": {1, 2}}):
+        with pytest.raises(WireError) as info:
+            encode(Reply(body=body))
+        assert info.value.code == "unencodable"
+
+
+def test_error_carries_code_and_detail() -> None:
+    with pytest.raises(WireError) as info:
+        decode(frame_of("ping", nonce="x"))
+    assert info.value.code == "bad_field" and "ping.nonce" in info.value.detail
+    assert str(info.value).startswith("bad_field: ")
+
+
+# --- fuzzing -----------------------------------------------------------------------------------
+def decodes_or_wire_error(data: bytes) -> None:
+    try:
+        msg = decode(data)
+    except WireError as exc:
+        assert exc.code in wire.ERROR_CODES
+    else:
+        assert isinstance(msg, Message)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.binary(max_size=300))
+def test_random_bytes_only_raise_wire_error(data: bytes) -> None:
+    decodes_or_wire_error(data)
+
+
+msgpack_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(1 << 63), (1 << 64) - 1)
+    | st.floats()
+    | st.text(max_size=10)
+    | st.binary(max_size=10),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.text(max_size=6) | st.sampled_from(["topic", "ref", "label"]), inner, max_size=3
+        )
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    kind=st.sampled_from(sorted(MESSAGE_TYPES)),
+    fields=st.dictionaries(
+        st.sampled_from(
+            [
+                "topic",
+                "ref",
+                "contact",
+                "label",
+                "sender",
+                "flag",
+                "nonce",
+                "body",
+                "code",
+                "detail",
+                "pred",
+                "succ",
+                "role",
+                "x",
+            ]
+        ),
+        msgpack_values,
+        max_size=5,
+    ),
+)
+def test_structured_garbage_only_raises_wire_error(kind: str, fields: dict[str, Any]) -> None:
+    decodes_or_wire_error(frame_of(kind, **fields))
+
+
+@settings(max_examples=500, deadline=None)
+@given(msg=any_message, data=st.data())
+def test_mutated_frames_only_raise_wire_error(msg: Message, data: st.DataObject) -> None:
+    body = bytearray(encode(msg)[4:])
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(body) - 1))
+        body[i] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(body)))
+    decodes_or_wire_error(bytes(body[:cut]))
+    decodes_or_wire_error(bytes(body))
