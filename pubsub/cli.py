@@ -387,3 +387,7 @@ def format_node_status(body: dict[str, Any]) -> str:
         lines.extend(_table(rows))
     lines.append(format_stats(body.get("stats")))
     return "\n".join(lines)
+
+
+if __name__ == "__main__":  # `python -m pubsub.cli ...` (how LocalCluster starts daemons)
+    main()

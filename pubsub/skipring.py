@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from functools import lru_cache
 
 from pubsub.labels import MAX_LABEL_BITS, Label, from_dyadic
 from pubsub.messages import (
@@ -76,12 +77,14 @@ def reflect(near: Label, me: Label) -> Label:
     return from_dyadic(numerator, exponent)
 
 
-def shortcut_chain(me: Label, neighbour: Label | None) -> list[Label]:
+@lru_cache(maxsize=1 << 16)
+def shortcut_chain(me: Label, neighbour: Label | None) -> tuple[Label, ...]:
     """Shortcut labels on one side, from the ring neighbour on that side (§3.2.2).
 
     Starting at the neighbour, reflect as long as the current label is longer than ours;
     the last label returned has length <= ours (it is our neighbour on level |me|).
     Lengths strictly decrease, so the loop ends; the bound guards corrupted labels.
+    Labels are immutable, so results are memoized (they are recomputed every Timeout).
     """
     chain: list[Label] = []
     current = neighbour
@@ -89,11 +92,11 @@ def shortcut_chain(me: Label, neighbour: Label | None) -> list[Label]:
         if current is None or current.length <= me.length:
             break
         nxt = reflect(current, me)
-        if nxt == me or nxt.r() == me.r():
+        if nxt.numerator << me.length == me.numerator << nxt.length:  # r(nxt) = r(me)
             break
         chain.append(nxt)
         current = nxt
-    return chain
+    return tuple(chain)
 
 
 class SkipRingNode:
@@ -114,18 +117,19 @@ class SkipRingNode:
     # ------------------------------------------------------------------ entry points
     def handle(self, msg: Message) -> list[Send]:
         """React to one BuildSR message addressed to this topic."""
-        if isinstance(msg, Introduce):
-            self.introduce(msg.contact, msg.flag)
-        elif isinstance(msg, Check):
-            self.check(msg.sender, msg.label, msg.flag)
-        elif isinstance(msg, Linearize):
-            self.linearize(msg.contact)
-        elif isinstance(msg, IntroduceShortcut):
-            self.introduce_shortcut(msg.contact)
-        elif isinstance(msg, RemoveConnections):
-            self.forget(msg.ref)
-        elif isinstance(msg, SetData):
-            self.set_data(msg.pred, msg.label, msg.succ)
+        kind = type(msg)
+        if kind is Linearize:
+            self.linearize(msg.contact)  # type: ignore[attr-defined]
+        elif kind is Check:
+            self.check(msg.sender, msg.label, msg.flag)  # type: ignore[attr-defined]
+        elif kind is Introduce:
+            self.introduce(msg.contact, msg.flag)  # type: ignore[attr-defined]
+        elif kind is IntroduceShortcut:
+            self.introduce_shortcut(msg.contact)  # type: ignore[attr-defined]
+        elif kind is RemoveConnections:
+            self.forget(msg.ref)  # type: ignore[attr-defined]
+        elif kind is SetData:
+            self.set_data(msg.pred, msg.label, msg.succ)  # type: ignore[attr-defined]
         return self._flush()
 
     def timeout(self, rng: random.Random) -> list[Send]:
@@ -425,7 +429,7 @@ class SkipRingNode:
         if rng.random() < chance:
             self._send(self.supervisor, GetConfiguration(self.topic, self.ref))
 
-    def _side_chains(self) -> tuple[list[Label], list[Label]]:
+    def _side_chains(self) -> tuple[tuple[Label, ...], tuple[Label, ...]]:
         assert self.label is not None
         left, right = self.cyclic_left(), self.cyclic_right()
         return (
@@ -444,7 +448,9 @@ class SkipRingNode:
         for label in wanted:
             self.shortcuts.setdefault(label, None)
 
-    def _level_partner(self, chain: list[Label], neighbour: Contact | None) -> Contact | None:
+    def _level_partner(
+        self, chain: tuple[Label, ...], neighbour: Contact | None
+    ) -> Contact | None:
         """Our neighbour on level |label| on one side: the chain's end, or the ring neighbour."""
         if not chain:
             return neighbour

@@ -97,6 +97,14 @@ class Simulation:
         """Put a message in flight (e.g. a corrupted one) as if `src` had sent it."""
         self._dispatch(src, [Send(dest, msg)])
 
+    def in_flight(self) -> list[tuple[Ref, Ref, Message]]:
+        """Messages sent but not yet delivered: (source, destination, message)."""
+        return [
+            (payload[0], target, payload[1])  # type: ignore[index]
+            for _, _, kind, target, payload in self._queue
+            if kind == _DELIVER
+        ]
+
     # ------------------------------------------------------------------ running
     def run_for(self, duration: float) -> None:
         self.run_until(self.now + duration)

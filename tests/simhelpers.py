@@ -1,0 +1,128 @@
+"""Reading simulated systems for the tests and the benchmark: snapshots and legitimacy.
+
+Legitimacy is judged by the independent checker (`tests.checker`), never by the protocol
+code: a topic is legitimate when the supervisor's members are exactly the subscribers that
+want the topic, their labels are l(0..n-1), every member's explicit edges equal SR(n), and
+the channels hold nothing a legitimate run could not have sent (paper 000 §1.1: a state
+includes the messages in the channels; a stale message in flight is an implicit edge that
+is still wrong).
+"""
+
+from __future__ import annotations
+
+from pubsub.messages import (
+    Contact,
+    Ref,
+    RemoveConnections,
+    SetData,
+    Topic,
+    Unsubscribe,
+)
+from pubsub.sim.engine import Simulation
+from tests.checker import compare
+
+NodeStates = dict[str, dict]
+
+
+def snapshot(sim: Simulation, topic: Topic) -> tuple[dict[str, str], NodeStates]:
+    """(supervisor members ref -> label bits, node ref -> its state for the topic)."""
+    db = sim.supervisor.topics.get(topic)
+    members = {ref: label.bits for label, ref in db.members() if ref is not None} if db else {}
+    states = {
+        ref: node.instances[topic].status()
+        for ref, node in sim.nodes.items()
+        if topic in node.instances
+    }
+    return members, states
+
+
+def subscribers(sim: Simulation, topic: Topic) -> set[Ref]:
+    """The live processes that want `topic`."""
+    return {ref for ref, node in sim.nodes.items() if topic in node.wanted_topics}
+
+
+def problems(sim: Simulation, topic: Topic) -> list[str]:
+    """Everything that keeps the topic from being exactly SR(n); [] when legitimate."""
+    members, states = snapshot(sim, topic)
+    found = compare(members, states)
+    wanted = subscribers(sim, topic)
+    if set(members) != wanted:
+        found.append(
+            f"members differ from subscribers: missing {sorted(wanted - set(members))[:5]},"
+            f" extra {sorted(set(members) - wanted)[:5]}"
+        )
+    db = sim.supervisor.topics.get(topic)
+    if db is not None and db.without_subscriber:
+        found.append("database holds tuples without subscriber")
+    return found
+
+
+def in_flight_problems(sim: Simulation, topic: Topic) -> list[str]:
+    """Messages in flight that disagree with the current members and database."""
+    members, _ = snapshot(sim, topic)
+    db = sim.supervisor.topics.get(topic)
+    found = []
+    for src, dest, msg in sim.in_flight():
+        if getattr(msg, "topic", topic) != topic:
+            continue
+        for value in vars_of(msg):
+            if isinstance(value, Contact) and members.get(value.ref) != value.label.bits:
+                found.append(f"in flight {src}->{dest}: {msg} carries a wrong contact {value}")
+        if isinstance(msg, RemoveConnections) and msg.ref in members:
+            found.append(f"in flight {src}->{dest}: {msg} would cut a member")
+        if isinstance(msg, Unsubscribe) and msg.ref in members and msg.ref in subscribers(sim, topic):
+            found.append(f"in flight: {msg} of a member that wants the topic")
+        if isinstance(msg, SetData) and db is not None:
+            label = db.label_of(dest)
+            expected = (None, None) if label is None else db.neighbours(label)
+            if msg.label != label or (msg.pred, msg.succ) != expected:
+                found.append(f"in flight to {dest}: {msg} disagrees with the database")
+    return found
+
+
+def vars_of(msg: object) -> list[object]:
+    return [getattr(msg, name) for name in getattr(msg, "__slots__", ())]
+
+
+def is_legitimate(sim: Simulation, topic: Topic) -> bool:
+    return not in_flight_problems(sim, topic) and not problems(sim, topic)
+
+
+def references_to(sim: Simulation, topic: Topic, target: Ref) -> list[Ref]:
+    """Nodes whose explicit edges for `topic` still point at `target`."""
+    return [
+        ref
+        for ref, node in sim.nodes.items()
+        if topic in node.instances and target in set(node.instances[topic].contacts())
+    ]
+
+
+def converge(sim: Simulation, topic: Topic, max_intervals: int) -> int:
+    """Run until the topic is legitimate; the number of timeout intervals it took."""
+    took = sim.run_intervals_until(lambda: is_legitimate(sim, topic), max_intervals)
+    assert took is not None, (
+        f"not legitimate after {max_intervals} intervals: "
+        f"{(problems(sim, topic) + in_flight_problems(sim, topic))[:8]}"
+    )
+    return took
+
+
+#: Kinds a legitimate ring never sends by itself; they flow only while something is repaired.
+REPAIR_KINDS = frozenset(
+    ("subscribe", "unsubscribe", "linearize", "introduce", "remove_connections")
+)
+
+
+def quiescent(sim: Simulation, topic: Topic) -> bool:
+    """Legitimate, with no repair traffic left in flight."""
+    if any(msg.kind in REPAIR_KINDS for _, _, msg in sim.in_flight()):
+        return False
+    return is_legitimate(sim, topic)
+
+
+def settle(sim: Simulation, topic: Topic, max_intervals: int) -> int:
+    """Run until quiescent; the number of timeout intervals it took."""
+    took = sim.run_intervals_until(lambda: quiescent(sim, topic), max_intervals)
+    assert took is not None, f"not quiescent after {max_intervals} intervals"
+    return took
+
