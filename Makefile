@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
-	$(BIN)/python -m pubsub.bench
+	$(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -239,21 +239,16 @@ class SkipRingNode:
 
     def check(self, sender: Contact, label: Label, flag: Flag) -> None:
         """Check (Alg. 1 l.8-12): correct the sender's view of our label, or accept it."""
-        if sender.ref == self.ref:
+        if self._unusable(sender.ref):
             return
-        if self.label is None:
-            self._send(sender.ref, RemoveConnections(self.topic, self.ref))
-        elif self.label != label:
+        if self.label != label:
             self._send(sender.ref, Introduce(self.topic, self.me(), flag))
         else:
             self.introduce(sender, flag)
 
     def linearize(self, c: Contact) -> None:
         """Linearize (Alg. 1 l.14-30): keep the closest node on each side, delegate others."""
-        if c.ref == self.ref:
-            return
-        if self.label is None:
-            self._send(c.ref, RemoveConnections(self.topic, self.ref))
+        if self._unusable(c.ref):
             return
         me = self.label
         if c.label == me:
@@ -325,10 +320,7 @@ class SkipRingNode:
             self._introduce(contact, queued_flag)
 
     def _introduce(self, c: Contact, flag: Flag) -> None:
-        if c.ref == self.ref:
-            return
-        if self.label is None:
-            self._send(c.ref, RemoveConnections(self.topic, self.ref))
+        if self._unusable(c.ref):
             return
         me = self.label
         ring = self.ring
@@ -469,10 +461,7 @@ class SkipRingNode:
 
     def introduce_shortcut(self, c: Contact) -> None:
         """IntroduceShortcut (Alg. 4 l.22-30)."""
-        if c.ref == self.ref:
-            return
-        if self.label is None:
-            self._send(c.ref, RemoveConnections(self.topic, self.ref))
+        if self._unusable(c.ref):
             return
         if c.label not in self.shortcuts:
             return  # not a shortcut of ours; the introducer still holds c, so nothing is lost
@@ -483,6 +472,19 @@ class SkipRingNode:
                 self._hand_back(old)
 
     # ------------------------------------------------------------------ plumbing
+    def _unusable(self, ref: Ref) -> bool:
+        """A contact we cannot act on: ourselves, or anyone while we have no label.
+
+        Without a label we may hold nobody, so we ask the contact to drop us (Alg. 1 l.30,
+        Alg. 2 l.42) -- this is also how an unsubscribed node sheds its last edges.
+        """
+        if ref == self.ref:
+            return True
+        if self.label is None:
+            self._send(ref, RemoveConnections(self.topic, self.ref))
+            return True
+        return False
+
     def _label_conflict(self, ref: Ref) -> None:
         """Someone claims our label for `ref`: two nodes never legitimately share a label.
 

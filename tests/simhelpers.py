@@ -84,8 +84,24 @@ def vars_of(msg: object) -> list[object]:
     return [getattr(msg, name) for name in getattr(msg, "__slots__", ())]
 
 
+def labels_settled(sim: Simulation, topic: Topic) -> bool:
+    """Cheap necessary condition: members are the subscribers and hold their labels."""
+    db = sim.supervisor.topics.get(topic)
+    if db is None or len(db) != len(subscribers(sim, topic)):
+        return False
+    for ref, node in sim.nodes.items():
+        instance = node.instances.get(topic)
+        if instance is not None and instance.label != db.label_of(ref):
+            return False
+    return True
+
+
 def is_legitimate(sim: Simulation, topic: Topic) -> bool:
-    return not in_flight_problems(sim, topic) and not problems(sim, topic)
+    return (
+        labels_settled(sim, topic)
+        and not in_flight_problems(sim, topic)
+        and not problems(sim, topic)
+    )
 
 
 def references_to(sim: Simulation, topic: Topic, target: Ref) -> list[Ref]:

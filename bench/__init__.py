@@ -1,0 +1,1 @@
+"""Benchmarks run by `make bench`; they print tables and write JSON under bench-results/."""
