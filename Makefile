@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test bench clean
+.PHONY: venv demo test test-slow bench clean
 
 venv: $(STAMP)
 
@@ -17,8 +17,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m pubsub.demo
 
+# The whole suite except the long simulation sweeps (about 10 minutes on 2 cores).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto -m "not slow"
+
+# The long sweeps (n = 1000 from 18 more corrupted states); see README.
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -n auto -m slow
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -115,8 +115,13 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="n <= 256 and one seed only")
     parser.add_argument("--wall-cap", type=float, default=300.0, help="seconds per run")
+    parser.add_argument("--sizes", type=int, nargs="+", help="n values (default: all)")
+    parser.add_argument(
+        "--starts", nargs="+", choices=("fresh", "corrupted"), default=("fresh", "corrupted")
+    )
+    parser.add_argument("--no-churn", action="store_true", help="skip the join/leave table")
     args = parser.parse_args(argv)
-    sizes = [16, 64, 256] if args.quick else [16, 64, 256, 1024, 4096]
+    sizes = args.sizes or ([16, 64, 256] if args.quick else [16, 64, 256, 1024, 4096])
     RESULTS.mkdir(exist_ok=True)
     info = machine()
     print(f"BuildSR convergence in the simulator -- {info}")
@@ -125,7 +130,7 @@ def main(argv: list[str]) -> None:
     print(header)
     print("-" * len(header))
     rows = []
-    for start in ("fresh", "corrupted"):
+    for start in args.starts:
         for n in sizes:
             for budget in (1, 16):
                 seeds = 1 if args.quick or n >= 4096 else (3 if n >= 1024 else 5)
@@ -137,10 +142,12 @@ def main(argv: list[str]) -> None:
                     f"{fmt(row['lower_bound_unreached']):>7}{row['messages_per_node_interval']:>14}",
                     flush=True,
                 )
-    print()
-    print("Repair traffic per join / leave (messages of kinds a quiescent ring never sends)")
     churn = []
-    for n in [16, 64, 256] if args.quick else [16, 64, 256, 1024]:
+    churn_sizes = [] if args.no_churn else [n for n in sizes if n <= 1024]
+    if churn_sizes:
+        print()
+        print("Repair traffic per join / leave (messages of kinds a quiescent ring never sends)")
+    for n in churn_sizes:
         row = churn_row(n, rounds=4)
         churn.append(row)
         print(
@@ -148,6 +155,7 @@ def main(argv: list[str]) -> None:
             f"   per leave {row['repair_messages_per_leave']:>8.1f}",
             flush=True,
         )
-    out = RESULTS / "skipring.json"
+    suffix = "" if args.sizes is None and not args.quick else "-partial"
+    out = RESULTS / f"skipring{suffix}.json"
     out.write_text(json.dumps({"machine": info, "convergence": rows, "churn": churn}, indent=2))
     print(f"\nwritten to {out}")

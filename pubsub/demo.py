@@ -129,7 +129,9 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m pubsub.demo``; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m pubsub.demo", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m pubsub.demo", description=(__doc__ or "").split("\n")[0]
+    )
     parser.add_argument(
         "--workdir", type=Path, default=None,
         help="keep logs and data here (default: a temporary directory, removed afterwards)",

@@ -6,6 +6,7 @@ process listening on its own port of 127.0.0.1, with its own data directory and 
 under the cluster's work directory::
 
     workdir/
+      cluster.json                who runs where (references, pids, paths)
       supervisor/data/            the supervisor's durable database
       nodes/node-03/data/         node 3's topics file
       logs/supervisor.log         stderr+stdout of every run of the supervisor (appended)
@@ -24,6 +25,9 @@ operator's path is exercised too.
 Waiting.  Nothing here sleeps and hopes: `poll` re-evaluates a condition (a function that
 returns the list of what is still wrong) until it holds or a deadline passes, and then
 raises `ClusterTimeout` naming what was still wrong.
+
+A manifest, ``workdir/cluster.json``, records every daemon's reference, pid, data
+directory and log file; it is rewritten whenever a daemon is started.
 
 Stopping.  `stop` sends SIGTERM to every daemon still running, waits a bounded time, sends
 SIGKILL to the rest and reaps them all.  It runs on leaving the ``with`` block, whatever
@@ -352,6 +356,34 @@ class LocalCluster:
             log_file.close()
             raise
         daemon.log_file = log_file
+        self.write_manifest()
+
+    def manifest(self) -> dict[str, Any]:
+        """Who runs where: references, pids, data and log paths (JSON-able)."""
+
+        def entry(d: Daemon) -> dict[str, Any]:
+            return {
+                "name": d.name,
+                "ref": d.ref,
+                "pid": d.pid if d.running else None,
+                "data": str(d.data_dir),
+                "log": str(d.log_path),
+            }
+
+        return {
+            "supervisor": entry(self.supervisor),
+            "nodes": [entry(d) for d in self.nodes],
+            "interval": self.interval,
+            "config_budget": self.config_budget,
+        }
+
+    def write_manifest(self) -> None:
+        """Write `manifest` to workdir/cluster.json atomically (for operators and tools)."""
+        path = self.workdir / "cluster.json"
+        tmp = path.with_name(".cluster.json.tmp")
+        with contextlib.suppress(OSError):  # best effort: the work dir may be gone at exit
+            tmp.write_text(json.dumps(self.manifest(), indent=1) + "\n", encoding="utf-8")
+            os.replace(tmp, path)
 
     def wait_answering(self, daemons: Sequence[Daemon], timeout: float | None = None) -> None:
         """Wait until every daemon in `daemons` answers status; ClusterError if one exits."""
@@ -368,7 +400,10 @@ class LocalCluster:
             results = self._statuses([d.ref for d in pending], timeout=1.0)
             pending = [d for d in pending if isinstance(results[d.ref], Exception)]
             if pending and time.monotonic() > deadline:
-                problems = [_status_problem(d, results[d.ref]) for d in pending]  # type: ignore[arg-type]
+                problems = [
+                    _status_problem(d, results[d.ref])  # type: ignore[arg-type]
+                    for d in pending
+                ]
                 raise ClusterTimeout("; ".join(problems))
             if pending:
                 time.sleep(0.05)
@@ -379,6 +414,7 @@ class LocalCluster:
         for daemon in daemons:
             if daemon.running:
                 self._signal(daemon, signal.SIGTERM)
+                self._signal(daemon, signal.SIGCONT)  # a daemon stopped by SIGSTOP must run to exit
         deadline = time.monotonic() + TERM_TIMEOUT
         for daemon in daemons:
             if daemon.process is None:
@@ -389,6 +425,8 @@ class LocalCluster:
                 self._signal(daemon, signal.SIGKILL)
                 daemon.process.wait()
             self._reap(daemon)
+        if self.workdir.exists():
+            self.write_manifest()
         if self._atexit_registered:
             atexit.unregister(self.stop)
             self._atexit_registered = False
@@ -406,7 +444,9 @@ class LocalCluster:
             daemon.log_file.close()
             daemon.log_file = None
 
-    def kill(self, which: int | str, sig: int = signal.SIGKILL, timeout: float = TERM_TIMEOUT) -> None:
+    def kill(
+        self, which: int | str, sig: int = signal.SIGKILL, timeout: float = TERM_TIMEOUT
+    ) -> None:
         """Send `sig` to a daemon (a node by index/reference, or the supervisor).
 
         For SIGKILL, SIGTERM and SIGINT, wait (bounded) until the process has exited and
@@ -425,6 +465,7 @@ class LocalCluster:
                     f"{daemon.name} did not exit within {timeout:g} s of signal {sig}"
                 ) from None
             self._reap(daemon)
+            self.write_manifest()
 
     def _terminate(self, daemon: Daemon) -> None:
         """SIGTERM, bounded wait, SIGKILL if it will not go; no error when not running."""
@@ -676,7 +717,9 @@ def ring_problems(
             problems.append(f"{ref}: member reports no state")
             continue
         if state.get("label") != members[ref]:
-            problems.append(f"{ref}: label {state.get('label')!r}, supervisor says {members[ref]!r}")
+            problems.append(
+                f"{ref}: label {state.get('label')!r}, supervisor says {members[ref]!r}"
+            )
 
         def contact(r: str) -> list[str]:
             return [members[r], r]

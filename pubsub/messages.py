@@ -6,7 +6,8 @@ with the NewTypes below so that the wire codec can validate every field of every
 from the annotations alone.
 
 Names follow the paper: Introduce, Check, Linearize, RemoveConnections (Alg. 1-2),
-IntroduceShortcut and SetData (Alg. 4), Subscribe, Unsubscribe, GetConfiguration (Alg. 3).
+IntroduceShortcut and SetData (Alg. 4), Subscribe, Unsubscribe, GetConfiguration (Alg. 3),
+and for publications CheckTrie, CheckAndPublish, Publish and PublishNew (Alg. 5, §4.2-4.3).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, NewType
 
 from pubsub.labels import Label
+from pubsub.trie import TrieLabel
 
 #: A node's reference: the address it listens on, "host:port" (ARCHITECTURE: decisions).
 Ref = NewType("Ref", str)
@@ -216,6 +218,84 @@ class Hello(Message):
     ref: Ref | None
     role: str
 
+
+# --- publications (Alg. 5, §4.2-4.3) ---------------------------------------------------------
+#: A trie node's hash: exactly 16 bytes (xxh3-128, `pubsub.trie`).
+NodeHash = NewType("NodeHash", bytes)
+#: A publication's key: exactly 16 bytes, `pubsub.trie.publication_key` of its content.
+PublicationKey = NewType("PublicationKey", bytes)
+#: The application's bytes inside a publication (bounded by the frame size on the wire).
+Payload = NewType("Payload", bytes)
+
+
+class NodeDigest(NamedTuple):
+    """One (label, hash) tuple of CheckTrie: a trie node without its edges (§4.2)."""
+
+    label: TrieLabel
+    hash: NodeHash
+
+    def __repr__(self) -> str:
+        return f"({self.label.bits or '⊥'},{self.hash.hex()[:8]})"
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """One publication: its key, who issued it, the issuer's sequence number, the payload.
+
+    Not a message by itself; Publish and PublishNew carry publications.  The key is
+    `pubsub.trie.publication_key(publisher, seq, payload)` and is the publication's leaf
+    label in every trie (§4.2: the key generated from the issuer's ID and the content).
+    """
+
+    key: PublicationKey
+    publisher: Ref
+    seq: int
+    payload: Payload
+
+    def __repr__(self) -> str:
+        return f"Publication({self.key.hex()[:8]} {self.publisher}#{self.seq} {len(self.payload)}B)"
+
+
+@message("check_trie")
+class CheckTrie(Message):
+    """CheckTrie(sender, tuples): "here are some of my trie nodes; compare" (Alg. 5 l.11)."""
+
+    topic: Topic
+    sender: Ref
+    tuples: list[NodeDigest]
+
+
+@message("check_and_publish")
+class CheckAndPublish(Message):
+    """CheckAndPublish(sender, tuples, pf): CheckTrie plus "send me everything under pf"
+    (Alg. 5 l.25)."""
+
+    topic: Topic
+    sender: Ref
+    tuples: list[NodeDigest]
+    prefix: TrieLabel
+
+
+@message("publish")
+class Publish(Message):
+    """Publish(P): publications the receiver lacks, in one bounded batch (Alg. 5 l.6)."""
+
+    topic: Topic
+    publications: list[Publication]
+
+
+@message("publish_new")
+class PublishNew(Message):
+    """PublishNew(p): a fresh publication flooded over ring and shortcut edges (§4.3,
+    Alg. 5 l.30); `hops` counts the edges it has crossed, for measurements."""
+
+    topic: Topic
+    publication: Publication
+    hops: int
+
+
+#: Publication messages (all carry a topic; `NodeCore` routes them to the topic's trie).
+PUBLICATION_MESSAGES = (CheckTrie, CheckAndPublish, Publish, PublishNew)
 
 #: Messages that only subscribers receive from other subscribers or the supervisor.
 TOPIC_MESSAGES = (Introduce, Check, Linearize, RemoveConnections, IntroduceShortcut, SetData)

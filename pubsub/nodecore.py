@@ -13,15 +13,27 @@ the parts of §4 and §4.1 that sit above a single ring:
 * a peer the runtime cannot reach is dropped from every instance and reported to the
   supervisor, which verifies the report before removing anyone (§3.3).
 
+Next to each BuildSR instance runs the topic's publication core (`AntiEntropy`, §4.2-4.3,
+Alg. 5), created with the instance and dropped with it.  Its Timeout sends the trie root
+to a random ring neighbour (cyclic left or right), and its flood targets are the
+instance's contacts: ring neighbours and shortcuts (E_R and E_S).  `publish` issues a
+publication from this process with a per-process sequence number; `drain_arrivals`
+hands the publications stored since the last call to whoever delivers and persists them.
+
 The daemon (`pubsub.node`) and the simulator (`pubsub.sim`) drive this same class.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 
+from pubsub.antientropy import AntiEntropy, Arrival, make_publication
 from pubsub.messages import (
+    PUBLICATION_MESSAGES,
     Check,
+    CheckAndPublish,
+    CheckTrie,
     Introduce,
     IntroduceShortcut,
     Linearize,
@@ -37,6 +49,7 @@ from pubsub.messages import (
     Unsubscribe,
 )
 from pubsub.skipring import SkipRingNode
+from pubsub.wire import MAX_PAYLOAD_BYTES
 
 
 def _carried_ref(msg: Message) -> Ref | None:
@@ -45,19 +58,28 @@ def _carried_ref(msg: Message) -> Ref | None:
         return msg.contact.ref
     if isinstance(msg, Check):
         return msg.sender.ref
+    if isinstance(msg, (CheckTrie, CheckAndPublish)):
+        return msg.sender  # a peer that thinks we are its ring neighbour
     return None
 
 
 class NodeCore:
     """All BuildSR instances of one subscriber process."""
 
-    def __init__(self, ref: Ref, supervisor: Ref, *, rng: random.Random) -> None:
+    def __init__(
+        self, ref: Ref, supervisor: Ref, *, rng: random.Random, flooding: bool = True
+    ) -> None:
         self.ref = ref
         self.supervisor = supervisor
         self.rng = rng
         self.instances: dict[Topic, SkipRingNode] = {}
+        self.publications: dict[Topic, AntiEntropy] = {}
         self.wanted_topics: set[Topic] = set()
         self.leaving: set[Topic] = set()
+        #: Whether new publications are flooded (§4.3) in addition to anti-entropy.
+        self.flooding = flooding
+        #: Sequence number of the next publication issued by this process.
+        self.next_seq = 0
 
     # ------------------------------------------------------------------ client intents
     def join(self, topic: Topic) -> list[Send]:
@@ -67,6 +89,7 @@ class NodeCore:
         instance = self.instances.get(topic)
         if instance is None:
             instance = self.instances[topic] = SkipRingNode(self.ref, topic, self.supervisor)
+        self.anti_entropy(topic)  # the topic's publication core lives next to its instance
         if instance.label is None:
             return instance.timeout(self.rng)  # Subscribe right away rather than next tick
         return []
@@ -93,8 +116,11 @@ class NodeCore:
         if isinstance(msg, SetData) and msg.label is None and topic in self.leaving:
             sends = instance.release()  # permission to leave (§4.1 step 4, Lemma 4.1)
             del self.instances[topic]
+            self.publications.pop(topic, None)
             self.leaving.discard(topic)
             return sends
+        if isinstance(msg, PUBLICATION_MESSAGES):
+            return self.anti_entropy(topic).handle(msg)
         return instance.handle(msg)
 
     def _not_a_member(self, msg: Message) -> list[Send]:
@@ -108,7 +134,11 @@ class NodeCore:
         return [Send(ref, RemoveConnections(msg.topic, self.ref))]  # type: ignore[attr-defined]
 
     def timeout(self, now: float) -> list[Send]:
-        """Timeout of every instance; leaving instances repeat their Unsubscribe."""
+        """Timeout of every instance; leaving instances repeat their Unsubscribe.
+
+        Each instance with a label also runs PublishTimeout (Alg. 5 l.1-4) with its ring
+        neighbours as they stand after BuildSR's own Timeout.
+        """
         sends: list[Send] = []
         for topic, instance in self.instances.items():
             if topic in self.leaving:
@@ -116,7 +146,50 @@ class NodeCore:
                 if instance.label is None:
                     continue  # never re-subscribe a topic we are leaving
             sends.extend(instance.timeout(self.rng))
+            if instance.label is not None:
+                ring = [c.ref for c in (instance.cyclic_left(), instance.cyclic_right()) if c]
+                sends.extend(self.anti_entropy(topic).publish_timeout(self.rng, ring))
         return sends
+
+    # ------------------------------------------------------------------ publications
+    def anti_entropy(self, topic: Topic) -> AntiEntropy:
+        """The publication core of a topic we run (created on first use)."""
+        core = self.publications.get(topic)
+        if core is None:
+            if topic not in self.instances:
+                raise KeyError(topic)
+            core = self.publications[topic] = AntiEntropy(
+                self.ref,
+                topic,
+                flooding=self.flooding,
+                flood_targets=lambda: self._flood_targets(topic),
+            )
+        return core
+
+    def _flood_targets(self, topic: Topic) -> Iterator[Ref]:
+        """PublishNew goes to every ring and shortcut neighbour (§4.3: E_R ∪ E_S)."""
+        instance = self.instances.get(topic)
+        return iter(()) if instance is None else instance.contacts()
+
+    def publish(self, topic: Topic, payload: bytes) -> list[Send]:
+        """Issue a publication on `topic` from this process (§4.2 and, if on, §4.3).
+
+        ValueError if we do not run the topic or the payload is too large for a frame.
+        """
+        if topic not in self.instances or topic in self.leaving:
+            raise ValueError(f"not subscribed to topic {topic!r}")
+        if len(payload) > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES}")
+        publication = make_publication(self.ref, self.next_seq, bytes(payload))
+        self.next_seq += 1
+        return self.anti_entropy(topic).publish_local(publication)
+
+    def drain_arrivals(self) -> list[tuple[Topic, Arrival]]:
+        """Publications stored since the last call, per topic, in arrival order."""
+        out: list[tuple[Topic, Arrival]] = []
+        for topic, core in self.publications.items():
+            out.extend((topic, arrival) for arrival in core.drain_new())
+        return out
 
     def peer_unreachable(self, ref: Ref, now: float) -> list[Send]:
         """The runtime gave up on `ref`: forget it everywhere and hint the supervisor (§3.3)."""
@@ -133,5 +206,8 @@ class NodeCore:
         for topic, instance in sorted(self.instances.items()):
             entry = instance.status()
             entry["leaving"] = topic in self.leaving
+            core = self.publications.get(topic)
+            if core is not None:
+                entry["publications"] = core.status()
             topics[topic] = entry
         return {"ref": self.ref, "supervisor": self.supervisor, "topics": topics}

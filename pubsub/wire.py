@@ -20,6 +20,13 @@ annotation                on the wire
 ``str``                   at most 4096 characters
 ``dict[str, Any]``        a map with string keys of JSON-like values, <= 32 levels deep
 ``X | None``              nil or an X
+``TrieLabel``             str of 0/1, 0..128 characters (a trie node label or a prefix)
+``NodeDigest``            ``[label_bits, hash]``; hash is bin of exactly 16 bytes
+``Publication``           ``[key, publisher, seq, payload]``: key bin of 16 bytes, publisher
+                          a ``Ref``, seq an integer 0..2^63-1, payload bin of at most
+                          `MAX_PAYLOAD_BYTES` (the frame size less room for the envelope)
+``list[NodeDigest]``      an array of at most `MAX_DIGESTS` (64) digests
+``list[Publication]``     an array of at most `MAX_PUBLICATIONS` (256) publications
 ========================  ================================================================
 
 Fields the message does not have are rejected, fields it needs are required.  Anything that
@@ -43,7 +50,19 @@ from typing import Any, Literal, NewType
 import msgpack
 
 from pubsub.labels import MAX_LABEL_BITS, Label, LabelError
-from pubsub.messages import MESSAGE_TYPES, Contact, Message, Ref, Topic
+from pubsub.messages import (
+    MESSAGE_TYPES,
+    Contact,
+    Message,
+    NodeDigest,
+    NodeHash,
+    Payload,
+    Publication,
+    PublicationKey,
+    Ref,
+    Topic,
+)
+from pubsub.trie import HASH_BYTES, KEY_BITS, TrieLabel
 
 #: Protocol version carried in every frame as "v".
 PROTOCOL_VERSION = 1
@@ -59,6 +78,13 @@ MAX_STR_CHARS = 4096
 MAX_BODY_DEPTH = 32
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
+#: Most (label, hash) tuples in one CheckTrie / CheckAndPublish.
+MAX_DIGESTS = 64
+#: Most publications in one Publish.
+MAX_PUBLICATIONS = 256
+#: Largest publication payload: the default frame less room for the rest of a PublishNew
+#: (topic <= 1 KiB as UTF-8, publisher reference, key, numbers, field names).
+MAX_PAYLOAD_BYTES = DEFAULT_MAX_FRAME - 4096
 
 #: Every code `decode` / `frame_length` / `encode` can raise.
 ERROR_CODES = (
@@ -175,6 +201,73 @@ def validate_map(value: object) -> dict[str, Any]:
     return value
 
 
+def validate_trie_label(value: object) -> TrieLabel:
+    """A trie label or prefix: a string of 0..128 characters 0/1 ("" is the root's ⊥)."""
+    if not isinstance(value, str):
+        raise WireError("bad_field", f"a trie label must be a bit string, got {_short(value)}")
+    if len(value) > KEY_BITS:
+        raise WireError(
+            "bad_field", f"a label longer than the key length ({len(value)} > {KEY_BITS} bits)"
+        )
+    if value.strip("01"):
+        raise WireError("bad_field", f"a trie label must be a bit string, got {_short(value)}")
+    return TrieLabel.from_bits(value)
+
+
+def _exact_bytes(value: object, size: int, what: str) -> bytes:
+    if type(value) is not bytes or len(value) != size:
+        got = f"{len(value)} bytes" if isinstance(value, bytes) else _short(value)
+        raise WireError("bad_field", f"{what} must be exactly {size} bytes, got {got}")
+    return value
+
+
+def validate_node_hash(value: object) -> NodeHash:
+    """A trie node hash: bin of exactly 16 bytes."""
+    return NodeHash(_exact_bytes(value, HASH_BYTES, "a node hash"))
+
+
+def validate_digest(value: object) -> NodeDigest:
+    """A CheckTrie tuple [label_bits, hash]."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise WireError("bad_field", f"a trie tuple must be [label, hash], got {_short(value)}")
+    return NodeDigest(validate_trie_label(value[0]), validate_node_hash(value[1]))
+
+
+def validate_payload(value: object) -> Payload:
+    """Publication payload: bin of at most MAX_PAYLOAD_BYTES."""
+    if type(value) is not bytes:
+        raise WireError("bad_field", f"a payload must be bytes, got {_short(value)}")
+    if len(value) > MAX_PAYLOAD_BYTES:
+        raise WireError(
+            "bad_field", f"a payload of {len(value)} bytes exceeds {MAX_PAYLOAD_BYTES}"
+        )
+    return Payload(value)
+
+
+def validate_publication(value: object) -> Publication:
+    """A publication [key, publisher, seq, payload] (see the table above)."""
+    if not isinstance(value, (list, tuple)) or len(value) != 4:
+        raise WireError(
+            "bad_field", f"a publication must be [key, publisher, seq, payload], got {_short(value)}"
+        )
+    key = PublicationKey(_exact_bytes(value[0], HASH_BYTES, "a publication key"))
+    seq = validate_int(value[2])
+    if seq < 0:
+        raise WireError("bad_field", f"a sequence number must not be negative, got {seq}")
+    return Publication(key, validate_ref(value[1]), seq, validate_payload(value[3]))
+
+
+def _bounded_list(inner: Validator, limit: int, what: str) -> Validator:
+    def check(value: object) -> list[Any]:
+        if not isinstance(value, list):
+            raise WireError("bad_field", f"{what} must be an array, got {_short(value)}")
+        if len(value) > limit:
+            raise WireError("bad_field", f"{len(value)} {what} exceed the limit of {limit}")
+        return [inner(item) for item in value]
+
+    return check
+
+
 # --- schema: one (decoder, encoder) pair per annotation --------------------------------------
 Validator = Callable[[object], Any]
 Encoder = Callable[[Any], Any]
@@ -190,6 +283,25 @@ def _encode_label(value: Label) -> str:
 
 def _encode_contact(value: Contact) -> list[str]:
     return [value.label.bits, value.ref]
+
+
+def _encode_trie_label(value: TrieLabel) -> str:
+    return value.bits
+
+
+def _encode_digest(value: NodeDigest) -> list[Any]:
+    return [value.label.bits, value.hash]
+
+
+def _encode_publication(value: Publication) -> list[Any]:
+    return [value.key, value.publisher, value.seq, value.payload]
+
+
+def _list_encoder(inner: Encoder) -> Encoder:
+    def enc(value: Any) -> list[Any]:
+        return [inner(item) for item in value]
+
+    return enc
 
 
 def _optional(inner: Validator) -> Validator:
@@ -229,8 +341,20 @@ def _schema_for(annotation: Any) -> tuple[Validator, Encoder]:
         return validate_int, _identity
     if annotation is str:
         return validate_str, _identity
+    if annotation is TrieLabel:
+        return validate_trie_label, _encode_trie_label
+    if annotation is NodeDigest:
+        return validate_digest, _encode_digest
+    if annotation is Publication:
+        return validate_publication, _encode_publication
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
+    if origin is list and args in ((NodeDigest,), (Publication,)):
+        limit, what = (
+            (MAX_DIGESTS, "trie tuples") if args[0] is NodeDigest else (MAX_PUBLICATIONS, "publications")
+        )
+        check, enc = _schema_for(args[0])
+        return _bounded_list(check, limit, what), _list_encoder(enc)
     if origin is Literal and all(isinstance(a, str) for a in args):
         return _literal(args), _identity
     if origin is dict and args and args[0] is str:

@@ -6,8 +6,9 @@ which run in file order and build on each other:
 a. all 16 nodes subscribe to "alpha", 10 of them to "beta" (half of the requests through
    ``pubsub subscribe``); both topics become exactly SR(16) and SR(10), confirmed once more
    from ``pubsub status --json`` output;
-b. two nodes are killed with SIGKILL; both rings become exactly SR(n-2) over the survivors
-   and nobody references the dead nodes;
+b. two nodes are killed with SIGKILL (the holder of label "0" in "alpha" and a node only
+   in "alpha"); both rings become exactly the skip ring over their survivors (SR(n-2) for
+   "alpha") and nobody references the dead nodes;
 c. a node leaves "beta" with ``pubsub unsubscribe``: it drops its state, the supervisor
    forgets it, nobody references it in "beta", it stays in "alpha";
 d. the supervisor is restarted on its data directory: members and labels are unchanged
@@ -45,11 +46,9 @@ INTERVAL = 0.2
 CONVERGE = 60.0
 ALPHA, BETA = "alpha", "beta"
 BETA_NODES = range(10)
-#: Killed in step b: node 0 subscribed first, so it holds label "0" in both topics.
-KILLED = (0, 13)
-#: Leaves "beta" in step c.
+#: Leaves "beta" in step c (so it is spared in step b).
 LEAVER = 5
-#: Killed and restarted in step f.
+#: Killed and restarted in step f (so it is spared in step b).
 RESTARTED = 7
 
 
@@ -118,19 +117,27 @@ def test_a_two_topics_converge_to_exact_skip_rings(scenario: Scenario) -> None:
 def test_b_kill_two_nodes(scenario: Scenario) -> None:
     with scenario.step("b"):
         c = scenario.cluster
-        dead = {c.node_refs[i] for i in KILLED}
-        members = c.snapshot(ALPHA)[0]
-        assert members[c.node_refs[KILLED[0]]] == "0", "the victim should hold label 0"
-        for i in KILLED:
-            c.kill(i, signal.SIGKILL)
-            assert c.node(i).process is not None
-            assert c.node(i).process.returncode == -signal.SIGKILL
-        for refs in scenario.wanted.values():
-            refs -= dead
+        refs = c.node_refs
+        holder = {bits: ref for ref, bits in c.snapshot(ALPHA)[0].items()}
+        protected = {refs[LEAVER], refs[RESTARTED]}
+        first = holder["0"] if holder["0"] not in protected else refs[0]
+        second = next(
+            refs[i]
+            for i in reversed(range(N_NODES))
+            if i not in BETA_NODES and refs[i] not in protected | {first}
+        )
+        dead = {first, second}
+        for ref in dead:
+            c.kill(ref, signal.SIGKILL)
+            process = c.node(ref).process
+            assert process is not None and process.returncode == -signal.SIGKILL
+        sizes = {t: len(members) - len(members & dead) for t, members in scenario.wanted.items()}
+        for members in scenario.wanted.values():
+            members -= dead
         scenario.gone |= dead
         scenario.converge("b")
-        assert len(c.snapshot(ALPHA)[0]) == N_NODES - 2
-        assert len(c.snapshot(BETA)[0]) == len(BETA_NODES) - 1  # node 0 was in beta
+        views = c.snapshots(scenario.wanted)
+        assert {topic: len(members) for topic, (members, _) in views.items()} == sizes
 
 
 def test_c_unsubscribe_through_the_cli(scenario: Scenario) -> None:
@@ -165,7 +172,8 @@ def test_d_supervisor_restart_keeps_members_and_labels(scenario: Scenario) -> No
         c.restart_supervisor(empty_data=False)
         after = {t: c.snapshot(t)[0] for t in scenario.wanted}
         assert after == before, "the restarted supervisor relabelled or lost members"
-        assert "loaded 22 members" in c.supervisor.log_of_current_run()
+        total = sum(len(members) for members in before.values())
+        assert f"loaded {total} members" in c.supervisor.log_of_current_run()
         # Closure across the restart: exact at every sample over 10 Timeout intervals.
         assert_stays(scenario.problems, duration=10 * INTERVAL, interval=INTERVAL / 2)
 
@@ -175,9 +183,8 @@ def test_e_supervisor_with_empty_database_is_rebuilt_by_subscribers(scenario: Sc
         c = scenario.cluster
         c.restart_supervisor(empty_data=True)
         assert "loaded 0 members" in c.supervisor.log_of_current_run(), "did not start empty"
-        took = scenario.converge("e")
-        assert {t: len(m) for t, m in scenario.wanted.items()} == {ALPHA: 14, BETA: 8}
-        assert took < CONVERGE
+        scenario.converge("e")
+        assert len(scenario.wanted[ALPHA]) == N_NODES - 2
 
 
 def test_f_node_killed_and_restarted_rejoins(scenario: Scenario) -> None:

@@ -57,12 +57,15 @@ def test_corrupted_state_converges_to_sr_n_and_stays(n: int, seed: int) -> None:
     assert_closed(sim)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("seed", SEEDS)
+#: Two seeds run in `make test`; all twenty in `make test-slow` (about 70 s of CPU each).
+N1000_SEEDS = [seed if seed < 2 else pytest.param(seed, marks=pytest.mark.slow) for seed in SEEDS]
+
+
+@pytest.mark.parametrize("seed", N1000_SEEDS)
 def test_corrupted_state_converges_n1000(seed: int) -> None:
     sim = Simulation(seed, config_budget=budget_for(1000))
     corrupted_start(sim, 1000, TOPIC, random.Random(seed))
-    converge(sim, TOPIC, max_intervals=2000)
+    converge(sim, TOPIC, max_intervals=3000)
     assert_closed(sim)
 
 

@@ -16,16 +16,23 @@ from pubsub import wire
 from pubsub.labels import Label
 from pubsub.messages import (
     MESSAGE_TYPES,
+    CheckAndPublish,
+    CheckTrie,
     Contact,
     ErrorReply,
     Hello,
     Message,
+    NodeDigest,
     Ping,
+    Publication,
+    Publish,
+    PublishNew,
     Ref,
     Reply,
     SetData,
     Topic,
 )
+from pubsub.trie import TrieLabel, publication_key
 from pubsub.wire import WireError, decode, encode
 
 # --- strategies derived from the message annotations -------------------------------------------
@@ -39,6 +46,15 @@ refs = st.builds(
 )
 labels = st.text(alphabet="01", min_size=1, max_size=64).map(Label)
 contacts = st.builds(Contact, labels, refs)
+trie_labels = st.text(alphabet="01", max_size=128).map(TrieLabel.from_bits)
+digests = st.builds(NodeDigest, trie_labels, st.binary(min_size=16, max_size=16))
+publications = st.builds(
+    Publication,
+    st.binary(min_size=16, max_size=16),
+    refs,
+    st.integers(0, wire.INT64_MAX),
+    st.binary(max_size=64),
+)
 json_like = st.recursive(
     st.none()
     | st.booleans()
@@ -65,7 +81,15 @@ def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
         return st.integers(wire.INT64_MIN, wire.INT64_MAX)
     if annotation is str:
         return st.text(max_size=wire.MAX_STR_CHARS)
+    if annotation is TrieLabel:
+        return trie_labels
+    if annotation is NodeDigest:
+        return digests
+    if annotation is Publication:
+        return publications
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is list:
+        return st.lists(strategy_for(args[0]), max_size=4)
     if origin is Literal:
         return st.sampled_from(args)
     if origin is dict:
@@ -329,6 +353,11 @@ msgpack_values = st.recursive(
                 "pred",
                 "succ",
                 "role",
+                "tuples",
+                "prefix",
+                "publications",
+                "publication",
+                "hops",
                 "x",
             ]
         ),
@@ -350,3 +379,83 @@ def test_mutated_frames_only_raise_wire_error(msg: Message, data: st.DataObject)
     cut = data.draw(st.integers(0, len(body)))
     decodes_or_wire_error(bytes(body[:cut]))
     decodes_or_wire_error(bytes(body))
+
+
+# --- publication messages (Alg. 5) -------------------------------------------------------------
+H16 = bytes(range(16))
+PUB = [H16, "h:1", 0, b"payload"]
+
+
+def test_publication_messages_round_trip_at_the_limits() -> None:
+    full = TrieLabel.from_bits("1" * 128)
+    msgs: list[Message] = [
+        CheckTrie(Topic("t"), Ref("h:1"), [NodeDigest(TrieLabel.from_bits(""), H16)]),
+        CheckTrie(Topic("t"), Ref("h:1"), [NodeDigest(full, H16)] * wire.MAX_DIGESTS),
+        CheckAndPublish(Topic("t"), Ref("h:1"), [], TrieLabel.from_bits("")),
+        CheckAndPublish(Topic("t"), Ref("h:1"), [NodeDigest(full, H16)], full),
+        Publish(Topic("t"), [Publication(H16, Ref("h:1"), 7, b"x")] * wire.MAX_PUBLICATIONS),
+        Publish(Topic("t"), []),
+        PublishNew(Topic("t"), Publication(H16, Ref("h:1"), wire.INT64_MAX, b""), 3),
+    ]
+    for msg in msgs:
+        assert decode(encode(msg)[4:]) == msg
+    frame = msgpack.unpackb(encode(msgs[3])[4:])
+    assert frame["tuples"] == [["1" * 128, H16]] and frame["prefix"] == "1" * 128
+
+
+def test_largest_payload_fits_in_a_publish_new_frame() -> None:
+    payload = b"x" * wire.MAX_PAYLOAD_BYTES
+    ref = Ref("a" * 253 + ":65535")
+    key = publication_key(ref, 1, payload)
+    msg = PublishNew(Topic("\U0001F600" * 256), Publication(key, ref, wire.INT64_MAX, payload), 1)
+    assert decode(encode(msg)[4:]) == msg
+
+
+PUBLICATION_BAD_FIELDS: list[tuple[str, dict[str, Any], str]] = [
+    # trie labels: too long, not bits, not a string
+    ("check_trie", {"topic": "t", "sender": "h:1", "tuples": [["0" * 129, H16]]}, "longer than the key length"),
+    ("check_trie", {"topic": "t", "sender": "h:1", "tuples": [["012", H16]]}, "bit string"),
+    ("check_trie", {"topic": "t", "sender": "h:1", "tuples": [[5, H16]]}, "bit string"),
+    # hashes: wrong size, wrong type
+    ("check_trie", {"topic": "t", "sender": "h:1", "tuples": [["0", H16[:15]]]}, "exactly 16 bytes"),
+    ("check_trie", {"topic": "t", "sender": "h:1", "tuples": [["0", H16 + b"!"]]}, "exactly 16 bytes"),
+    ("check_trie", {"topic": "t", "sender": "h:1", "tuples": [["0", "a" * 16]]}, "exactly 16 bytes"),
+    # tuple shape and list bounds
+    ("check_trie", {"topic": "t", "sender": "h:1", "tuples": [["0"]]}, "[label, hash]"),
+    ("check_trie", {"topic": "t", "sender": "h:1", "tuples": {"0": H16}}, "array"),
+    ("check_trie", {"topic": "t", "sender": "h:1", "tuples": [["0", H16]] * 65}, "limit of 64"),
+    ("check_trie", {"topic": "t", "sender": "nohost", "tuples": []}, "host:port"),
+    # prefixes
+    ("check_and_publish", {"topic": "t", "sender": "h:1", "tuples": [], "prefix": "1" * 129}, "longer than the key length"),
+    ("check_and_publish", {"topic": "t", "sender": "h:1", "tuples": [], "prefix": "10x"}, "bit string"),
+    ("check_and_publish", {"topic": "t", "sender": "h:1", "tuples": [], "prefix": None}, "bit string"),
+    ("check_and_publish", {"topic": "t", "sender": "h:1", "tuples": [], "prefix": b"\x01"}, "bit string"),
+    # publications
+    ("publish", {"topic": "t", "publications": [PUB] * 257}, "limit of 256"),
+    ("publish", {"topic": "t", "publications": [[H16, "h:1", 0]]}, "[key, publisher, seq, payload]"),
+    ("publish", {"topic": "t", "publications": [[H16[:8], "h:1", 0, b""]]}, "exactly 16 bytes"),
+    ("publish", {"topic": "t", "publications": [[H16, "h:1", -1, b""]]}, "negative"),
+    ("publish", {"topic": "t", "publications": [[H16, "h:1", 0, "text"]]}, "payload must be bytes"),
+    ("publish", {"topic": "t", "publications": [[H16, "bad", 0, b""]]}, "host:port"),
+    ("publish_new", {"topic": "t", "publication": PUB, "hops": "1"}, "64-bit integer"),
+    ("publish_new", {"topic": "t", "publication": None, "hops": 1}, "[key, publisher, seq, payload]"),
+]
+
+
+@pytest.mark.parametrize(("kind", "fields", "detail"), PUBLICATION_BAD_FIELDS)
+def test_publication_bad_field(kind: str, fields: dict[str, Any], detail: str) -> None:
+    with pytest.raises(WireError) as info:
+        decode(frame_of(kind, **fields))
+    assert info.value.code == "bad_field"
+    assert detail in info.value.detail, info.value.detail
+    assert info.value.detail.startswith(f"{kind}.")
+
+
+def test_payload_larger_than_the_limit() -> None:
+    big = [H16, "h:1", 0, b"x" * (wire.MAX_PAYLOAD_BYTES + 1)]
+    with pytest.raises(WireError) as info:
+        decode(frame_of("publish_new", topic="t", publication=big, hops=1))
+    assert info.value.code == "bad_field" and "exceeds" in info.value.detail
+    with pytest.raises(WireError) as info:  # and no frame carries more than the maximum
+        encode(Publish(Topic("t"), [Publication(H16, Ref("h:1"), 0, b"x" * 600_000)] * 2))
+    assert info.value.code == "frame_too_large"

@@ -51,12 +51,14 @@ class Simulation:
         config_budget: int = 1,
         detect_delay: float = 1.0,
         probe_timeout: float = 3.0,
+        flooding: bool = True,
     ) -> None:
         self.rng = random.Random(seed)
         self.interval = interval
         self.jitter = jitter
         self.delay = delay
         self.detect_delay = detect_delay
+        self.flooding = flooding
         self.now = 0.0
         self.supervisor = SupervisorCore(
             SUPERVISOR,
@@ -78,12 +80,18 @@ class Simulation:
     def add_node(self, ref: str | None = None) -> Ref:
         """A new subscriber process (not yet subscribed to anything)."""
         name = Ref(ref or f"n{len(self.nodes) + len(self.crashed)}")
-        self.nodes[name] = NodeCore(name, SUPERVISOR, rng=random.Random(self.rng.getrandbits(64)))
+        self.nodes[name] = NodeCore(
+            name, SUPERVISOR, rng=random.Random(self.rng.getrandbits(64)), flooding=self.flooding
+        )
         self._schedule(self.now + self.rng.uniform(0, self.interval), _TIMER, name, None)
         return name
 
     def join(self, ref: Ref, topic: Topic) -> None:
         self._dispatch(ref, self.nodes[ref].join(topic))
+
+    def publish(self, ref: Ref, topic: Topic, payload: bytes) -> None:
+        """Node `ref` issues a publication on `topic` (NodeCore.publish)."""
+        self._dispatch(ref, self.nodes[ref].publish(topic, payload))
 
     def leave(self, ref: Ref, topic: Topic) -> None:
         self._dispatch(ref, self.nodes[ref].leave(topic))
