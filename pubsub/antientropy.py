@@ -32,8 +32,15 @@ Flooding (§4.3)
 
 The empty trie
     Its root is reported as (⊥, `EMPTY_HASH`).  A receiver whose own trie is empty treats
-    that exact pair as equal (case (i)), so two empty tries exchange nothing but the
-    periodic root CheckTrie, as Theorem 5.28 requires of equal tries.
+    that exact pair as equal (case (i)).  One deliberate departure from Alg. 5 l.1-4: a
+    subscriber whose trie is empty skips PublishTimeout.  This loses nothing.  A round
+    started by a non-empty neighbour v fills an empty u completely in one exchange (u
+    finds no node for v's root label and no extension of it, so it asks for everything
+    under that label), and an empty u has nothing another trie lacks -- its potential
+    phi(u, w) in the proof of Theorem 5.19 is 0 -- so only rounds started by non-empty
+    tries are needed for Lemma 5.24.  What it saves is one message per subscriber and
+    timeout interval on every topic that carries no publications, so the BuildSR runs of
+    such topics are exactly what they were before publications existed.
 
 What the owner reads back
     `new` lists every publication stored since the owner last drained it, as an
@@ -164,15 +171,23 @@ class AntiEntropy:
 
     # ------------------------------------------------------------------ entry points
     def publish_timeout(self, rng: random.Random, ring_neighbours: Sequence[Ref]) -> list[Send]:
-        """PublishTimeout (Alg. 5 l.1-4): our root to one random ring neighbour."""
+        """PublishTimeout (Alg. 5 l.1-4): our root to one random ring neighbour.
+
+        An empty trie sends nothing (see "The empty trie" in the module docstring): its
+        owner has nothing to offer, and any neighbour's own round fills it completely.
+        """
+        if len(self.trie) == 0:
+            self.counters["rounds_skipped_empty"] += 1
+            return []
         choices = sorted({ref for ref in ring_neighbours if ref != self.ref})
         if not choices:
             return []
-        self.counters["rounds"] += 1
+        counters = self.counters
+        counters["rounds"] += 1
+        counters["sent_check_trie"] += 1
         label, digest = self.trie.root()
         target = choices[0] if len(choices) == 1 else rng.choice(choices)
-        self._send(target, CheckTrie(self.topic, self.ref, [NodeDigest(label, NodeHash(digest))]))
-        return self._flush()
+        return [Send(target, CheckTrie(self.topic, self.ref, [NodeDigest(label, NodeHash(digest))]))]
 
     def publish_local(
         self, publication: Publication, flood_targets: Iterable[Ref] | None = None
@@ -211,6 +226,8 @@ class AntiEntropy:
     def check_trie(self, sender: Ref, tuples: object) -> None:
         """CheckTrie (Alg. 5 l.11-23): compare each tuple with our trie, answer the sender."""
         self.counters["check_trie_received"] += 1
+        if self._equal_root(tuples):
+            return  # case (i) at the root: the common case once all tries agree
         digests = self._valid_tuples(sender, tuples)
         if digests is None:
             return
@@ -263,6 +280,24 @@ class AntiEntropy:
             self._flood(publication, hops + 1, flood_targets)
 
     # ------------------------------------------------------------------ the comparison
+    def _equal_root(self, tuples: object) -> bool:
+        """Whether `tuples` is exactly our root's (label, hash): nothing to compare then."""
+        if type(tuples) is not list or len(tuples) != 1:
+            return False
+        item = tuples[0]
+        if not isinstance(item, tuple) or len(item) != 2:
+            return False
+        label, digest = item
+        root = self.trie.root_node()
+        if root is None:
+            return type(label) is TrieLabel and label.length == 0 and digest == EMPTY_HASH
+        return (
+            type(label) is TrieLabel
+            and digest == root.hash
+            and label.length == root.length
+            and label.value == root.value
+        )
+
     def _compare(self, sender: Ref, digests: list[NodeDigest]) -> None:
         """Cases (i)-(iii) for every tuple; children of case (ii) go out in shared batches."""
         trie = self.trie

@@ -76,8 +76,7 @@ class NodeCore:
         self.publications: dict[Topic, AntiEntropy] = {}
         self.wanted_topics: set[Topic] = set()
         self.leaving: set[Topic] = set()
-        #: Whether new publications are flooded (§4.3) in addition to anti-entropy.
-        self.flooding = flooding
+        self._flooding = flooding
         #: Sequence number of the next publication issued by this process.
         self.next_seq = 0
 
@@ -152,6 +151,17 @@ class NodeCore:
         return sends
 
     # ------------------------------------------------------------------ publications
+    @property
+    def flooding(self) -> bool:
+        """Whether new publications are flooded (§4.3) in addition to anti-entropy."""
+        return self._flooding
+
+    @flooding.setter
+    def flooding(self, on: bool) -> None:
+        self._flooding = on
+        for core in self.publications.values():
+            core.flooding = on
+
     def anti_entropy(self, topic: Topic) -> AntiEntropy:
         """The publication core of a topic we run (created on first use)."""
         core = self.publications.get(topic)

@@ -24,6 +24,7 @@ from pubsub.messages import (
     Ref,
     RemoveConnections,
     Send,
+    SetData,
     Topic,
 )
 from pubsub.nodecore import NodeCore
@@ -129,15 +130,20 @@ def test_empty_tries() -> None:
     u = AntiEntropy(U, TOPIC, key_bits=3, verify_keys=False)
     v = AntiEntropy(V, TOPIC, key_bits=3, verify_keys=False)
     assert u.trie.root() == (EMPTY_LABEL, EMPTY_HASH)
-    log = run({U: u, V: v}, U, u.publish_timeout(random.Random(0), [V]))
-    assert len(log) == 1  # two empty tries are equal: no answer
-    for p in (P1, P2):  # root label "0": an empty peer still gets everything
+    assert u.publish_timeout(random.Random(0), [V]) == []  # nothing to offer: no round
+    assert u.counters["rounds_skipped_empty"] == 1 and u.counters["rounds"] == 0
+    empty_root = CheckTrie(TOPIC, V, [digest("", EMPTY_HASH)])
+    assert u.handle(empty_root) == []  # two empty tries are equal: no answer
+    for p in (P1, P2):  # u's root label is now "0"
         u.store(p)
-    run({U: u, V: v}, V, v.publish_timeout(random.Random(0), [U]))
-    assert v.trie.root() == u.trie.root()
+    log = run({U: u, V: v}, U, u.publish_timeout(random.Random(0), [V]))
+    assert log[1:] == [
+        (V, U, CheckAndPublish(TOPIC, V, [], B("0"))),  # (iii) without extension
+        (U, V, Publish(TOPIC, [P1, P2])),
+    ]  # one round from the non-empty side fills the empty one
     w = AntiEntropy(W, TOPIC, key_bits=3, verify_keys=False)
-    run({U: u, W: w}, U, u.publish_timeout(random.Random(0), [W]))  # from the full side
-    assert w.trie.root() == u.trie.root()
+    run({U: u, W: w}, W, [Send(U, CheckTrie(TOPIC, W, [digest("", EMPTY_HASH)]))])
+    assert w.trie.root() == u.trie.root() == v.trie.root()  # an empty root asks for all
 
 
 def test_publish_timeout_picks_a_ring_neighbour() -> None:
@@ -207,7 +213,7 @@ def test_publications_travel_in_bounded_batches() -> None:
     big = [make_publication(U, 100 + i, b"B" * 5000) for i in range(2)]
     for p in small + big:
         u.store(p)
-    log = run({U: u, V: v}, V, v.publish_timeout(random.Random(0), [U]))
+    log = run({U: u, V: v}, U, u.publish_timeout(random.Random(0), [V]))
     batches = [m for _, _, m in log if isinstance(m, Publish)]
     assert sum(len(b.publications) for b in batches) == 37
     for batch in batches:
@@ -331,3 +337,14 @@ def test_nodecore_publish_and_routing() -> None:
     sends = core.handle(CheckTrie(other, V, [digest("", EMPTY_HASH)]), 0.0)
     assert sends == [Send(V, RemoveConnections(other, U))]
     assert core.handle(Publish(other, []), 0.0) == []
+
+
+def test_nodecore_drops_the_trie_with_the_instance_and_propagates_flooding() -> None:
+    core = NodeCore(U, Ref("s:1"), rng=random.Random(0), flooding=False)
+    core.join(TOPIC)
+    assert core.publications[TOPIC].flooding is False
+    core.flooding = True
+    assert core.publications[TOPIC].flooding is True
+    core.leave(TOPIC)
+    core.handle(SetData(TOPIC, None, None, None), 0.0)  # the supervisor's permission to leave
+    assert TOPIC not in core.instances and TOPIC not in core.publications

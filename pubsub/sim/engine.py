@@ -6,7 +6,9 @@ yet reproducible from the seed.  Nodes fire Timeout every `interval` (± jitter)
 "timeout interval" being the time in which every subscriber has done so once.  Crashed
 nodes swallow messages; a sender whose message hits a crashed node hears about it after
 `detect_delay` (what the real runtime reports after failed reconnects).  Tests reach into
-`nodes[ref].instances[topic]` and `supervisor.topics[topic]` to read or inject state.
+`nodes[ref].instances[topic]` and `supervisor.topics[topic]` to read or inject state, and
+into `nodes[ref].publications[topic]` (the topic's `AntiEntropy` core and its trie) for
+publications; `publish` issues one, and `flooding` switches §4.3's flooding for every node.
 """
 
 from __future__ import annotations
