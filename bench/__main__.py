@@ -1,14 +1,41 @@
-"""`make bench`: every benchmark in turn (python -m bench [--quick])."""
+"""`make bench`: every benchmark in turn, or one of them.
+
+    python -m bench [--quick]                     every benchmark (skipring, antientropy)
+    python -m bench skipring [options]            BuildSR convergence and churn only
+    python -m bench antientropy [options]         anti-entropy repair cost only
+
+`--quick` works in every form.  Options other than --quick need a benchmark name
+(`python -m bench skipring --help`, `python -m bench antientropy --help`).
+"""
 
 from __future__ import annotations
 
 import sys
 
-from bench import skipring
+from bench import antientropy, skipring
+
+BENCHMARKS = {"skipring": skipring.main, "antientropy": antientropy.main}
 
 
-def main() -> None:
-    skipring.main(sys.argv[1:])
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in BENCHMARKS:
+        BENCHMARKS[args[0]](args[1:])
+        return
+    if any(arg in ("-h", "--help") for arg in args):
+        print(__doc__)
+        return
+    unknown = [arg for arg in args if arg != "--quick"]
+    if unknown:
+        raise SystemExit(
+            f"python -m bench: unknown argument(s) {' '.join(unknown)}; name a benchmark "
+            f"({', '.join(BENCHMARKS)}) to pass it options, e.g. "
+            f"`python -m bench skipring {' '.join(args)}`"
+        )
+    for name, run in BENCHMARKS.items():
+        if name != next(iter(BENCHMARKS)):
+            print()
+        run(args)
 
 
 if __name__ == "__main__":

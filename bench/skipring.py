@@ -112,7 +112,7 @@ def fmt(value: object) -> str:
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench skipring", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="n <= 256 and one seed only")
     parser.add_argument("--wall-cap", type=float, default=300.0, help="seconds per run")
     parser.add_argument("--sizes", type=int, nargs="+", help="n values (default: all)")
