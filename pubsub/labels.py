@@ -109,11 +109,6 @@ def from_dyadic(numerator: int, exponent: int) -> Label:
     return Label(format(numerator, "b").zfill(exponent))
 
 
-def ring_order(labels: list[Label]) -> list[Label]:
-    """The labels sorted by r (the ring order of SR(n))."""
-    return sorted(labels)
-
-
 def cyclic_distance(start: Label, end: Label) -> Fraction:
     """(r(end) - r(start)) mod 1: how far one walks right from start to reach end."""
     return (end.r() - start.r()) % 1

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from fractions import Fraction
 from functools import lru_cache
 
-from pubsub.labels import MAX_LABEL_BITS, Label, from_dyadic
+from pubsub.labels import MAX_LABEL_BITS, Label, cyclic_distance, from_dyadic
 from pubsub.messages import (
     CYC,
     LIN,
@@ -408,7 +409,7 @@ class SkipRingNode:
             configured = pred if on_left else succ
             if configured is not None and configured.ref == contact.ref:
                 continue
-            if configured is None or _cyclic_gap(me, contact.label, on_left) <= _cyclic_gap(
+            if configured is None or _gap(me, contact.label, on_left) <= _gap(
                 me, configured.label, on_left
             ):
                 asked.add(contact.ref)
@@ -527,10 +528,6 @@ class SkipRingNode:
         return out
 
 
-def _cyclic_gap(me: Label, other: Label, on_left: bool) -> int:
-    """How far `other` lies from `me` walking left (on_left) or right, in units of 2^-128."""
-    scale = 2 * MAX_LABEL_BITS
-    mine = me.numerator << (scale - me.length)
-    theirs = other.numerator << (scale - other.length)
-    gap = (mine - theirs) if on_left else (theirs - mine)
-    return gap % (1 << scale)
+def _gap(me: Label, other: Label, on_left: bool) -> Fraction:
+    """How far `other` lies from `me`, walking left (on_left) or right around the ring."""
+    return cyclic_distance(other, me) if on_left else cyclic_distance(me, other)
