@@ -11,7 +11,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,analysis]'
+	$(BIN)/python -m pip install --quiet -e '.[test,analysis,bench]'
 	@touch $(STAMP)
 
 demo: $(STAMP)

@@ -1,8 +1,9 @@
 """`make bench`: every benchmark in turn, or one of them.
 
-    python -m bench [--quick]                     every benchmark (skipring, antientropy)
+    python -m bench [--quick]                     every benchmark (skipring, antientropy, endtoend)
     python -m bench skipring [options]            BuildSR convergence and churn only
     python -m bench antientropy [options]         anti-entropy repair cost only
+    python -m bench endtoend [options]            real daemons: latency, throughput, Redis
 
 `--quick` works in every form.  Options other than --quick need a benchmark name
 (`python -m bench skipring --help`, `python -m bench antientropy --help`).
@@ -12,9 +13,13 @@ from __future__ import annotations
 
 import sys
 
-from bench import antientropy, skipring
+from bench import antientropy, endtoend, skipring
 
-BENCHMARKS = {"skipring": skipring.main, "antientropy": antientropy.main}
+BENCHMARKS = {
+    "skipring": skipring.main,
+    "antientropy": antientropy.main,
+    "endtoend": endtoend.main,
+}
 
 
 def main(argv: list[str] | None = None) -> None:

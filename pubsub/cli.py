@@ -2,9 +2,14 @@
 
     pubsub supervisor --listen HOST:PORT --data DIR [--interval S] [--config-budget N]
     pubsub node --listen HOST:PORT --supervisor HOST:PORT [--data DIR] [--interval S]
-    pubsub subscribe TOPIC --node HOST:PORT
+                [--no-flooding]
+    pubsub subscribe TOPIC --node HOST:PORT [--since N | --new-only] [--json] [--detach]
     pubsub unsubscribe TOPIC --node HOST:PORT
+    pubsub publish TOPIC [MESSAGE | --file F] --node HOST:PORT [--quiet] [--json]
+    pubsub history TOPIC --node HOST:PORT [--since N] [--json]
     pubsub status (--supervisor HOST:PORT | --node HOST:PORT) [--json]
+
+The client commands talk to the daemons through the client library (`pubsub.client`).
 
 Daemon settings come from the flags, then ``PUBSUB_*`` environment variables
 (`pubsub.settings`), then defaults.  Logs go to stderr.  Every failure an operator can cause
@@ -15,17 +20,22 @@ one-line message and a non-zero exit code, never a traceback.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import os
 import sys
+from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import click
 
+from pubsub.client import Ack, Client, ClientError, ConnectionLost, PublishError
 from pubsub.labels import Label, LabelError
 from pubsub.messages import (
+    Delivery,
     ErrorReply,
     JoinTopic,
     LeaveTopic,
@@ -41,11 +51,17 @@ from pubsub.settings import (
     RuntimeSettings,
     SettingsError,
     SupervisorSettings,
+    check_node_limits,
     load,
 )
 from pubsub.wire import WireError, validate_ref, validate_topic
 
-FLAGS = {"timeout_interval": "--interval", "config_budget": "--config-budget", "data_dir": "--data"}
+FLAGS = {
+    "timeout_interval": "--interval",
+    "config_budget": "--config-budget",
+    "data_dir": "--data",
+    "flooding": "--no-flooding",
+}
 
 
 class Address(click.ParamType):
@@ -129,11 +145,12 @@ def _runtime_settings(interval: float | None) -> RuntimeSettings:
 def _run_daemon(what: str, listen: str, run: Any) -> None:
     """Run a daemon; turn start-up failures into one-line errors."""
     from pubsub.node import TopicFileError
+    from pubsub.store import StoreError as PublicationStoreError
     from supervisor.store import StoreError
 
     try:
         run()
-    except (StoreError, TopicFileError) as exc:
+    except (StoreError, TopicFileError, PublicationStoreError) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
@@ -197,17 +214,35 @@ def supervisor(
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
     metavar="DIR",
-    help="Directory where the node keeps its subscribed topics and rejoins them at start "
-    "(optional; env PUBSUB_DATA_DIR).",
+    help="Directory of the node's subscribed topics (rejoined at start) and durable "
+    "publication store.  Without it the node keeps everything in memory and loses it when "
+    "it stops (optional; env PUBSUB_DATA_DIR).",
 )
 @_interval_option
-def node(listen: Ref, supervisor_ref: Ref, data_dir: Path | None, interval: float | None) -> None:
+@click.option(
+    "--no-flooding",
+    "no_flooding",
+    is_flag=True,
+    default=False,
+    help="Do not flood new publications; anti-entropy alone spreads them (env "
+    "PUBSUB_FLOODING=0).",
+)
+def node(
+    listen: Ref,
+    supervisor_ref: Ref,
+    data_dir: Path | None,
+    interval: float | None,
+    no_flooding: bool,
+) -> None:
     """Run a subscriber node daemon until SIGTERM or SIGINT."""
     from pubsub.node import run_node
 
     runtime_settings = _runtime_settings(interval)
     try:
-        settings = load(NodeSettings, FLAGS, data_dir=data_dir)
+        settings = load(
+            NodeSettings, FLAGS, data_dir=data_dir, flooding=False if no_flooding else None
+        )
+        check_node_limits(settings, runtime_settings)
     except SettingsError as exc:
         raise ConfigError(str(exc)) from None
     _run_daemon(
@@ -241,11 +276,71 @@ def _ask(addr: Ref, msg: Message, timeout: float) -> Reply:
 @main.command()
 @click.argument("topic", type=TOPIC)
 @click.option("--node", "node_ref", required=True, type=ADDRESS, help="The node's address.")
+@click.option(
+    "--since",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Deliver the publications with local number > N (resume after N).",
+)
+@click.option("--new-only", is_flag=True, help="Skip the history: only what arrives from now on.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per delivery.")
+@click.option(
+    "--detach", is_flag=True, help="Only make the node join TOPIC and return at once."
+)
+@click.option(
+    "--count",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Exit after N deliveries.",
+)
 @TIMEOUT_OPTION
-def subscribe(topic: str, node_ref: Ref, timeout: float) -> None:
-    """Ask the node at --node to subscribe to TOPIC."""
-    reply = _ask(node_ref, JoinTopic(topic=Topic(topic)), timeout)
-    _print_change("subscribing", topic, node_ref, reply.body)
+def subscribe(
+    topic: str,
+    node_ref: Ref,
+    since: int,
+    new_only: bool,
+    as_json: bool,
+    detach: bool,
+    count: int | None,
+    timeout: float,
+) -> None:
+    """Make the node at --node subscribe to TOPIC and print its publications as they come.
+
+    Every publication the node holds or stores from now on is printed once, in the
+    node's local order (numbered 1, 2, 3, ...): by default from the beginning of the
+    history, with --since N after local number N, with --new-only from now on.  Runs
+    until interrupted (Ctrl-C exits quietly with status 0) or --count deliveries.
+    With --detach the node only joins the topic.
+    """
+    if detach:
+        reply = _ask(node_ref, JoinTopic(topic=Topic(topic)), timeout)
+        _print_change("subscribing", topic, node_ref, reply.body)
+        return
+    if new_only and since:
+        raise click.UsageError("give at most one of --since and --new-only")
+
+    async def stream() -> None:
+        client = Client(node_ref, timeout=timeout)
+        async with client.subscribe(topic, since=since, new_only=new_only) as sub:
+            click.echo(
+                f"{node_ref}: subscribed to {topic}; delivering from local #{sub.since + 1}"
+                f" (the node holds {sub.latest})",
+                err=True,
+            )
+            seen = 0
+            try:
+                async for delivery in sub:
+                    click.echo(format_delivery(delivery, as_json))
+                    seen += 1
+                    if count is not None and seen >= count:
+                        return
+            except ConnectionLost as exc:
+                raise ClientError(exc.code, f"{exc}; resume with --since {sub.last_seq}") from None
+
+    _run_client(stream)
 
 
 @main.command()
@@ -256,6 +351,194 @@ def unsubscribe(topic: str, node_ref: Ref, timeout: float) -> None:
     """Ask the node at --node to unsubscribe from TOPIC (it leaves once the supervisor agrees)."""
     reply = _ask(node_ref, LeaveTopic(topic=Topic(topic)), timeout)
     _print_change("unsubscribing", topic, node_ref, reply.body)
+
+
+def _run_client(make: Any) -> None:
+    """Run a client coroutine: ClientError -> one-line error; Ctrl-C -> quiet exit 0."""
+    try:
+        asyncio.run(make())
+    except KeyboardInterrupt:
+        return
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from None
+    except BrokenPipeError:  # e.g. piped into `head`: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the final flush does not fail again
+
+
+def _payload_fields(payload: bytes) -> dict[str, Any]:
+    try:
+        return {"payload": payload.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"payload": None, "payload_base64": base64.b64encode(payload).decode("ascii")}
+
+
+def format_delivery(delivery: Delivery, as_json: bool = False) -> str:
+    """One delivery as a line: ``#LOCAL PUBLISHER#SEQ PAYLOAD`` or a JSON object.
+
+    In text, payloads that are not UTF-8 are shown as ``base64:...`` and line breaks as
+    ``\\n``; JSON carries the text as "payload", or "payload_base64" when it is not UTF-8.
+    """
+    if as_json:
+        return json.dumps(
+            {
+                "topic": delivery.topic,
+                "local_seq": delivery.local_seq,
+                "publisher": delivery.publisher,
+                "seq": delivery.seq,
+                "key": delivery.key.hex(),
+                "stored_at_ms": delivery.stored_at_ms,
+                **_payload_fields(delivery.payload),
+            },
+            ensure_ascii=False,
+        )
+    fields = _payload_fields(delivery.payload)
+    if fields["payload"] is None:
+        text = "base64:" + fields["payload_base64"]
+    else:
+        text = fields["payload"].replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    return f"#{delivery.local_seq} {delivery.publisher}#{delivery.seq} {text}"
+
+
+def format_ack(ack: Ack, as_json: bool = False) -> str:
+    """One acknowledgement as a line of text or a JSON object."""
+    if as_json:
+        return json.dumps(
+            {
+                "topic": ack.topic,
+                "publisher": ack.publisher,
+                "seq": ack.seq,
+                "key": ack.key.hex(),
+                "stored_by": ack.stored_by,
+                "local_seq": ack.local_seq,
+            }
+        )
+    where = f"local #{ack.local_seq}" if ack.local_seq is not None else "handed over"
+    return (
+        f"ack {ack.topic} {ack.publisher}#{ack.seq} key {ack.key.hex()[:16]} "
+        f"stored by {ack.stored_by} ({where})"
+    )
+
+
+#: Publications in flight at once when publishing lines from stdin.
+PUBLISH_WINDOW = 32
+
+
+def _stdin_lines(stream: BinaryIO) -> Iterator[bytes]:
+    for line in stream:
+        if line.endswith(b"\n"):
+            line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+        yield line
+
+
+@main.command()
+@click.argument("topic", type=TOPIC)
+@click.argument("message", required=False)
+@click.option("--node", "node_ref", required=True, type=ADDRESS, help="The node to publish through.")
+@click.option(
+    "--file",
+    "file",
+    type=click.File("rb"),
+    default=None,
+    help="Publish the whole content of this file as one publication ('-' for stdin).",
+)
+@click.option("--quiet", "-q", is_flag=True, help="Print one summary line instead of every ack.")
+@click.option("--json", "as_json", is_flag=True, help="Print each acknowledgement as JSON.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=15.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds to wait for each acknowledgement.",
+)
+def publish(
+    topic: str,
+    message: str | None,
+    node_ref: Ref,
+    file: BinaryIO | None,
+    quiet: bool,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Publish MESSAGE on TOPIC through the node at --node.
+
+    Without MESSAGE and --file, every line read from stdin is one publication.  The node
+    need not subscribe to TOPIC (it then hands the publication to a member).  Each
+    publication is acknowledged once a member holds it durably; one line is printed per
+    acknowledgement (or one summary with --quiet).  Exits 1 at the first failure.
+    """
+    if message is not None and file is not None:
+        raise click.UsageError("give MESSAGE or --file, not both")
+    if message is not None:
+        payloads: Iterator[bytes] = iter([message.encode("utf-8")])
+    elif file is not None:
+        payloads = iter([file.read()])
+    else:
+        payloads = _stdin_lines(sys.stdin.buffer)
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        done = 0
+        failure: PublishError | None = None
+        async with Client(node_ref, publish_timeout=timeout) as client:
+            window: deque[asyncio.Task[Ack]] = deque()
+
+            async def settle() -> None:
+                nonlocal done, failure
+                task = window.popleft()
+                try:
+                    ack = await task
+                except PublishError as exc:
+                    failure = failure or exc
+                    return
+                done += 1
+                if not quiet:
+                    click.echo(format_ack(ack, as_json))
+
+            while failure is None:
+                payload = await loop.run_in_executor(None, next, payloads, None)
+                if payload is None:
+                    break
+                window.append(asyncio.ensure_future(client.publish(topic, payload)))
+                while window and (len(window) >= PUBLISH_WINDOW or window[0].done()):
+                    await settle()
+            while window:
+                await settle()
+        if failure is not None:
+            before = f" ({done} acknowledged before the failure)" if done else ""
+            raise ClientError(failure.code, f"{failure}{before}")
+        if quiet:
+            click.echo(f"published {done} to {topic} through {node_ref}")
+
+    _run_client(run)
+
+
+@main.command()
+@click.argument("topic", type=TOPIC)
+@click.option("--node", "node_ref", required=True, type=ADDRESS, help="The node's address.")
+@click.option(
+    "--since",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Only publications with local number > N.",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per publication.")
+@TIMEOUT_OPTION
+def history(topic: str, node_ref: Ref, since: int, as_json: bool, timeout: float) -> None:
+    """Print what the node at --node holds for TOPIC, in its local order, numbered."""
+
+    async def run() -> None:
+        client = Client(node_ref, timeout=timeout)
+        found = await client.history(topic, since=since)
+        for delivery in found:
+            click.echo(format_delivery(delivery, as_json))
+        if not found and not as_json:
+            click.echo(f"{node_ref} holds no publications of {topic} after #{since}", err=True)
+
+    _run_client(run)
 
 
 def _print_change(action: str, topic: str, node_ref: str, body: dict[str, Any]) -> None:
@@ -382,11 +665,43 @@ def format_node_status(body: dict[str, Any]) -> str:
                 rows.append(["shortcuts" if i == 0 else "", f"{label} @ {ref or '?'}"])
         else:
             rows.append(["shortcuts", "-"])
-        known = {"label", "left", "right", "ring", "shortcuts", "leaving"}
+        publications = entry.get("publications")
+        if isinstance(publications, dict):
+            rows.append(["publications", _topic_publications(publications)])
+        known = {"label", "left", "right", "ring", "shortcuts", "leaving", "publications"}
         rows.extend([k, json.dumps(v)] for k, v in sorted(entry.items()) if k not in known)
         lines.extend(_table(rows))
+    section = body.get("publications")
+    if isinstance(section, dict):
+        lines.append(format_publications(section))
     lines.append(format_stats(body.get("stats")))
     return "\n".join(lines)
+
+
+def _topic_publications(section: dict[str, Any]) -> str:
+    root = section.get("root")
+    root_text = (
+        f"{root[0] or '⊥'}:{str(root[1])[:8]}" if isinstance(root, list) and len(root) == 2 else "-"
+    )
+    return (
+        f"{section.get('count', 0)} held, local #{section.get('latest_local_seq', 0)}, "
+        f"root {root_text}, rejected {section.get('rejected_malformed', 0)}"
+    )
+
+
+def format_publications(section: dict[str, Any]) -> str:
+    """One line summarizing the publication section of a node's status."""
+    store = section.get("store", "?")
+    durability = f"sync {section.get('sync')}" if section.get("durable") else "in memory only"
+    return (
+        f"publications: store {store} ({durability}); flooding "
+        f"{'on' if section.get('flooding') else 'off'}; max payload "
+        f"{section.get('max_payload_bytes')} B; next seq {section.get('next_seq')}; "
+        f"streams {section.get('streams', 0)}; delivered {section.get('delivered', 0)}; "
+        f"hand-overs pending {section.get('handovers_pending', 0)}; "
+        f"unwritten {section.get('unwritten', 0)}; "
+        f"rejected malformed {section.get('rejected_malformed', 0)}"
+    )
 
 
 if __name__ == "__main__":  # `python -m pubsub.cli ...` (how LocalCluster starts daemons)

@@ -11,7 +11,13 @@ Run as ``python -m pubsub.demo [--workdir DIR]``.  The demo
    holding that label);
 4. prints each ring in ring order: label, r(label) as a fraction, node, reference and
    shortcuts;
-5. stops every process it started -- also on Ctrl-C, SIGTERM or an error -- and exits 0
+5. publishes a few messages on each topic from different nodes, one of them through a
+   node that does not subscribe to "sports" (it hands the publication over to a member),
+   and prints the acknowledgements;
+6. waits until every member holds every publication and prints what several nodes
+   deliver, with their local sequence numbers;
+7. lets a late joiner subscribe to "sports" and prints the history it receives;
+8. stops every process it started -- also on Ctrl-C, SIGTERM or an error -- and exits 0
    when everything went as described.
 """
 
@@ -34,6 +40,19 @@ N_NODES = 8
 TOPICS: dict[str, range] = {"news": range(8), "sports": range(5)}
 INTERVAL = 0.2
 CONVERGE_TIMEOUT = 30.0
+#: (topic, node index, message); node 7 does not subscribe to "sports".
+PUBLICATIONS: list[tuple[str, int, str]] = [
+    ("news", 0, "hello from node-00"),
+    ("news", 3, "node-03 has news too"),
+    ("news", 6, "and node-06 says hi"),
+    ("sports", 1, "kick-off at 3pm"),
+    ("sports", 4, "half time: 1-1"),
+    ("sports", 7, "final score 2-1 (sent through node-07, which is not a member)"),
+]
+#: Nodes whose deliveries are shown, per topic.
+SHOWN: dict[str, tuple[int, ...]] = {"news": (2, 7), "sports": (0, 3)}
+#: Joins "sports" after the publications and receives the history.
+LATE_JOINER = 5
 
 Snapshot = tuple[dict[str, str], dict[str, dict[str, Any]]]
 
@@ -96,6 +115,70 @@ def wait_for_rings(cluster: LocalCluster, wanted: Mapping[str, set[str]]) -> dic
     return latest
 
 
+def render_deliveries(cluster: LocalCluster, ref: str, entries: list[dict[str, Any]]) -> str:
+    """What one node delivers for a topic: local number, publisher#seq, payload."""
+    rows = [
+        [f"#{e['local_seq']}", f"{cluster.name_of(e['publisher'])}#{e['seq']}", e["payload"]]
+        for e in entries
+    ]
+    return _table(["local", "publisher#seq", "payload"], rows)
+
+
+def wait_for_history(
+    cluster: LocalCluster, topic: str, refs: Sequence[str], count: int
+) -> dict[str, list[dict[str, Any]]]:
+    """Poll until every node in `refs` holds `count` publications of `topic`."""
+    latest: dict[str, list[dict[str, Any]]] = {}
+
+    def problems() -> list[str]:
+        nonlocal latest
+        latest = cluster.histories(refs, topic)
+        return [
+            f"{cluster.name_of(ref)} holds {len(entries)} of {count} {topic} publications"
+            for ref, entries in latest.items()
+            if len(entries) != count
+        ]
+
+    cluster.poll(problems, CONVERGE_TIMEOUT, f"every node to hold the {topic} publications", 0.3)
+    return latest
+
+
+def publish_and_show(cluster: LocalCluster, wanted: Mapping[str, set[str]]) -> None:
+    """Steps 5-7 of the module docstring."""
+    print("publishing (each acknowledged once a member has it on disk):")
+    counts: dict[str, int] = {}
+    for topic, i, text in PUBLICATIONS:
+        ack = cluster.publish(i, topic, text)
+        how = (
+            f"local #{ack['local_seq']}"
+            if ack["local_seq"] is not None
+            else f"handed over to {cluster.name_of(ack['stored_by'])}"
+        )
+        print(f"  {topic:<7} via {cluster.name_of(cluster.node_refs[i])}: {text!r} -> {how}")
+        counts[topic] = counts.get(topic, 0) + 1
+    print()
+    for topic, count in counts.items():
+        t0 = time.monotonic()
+        histories = wait_for_history(cluster, topic, sorted(wanted[topic]), count)
+        print(
+            f"every {topic!r} member holds all {count} publications "
+            f"({time.monotonic() - t0:.1f} s after the last acknowledgement)"
+        )
+        for i in SHOWN[topic]:
+            ref = cluster.node_refs[i]
+            print(f"deliveries of {topic!r} at {cluster.name_of(ref)} (its own local order):")
+            print(render_deliveries(cluster, ref, histories[ref]))
+        print()
+    late = cluster.node_refs[LATE_JOINER]
+    print(f"{cluster.name_of(late)} subscribes to 'sports' late ...")
+    cluster.subscribe(LATE_JOINER, "sports")
+    t0 = time.monotonic()
+    history = wait_for_history(cluster, "sports", [late], counts["sports"])[late]
+    print(f"... and receives the whole history within {time.monotonic() - t0:.1f} s:")
+    print(render_deliveries(cluster, late, history))
+    print()
+
+
 def run(workdir: Path) -> None:
     """The demo itself, in `workdir`; every process is stopped when this returns or raises."""
     started = time.monotonic()
@@ -115,10 +198,7 @@ def run(workdir: Path) -> None:
         for topic in TOPICS:
             print(render_ring(cluster, topic, snapshots[topic]))
             print()
-        print(
-            "note: publications are not implemented yet; once the publications feature "
-            "lands, messages published to a topic flow along these rings."
-        )
+        publish_and_show(cluster, wanted)
         print("stopping the cluster ...")
     print(f"done in {time.monotonic() - started:.1f} s; every process stopped")
 

@@ -17,9 +17,10 @@ range*: the daemons' own outgoing connections take their local ports from that r
 a port one of them happens to hold would stop a daemon from being restarted on its old
 port.  Each candidate is checked by binding it.
 
-Queries.  The cluster talks to the daemons with the client library (`pubsub.net.request`,
-fast, several daemons at once on one event loop) or, with ``via_cli=True``, through the
-``pubsub`` command itself (``subscribe``, ``unsubscribe``, ``status --json``), so that the
+Queries.  The cluster talks to the daemons with the client library (`pubsub.net.request`
+and `pubsub.client`, fast, several daemons at once on one event loop) or, with
+``via_cli=True``, through the ``pubsub`` command itself (``subscribe --detach``,
+``unsubscribe``, ``status --json``, ``publish``, ``history --json``), so that the
 operator's path is exercised too.
 
 Waiting.  Nothing here sleeps and hopes: `poll` re-evaluates a condition (a function that
@@ -58,6 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from pubsub.client import Ack, Client, ClientError
 from pubsub.labels import Label, LabelError
 from pubsub.messages import ErrorReply, JoinTopic, LeaveTopic, Message, Reply, StatusRequest, Topic
 from pubsub.net import RequestError, request
@@ -198,13 +200,15 @@ class LocalCluster:
         python: str | None = None,
         start_timeout: float = START_TIMEOUT,
         log_level: str = "info",
+        flooding: bool = True,
     ) -> None:
         """Describe the cluster (nothing starts before `start` or entering ``with``).
 
         `base_port` puts the supervisor on that port and node i on base_port + 1 + i;
         without it free ports are picked.  `env` adds environment variables for the
         daemons (e.g. ``PUBSUB_HELLO_TIMEOUT``); `python` is the interpreter that runs
-        them (default: this one).
+        them (default: this one).  `flooding` False starts the nodes with
+        ``--no-flooding`` (anti-entropy alone spreads publications).
         """
         if n_nodes < 0:
             raise ValueError("n_nodes must not be negative")
@@ -259,6 +263,7 @@ class LocalCluster:
                         str(data),
                         "--interval",
                         repr(interval),
+                        *([] if flooding else ["--no-flooding"]),
                     ],
                     data_dir=data,
                     log_path=self.logs_dir / f"node-{i:02d}.log",
@@ -564,9 +569,11 @@ class LocalCluster:
     def _control(self, which: int | str, msg: Message, via_cli: bool) -> dict[str, Any]:
         daemon = self.node(which)
         if via_cli:
-            command = "subscribe" if isinstance(msg, JoinTopic) else "unsubscribe"
             topic = msg.topic  # type: ignore[attr-defined]
-            out = self.cli(command, topic, "--node", daemon.ref)
+            if isinstance(msg, JoinTopic):
+                out = self.cli("subscribe", topic, "--node", daemon.ref, "--detach")
+            else:
+                out = self.cli("unsubscribe", topic, "--node", daemon.ref)
             return {"ok": True, "output": out}
         try:
             reply = asyncio.run(request(daemon.ref, msg, REQUEST_TIMEOUT))
@@ -586,12 +593,83 @@ class LocalCluster:
         """Ask a node to unsubscribe from `topic` (``pubsub unsubscribe`` with `via_cli`)."""
         return self._control(which, LeaveTopic(topic=Topic(topic)), via_cli)
 
-    def cli(self, *args: str, timeout: float = CLI_TIMEOUT) -> str:
-        """Run ``python -m pubsub.cli ARGS`` and return its stdout; ClusterError if it fails."""
+    def publish(
+        self, which: int | str, topic: str, payload: bytes | str, via_cli: bool = False
+    ) -> dict[str, Any]:
+        """Publish through a node; returns the acknowledgement as a dict (``pubsub publish
+        --json`` with `via_cli`).  ClusterError if it is not acknowledged."""
+        daemon = self.node(which)
+        if via_cli:
+            text = payload.decode("utf-8") if isinstance(payload, bytes) else payload
+            out = self.cli("publish", topic, text, "--node", daemon.ref, "--json")
+            return dict(json.loads(out.splitlines()[-1]))
+
+        async def one() -> Ack:
+            async with Client(daemon.ref) as client:
+                return await client.publish(topic, payload)
+
+        try:
+            ack = asyncio.run(one())
+        except ClientError as exc:
+            raise ClusterError(f"publish through {daemon.name} failed: {exc}") from None
+        return {
+            "topic": ack.topic,
+            "publisher": ack.publisher,
+            "seq": ack.seq,
+            "key": ack.key.hex(),
+            "stored_by": ack.stored_by,
+            "local_seq": ack.local_seq,
+        }
+
+    def history(self, which: int | str, topic: str, via_cli: bool = False) -> list[dict[str, Any]]:
+        """What a node holds for `topic`, in local order: dicts with local_seq, publisher,
+        seq, key (hex) and payload (``pubsub history --json`` with `via_cli`)."""
+        return self.histories([self.node(which).ref], topic, via_cli)[self.node(which).ref]
+
+    def histories(
+        self, refs: Iterable[str], topic: str, via_cli: bool = False
+    ) -> dict[str, list[dict[str, Any]]]:
+        """`history` of several nodes (concurrently unless `via_cli`)."""
+        wanted = list(refs)
+        if via_cli:
+            return {
+                ref: [json.loads(line) for line in self.cli("history", topic, "--node", ref, "--json").splitlines()]
+                for ref in wanted
+            }
+
+        async def one(ref: str) -> list[dict[str, Any]]:
+            found = await Client(ref).history(topic)
+            return [
+                {
+                    "local_seq": d.local_seq,
+                    "publisher": d.publisher,
+                    "seq": d.seq,
+                    "key": d.key.hex(),
+                    "payload": d.payload.decode("utf-8", "replace"),
+                }
+                for d in found
+            ]
+
+        async def every() -> list[list[dict[str, Any]] | BaseException]:
+            return await asyncio.gather(*(one(ref) for ref in wanted), return_exceptions=True)
+
+        out: dict[str, list[dict[str, Any]]] = {}
+        for ref, result in zip(wanted, asyncio.run(every()), strict=True):
+            if isinstance(result, BaseException):
+                raise ClusterError(f"history of {topic} at {self.name_of(ref)}: {result}")
+            out[ref] = result
+        return out
+
+    def cli(self, *args: str, timeout: float = CLI_TIMEOUT, stdin: str | None = None) -> str:
+        """Run ``python -m pubsub.cli ARGS`` (with `stdin` as its input, else none) and
+        return its stdout; ClusterError if it fails."""
         command = [self.python, "-m", "pubsub.cli", *args]
+        feed: dict[str, Any] = (
+            {"stdin": subprocess.DEVNULL} if stdin is None else {"input": stdin}
+        )
         try:
             done = subprocess.run(
-                command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+                command, capture_output=True, text=True, timeout=timeout, **feed
             )
         except subprocess.TimeoutExpired:
             raise ClusterError(f"`pubsub {' '.join(args)}` took over {timeout:g} s") from None

@@ -8,6 +8,12 @@ from the annotations alone.
 Names follow the paper: Introduce, Check, Linearize, RemoveConnections (Alg. 1-2),
 IntroduceShortcut and SetData (Alg. 4), Subscribe, Unsubscribe, GetConfiguration (Alg. 3),
 and for publications CheckTrie, CheckAndPublish, Publish and PublishNew (Alg. 5, §4.2-4.3).
+
+Beyond the paper, the daemons exchange a few messages of their own: the clients' control
+requests (join, leave, status, publish, follow), the deliveries a node streams to a
+following client, and the hand-over of a publication issued at a node that does not
+subscribe to its topic (GetMember / MemberIs with the supervisor, HandOver / HandOverAck
+with a member).
 """
 
 from __future__ import annotations
@@ -292,6 +298,123 @@ class PublishNew(Message):
     topic: Topic
     publication: Publication
     hops: int
+
+
+# --- publications: clients <-> node (control plane) ------------------------------------------
+@message("publish_request")
+class PublishRequest(Message):
+    """Client -> node: publish `payload` on `topic`.  `id` is the client's own number for
+    the request; the answer (PublishAck or PublishFailed) carries it back, so a client may
+    have many requests outstanding on one connection."""
+
+    topic: Topic
+    payload: Payload
+    id: int
+
+
+@message("publish_ack")
+class PublishAck(Message):
+    """Node -> client: the publication is durable at `stored_by` (a member of the topic).
+
+    `publisher` and `seq` name the publication (the node that issued it and its sequence
+    number there), `key` is its 16-byte key; `local_seq` is its number in `stored_by`'s
+    delivery order when the publishing node stored it itself, else None.
+    """
+
+    id: int
+    topic: Topic
+    publisher: Ref
+    seq: int
+    key: PublicationKey
+    stored_by: Ref
+    local_seq: int | None
+
+
+@message("publish_failed")
+class PublishFailed(Message):
+    """Node -> client: the request `id` was not published; `code` says why, machine-readably
+    (payload_too_large, no_members, handover_failed, store_error, ...)."""
+
+    id: int
+    code: str
+    detail: str
+
+
+@message("follow")
+class Follow(Message):
+    """Client -> node: stream the topic's publications with local sequence number > `since`
+    as Delivery frames on this connection (everything when since = 0).
+
+    `new_only` starts after what the node holds now instead.  With `live` the stream goes on
+    until the client closes the connection; without it, it ends after the publications
+    held at the time of the request with a Reply whose body has ``"end": true``.
+    """
+
+    topic: Topic
+    since: int
+    new_only: bool
+    live: bool
+
+
+@message("delivery")
+class Delivery(Message):
+    """Node -> following client: one publication, numbered `local_seq` (1, 2, ... per topic,
+    in the order this node stored them; durable, so a client resumes with since = the last
+    number it processed).  `stored_at_ms` is the node's wall clock when it stored it."""
+
+    topic: Topic
+    local_seq: int
+    publisher: Ref
+    seq: int
+    key: PublicationKey
+    payload: Payload
+    stored_at_ms: int
+
+
+# --- publications: node <-> supervisor and node <-> node (hand-over) ----------------------------
+@message("get_member")
+class GetMember(Message):
+    """Node -> supervisor: name one current member of `topic` (for a hand-over); the answer
+    MemberIs goes to `ref` and carries `nonce` back.  `avoid` is a member that just failed
+    to take a hand-over: named only if it is the only one."""
+
+    topic: Topic
+    ref: Ref
+    nonce: int
+    avoid: Ref | None = None
+
+
+@message("member_is")
+class MemberIs(Message):
+    """Supervisor -> node: a member of `topic`, or None when the topic has no members."""
+
+    topic: Topic
+    member: Ref | None
+    nonce: int
+
+
+@message("hand_over")
+class HandOver(Message):
+    """Node -> member: store this publication as if you had issued it (durably, then flood
+    it), and answer `sender` with HandOverAck(request)."""
+
+    topic: Topic
+    sender: Ref
+    publication: Publication
+    request: int
+
+
+@message("hand_over_ack")
+class HandOverAck(Message):
+    """Member -> node: the outcome of HandOver `request`.  ok means `member` holds the
+    publication durably; otherwise `code` says why not (not_member, bad_publication,
+    store_error)."""
+
+    topic: Topic
+    member: Ref
+    request: int
+    ok: bool
+    code: str
 
 
 #: Publication messages (all carry a topic; `NodeCore` routes them to the topic's trie).

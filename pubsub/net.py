@@ -18,7 +18,12 @@ The core (`Application`) never sees a socket.  The runtime
   and stays idle until the next send to that ref;
 * delivers messages the core sends to its own ref locally, without TCP;
 * serves clients (``Hello(ref=None, role="client")``): each control request on such a
-  connection is answered by ``app.control`` on the same connection;
+  connection is answered by ``app.control`` on the same connection.  An application that
+  also has ``session_request`` sees each request first, with a `ClientSession` for the
+  connection: it may take the request (return a list of sends, possibly empty) and answer
+  later, once or many times (acknowledgements after a disk write, a stream of deliveries),
+  or leave it to ``control`` (return None).  A session that carries a stream
+  (``session.streaming``) accepts no further requests;
 * calls ``app.timeout`` every ``timeout_interval`` seconds (+- ``timer_jitter``);
 * survives bad input: an over-long length prefix is refused before the body is read
   (counted, answered with ErrorReply, connection closed), a frame cut short by EOF is
@@ -60,7 +65,11 @@ ERROR_REPLY_BUFFER_LIMIT = 256 * 1024
 
 
 class Application(Protocol):
-    """What the runtime drives: a protocol core plus the daemon's control-plane answers."""
+    """What the runtime drives: a protocol core plus the daemon's control-plane answers.
+
+    An application may also have ``attach(runtime)``, called when the runtime starts (to
+    send or answer later), and ``session_request`` (`SessionApplication`).
+    """
 
     ref: Ref
 
@@ -78,6 +87,17 @@ class Application(Protocol):
 
     def control(self, msg: Message, now: float) -> tuple[Message, list[Send]]:
         """A client request: the reply for the client, and sends for peers."""
+        ...
+
+
+class SessionApplication(Application, Protocol):
+    """An application that may answer client requests later or with a stream."""
+
+    def session_request(
+        self, msg: Message, session: ClientSession, now: float
+    ) -> list[Send] | None:
+        """Take `msg` (return sends; answer through `session` now or later) or decline it
+        (return None: `control` answers it)."""
         ...
 
 
@@ -223,6 +243,80 @@ class Connection:
         return f"<Connection #{self.seq} {self.role} {self.label} initiator={self.initiator}>"
 
 
+class ClientSession:
+    """A client's connection as the application sees it: send frames at any time, wait for
+    the client to read (backpressure), learn when the connection is gone."""
+
+    def __init__(self, runtime: Runtime, conn: Connection) -> None:
+        self._runtime = runtime
+        self._conn = conn
+        self._callbacks: list[Callable[[], None]] = []
+        self._gone = False
+        #: Set by the application when the connection carries a stream (no more requests).
+        self.streaming = False
+
+    @property
+    def address(self) -> str:
+        """The client's address (for logs)."""
+        return self._conn.address
+
+    @property
+    def closed(self) -> bool:
+        """True once nothing more can be written to the client."""
+        return self._gone or not self._conn.writable
+
+    def send(self, msg: Message) -> bool:
+        """Write one frame to the client; False if the connection is gone or `msg` does not
+        fit in a frame (counted as an error by its code)."""
+        if self.closed:
+            return False
+        stats = self._runtime.stats
+        try:
+            frame = wire.encode(msg, self._runtime.settings.max_frame_bytes)
+        except wire.WireError as exc:
+            stats.error(exc.code)
+            return False
+        if not self._conn.write(frame):
+            return False
+        stats.frames_out[msg.kind] += 1
+        stats.bytes_out[msg.kind] += len(frame)
+        return True
+
+    def buffered(self) -> int:
+        """Bytes written to the client and not yet accepted by its socket."""
+        if self.closed:
+            return 0
+        return self._conn.writer.transport.get_write_buffer_size()
+
+    async def drain(self) -> None:
+        """Wait until the client has read enough of what was sent (returns at once when
+        the connection is gone)."""
+        if self.closed:
+            return
+        try:
+            await self._conn.writer.drain()
+        except (ConnectionError, OSError, RuntimeError):
+            pass
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once when the connection is gone (at once if it already is)."""
+        if self._gone:
+            callback()
+        else:
+            self._callbacks.append(callback)
+
+    def _closed(self) -> None:
+        if self._gone:
+            return
+        self._gone = True
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - one bad callback must not stop the others
+                log.exception("session close callback failed")
+
+
 class Link:
     """Everything about one peer ref: queued frames, its connections, the writer task."""
 
@@ -260,6 +354,7 @@ class Runtime:
         self._rng = rng or random.Random()
         self._links: dict[Ref, Link] = {}
         self._conns: set[Connection] = set()
+        self._sessions: dict[Connection, ClientSession] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._server: asyncio.Server | None = None
         self._timer: asyncio.Task[None] | None = None
@@ -271,6 +366,9 @@ class Runtime:
     async def start(self) -> None:
         """Listen and start the timer."""
         self._loop = asyncio.get_running_loop()
+        attach = getattr(self.app, "attach", None)
+        if callable(attach):
+            attach(self)  # an application that answers later needs the runtime
         host, port = split_ref(self.ref)
         if self._sock is not None:
             self._server = await asyncio.start_server(self._accept, sock=self._sock)
@@ -611,6 +709,9 @@ class Runtime:
 
     def _forget(self, conn: Connection) -> None:
         conn.close()
+        session = self._sessions.pop(conn, None)
+        if session is not None:
+            session._closed()
         self._conns.discard(conn)
         self.stats.connections_open = len(self._conns)
         if conn.peer is not None:
@@ -675,6 +776,7 @@ class Runtime:
             self._bad_input(conn, "no_hello", f"expected hello, got {msg.kind}", close=True)
         elif msg.role == "client" and msg.ref is None:
             conn.role = "client"
+            self._sessions[conn] = ClientSession(self, conn)
         elif msg.role == "peer" and msg.ref is not None and msg.ref != self.ref:
             conn.role = "peer"
             conn.peer = conn.initiator = msg.ref
@@ -690,6 +792,26 @@ class Runtime:
     def _on_request(self, conn: Connection, msg: Message) -> None:
         now = self.now()
         sends: list[Send] = []
+        session = self._sessions.get(conn)
+        if session is not None and session.streaming:
+            self._bad_input(
+                conn, "request_on_stream", f"{msg.kind} on a connection that carries a stream",
+                close=False,
+            )
+            return
+        handler = getattr(self.app, "session_request", None)
+        if handler is not None and session is not None:
+            try:
+                taken = handler(msg, session, now)
+            except Exception as exc:  # noqa: BLE001 - the daemon must survive its core
+                self._handler_failed("session_request", exc)
+                session.send(
+                    ErrorReply(code="handler_error", detail=f"{type(exc).__name__}: {exc}"[:200])
+                )
+                return
+            if taken is not None:
+                self.dispatch(taken)
+                return
         try:
             reply, sends = self.app.control(msg, now)
             if not isinstance(reply, Message):
@@ -741,6 +863,11 @@ class Runtime:
             self.dispatch(self._call("timeout", self.app.timeout, self.now()))
 
     # --- tasks -------------------------------------------------------------------------------
+    def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
+        """Run `coro` as a task of this runtime: failures are counted and logged, and `stop`
+        cancels it."""
+        return self._spawn(coro, name)
+
     def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro, name=f"{self.ref} {name}")
         self._tasks.add(task)

@@ -20,15 +20,20 @@ instance's contacts: ring neighbours and shortcuts (E_R and E_S).  `publish` iss
 publication from this process with a per-process sequence number; `drain_arrivals`
 hands the publications stored since the last call to whoever delivers and persists them.
 
+For the daemon: `issue` numbers a publication without storing it (for a topic this
+process does not run, whose publication is handed over to a member),
+`publish_publication` stores and spreads an issued or handed-over publication, and `restore`
+refills a topic's trie from durable storage without reporting the publications as new.
+
 The daemon (`pubsub.node`) and the simulator (`pubsub.sim`) drive this same class.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
-from pubsub.antientropy import AntiEntropy, Arrival, make_publication
+from pubsub.antientropy import DEFAULT_BATCH_BYTES, AntiEntropy, Arrival, make_publication
 from pubsub.messages import (
     PUBLICATION_MESSAGES,
     Check,
@@ -40,6 +45,7 @@ from pubsub.messages import (
     Message,
     Ping,
     Pong,
+    Publication,
     Ref,
     RemoveConnections,
     Send,
@@ -67,7 +73,13 @@ class NodeCore:
     """All BuildSR instances of one subscriber process."""
 
     def __init__(
-        self, ref: Ref, supervisor: Ref, *, rng: random.Random, flooding: bool = True
+        self,
+        ref: Ref,
+        supervisor: Ref,
+        *,
+        rng: random.Random,
+        flooding: bool = True,
+        publish_batch_bytes: int = DEFAULT_BATCH_BYTES,
     ) -> None:
         self.ref = ref
         self.supervisor = supervisor
@@ -77,6 +89,8 @@ class NodeCore:
         self.wanted_topics: set[Topic] = set()
         self.leaving: set[Topic] = set()
         self._flooding = flooding
+        #: Payload bytes per anti-entropy Publish batch; the daemon keeps it within a frame.
+        self.publish_batch_bytes = publish_batch_bytes
         #: Sequence number of the next publication issued by this process.
         self.next_seq = 0
 
@@ -173,6 +187,7 @@ class NodeCore:
                 topic,
                 flooding=self.flooding,
                 flood_targets=lambda: self._flood_targets(topic),
+                batch_bytes=self.publish_batch_bytes,
             )
         return core
 
@@ -186,13 +201,48 @@ class NodeCore:
 
         ValueError if we do not run the topic or the payload is too large for a frame.
         """
-        if topic not in self.instances or topic in self.leaving:
+        if not self.is_member(topic):
             raise ValueError(f"not subscribed to topic {topic!r}")
+        return self.publish_publication(topic, self.issue(payload))
+
+    def is_member(self, topic: Topic) -> bool:
+        """Whether we run `topic` and are not leaving it (publications may be stored here)."""
+        return topic in self.instances and topic not in self.leaving
+
+    def issue(self, payload: bytes) -> Publication:
+        """A new publication of this process: the next sequence number, not stored anywhere.
+
+        ValueError if the payload is too large for a frame.
+        """
         if len(payload) > MAX_PAYLOAD_BYTES:
             raise ValueError(f"payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES}")
         publication = make_publication(self.ref, self.next_seq, bytes(payload))
         self.next_seq += 1
+        return publication
+
+    def publish_publication(self, topic: Topic, publication: Publication) -> list[Send]:
+        """Store and spread a publication as its publisher does (§4.3: store, then
+        PublishNew to every neighbour when flooding): one `issue` made here, or one another
+        process handed over because it does not run the topic.
+
+        ValueError if we are not a member of `topic`.  A malformed publication is rejected
+        and counted by the topic's core; `holds` tells afterwards whether it is stored.
+        """
+        if not self.is_member(topic):
+            raise ValueError(f"not subscribed to topic {topic!r}")
         return self.anti_entropy(topic).publish_local(publication)
+
+    def holds(self, topic: Topic, publication: Publication) -> bool:
+        """Whether the topic's trie holds `publication`."""
+        core = self.publications.get(topic)
+        return core is not None and core.holds(publication)
+
+    def restore(self, topic: Topic, publications: Iterable[Publication]) -> int:
+        """Refill a topic we run from storage; returns how many were new to its trie.
+
+        They are not reported by `drain_arrivals` (they are stored already).
+        """
+        return self.anti_entropy(topic).restore(publications)
 
     def drain_arrivals(self) -> list[tuple[Topic, Arrival]]:
         """Publications stored since the last call, per topic, in arrival order."""

@@ -17,11 +17,14 @@ annotation                on the wire
 ``Contact``               ``[label_bits, ref]`` (decoded to `Contact`)
 ``Flag``                  one of the Literal's strings ("CYC", "LIN")
 ``int``                   an integer (not a bool) within signed 64 bits
+``bool``                  true or false (not an integer)
 ``str``                   at most 4096 characters
 ``dict[str, Any]``        a map with string keys of JSON-like values, <= 32 levels deep
 ``X | None``              nil or an X
 ``TrieLabel``             str of 0/1, 0..128 characters (a trie node label or a prefix)
 ``NodeDigest``            ``[label_bits, hash]``; hash is bin of exactly 16 bytes
+``PublicationKey``        bin of exactly 16 bytes
+``Payload``               bin of at most `MAX_PAYLOAD_BYTES`
 ``Publication``           ``[key, publisher, seq, payload]``: key bin of 16 bytes, publisher
                           a ``Ref``, seq an integer 0..2^63-1, payload bin of at most
                           `MAX_PAYLOAD_BYTES` (the frame size less room for the envelope)
@@ -167,6 +170,13 @@ def validate_int(value: object) -> int:
     return value
 
 
+def validate_bool(value: object) -> bool:
+    """True or false (integers are not booleans here)."""
+    if type(value) is not bool:
+        raise WireError("bad_field", f"expected true or false, got {_short(value)}")
+    return value
+
+
 def validate_str(value: object) -> str:
     """A string of at most 4096 characters."""
     if not isinstance(value, str) or len(value) > MAX_STR_CHARS:
@@ -224,6 +234,11 @@ def _exact_bytes(value: object, size: int, what: str) -> bytes:
 def validate_node_hash(value: object) -> NodeHash:
     """A trie node hash: bin of exactly 16 bytes."""
     return NodeHash(_exact_bytes(value, HASH_BYTES, "a node hash"))
+
+
+def validate_publication_key(value: object) -> PublicationKey:
+    """A publication key: bin of exactly 16 bytes."""
+    return PublicationKey(_exact_bytes(value, HASH_BYTES, "a publication key"))
 
 
 def validate_digest(value: object) -> NodeDigest:
@@ -339,8 +354,14 @@ def _schema_for(annotation: Any) -> tuple[Validator, Encoder]:
         return validate_contact, _encode_contact
     if annotation is int:
         return validate_int, _identity
+    if annotation is bool:
+        return validate_bool, _identity
     if annotation is str:
         return validate_str, _identity
+    if annotation is Payload:
+        return validate_payload, _identity
+    if annotation is PublicationKey:
+        return validate_publication_key, _identity
     if annotation is TrieLabel:
         return validate_trie_label, _encode_trie_label
     if annotation is NodeDigest:

@@ -9,6 +9,12 @@ One `TopicDatabase` per topic.  The actions keep the paper's names:
 * ``timeout``        CheckLabels, then `config_budget` configurations per topic in
                      round-robin order (the paper sends one; relabelled subscribers first).
 
+Publishing from a node that does not subscribe to a topic: GetMember(topic, v, nonce) is
+answered with MemberIs(topic, u, nonce), u a member chosen at random, or None when the
+topic has no members.  Members under suspicion and the member named in ``avoid`` (one that
+just failed to take a hand-over) are chosen only when there is nobody else.  It changes
+nothing in the database.
+
 Crash handling (§3.3): the supervisor is the only failure detector.  A subscriber is
 removed as if it had unsubscribed when the runtime cannot deliver the supervisor's own
 messages to it (`peer_unreachable`), or when a subscriber reports it (SuspectCrash) and it
@@ -23,6 +29,8 @@ from dataclasses import dataclass
 from pubsub.labels import Label, l
 from pubsub.messages import (
     GetConfiguration,
+    GetMember,
+    MemberIs,
     Message,
     Ping,
     Pong,
@@ -81,6 +89,8 @@ class SupervisorCore:
             self.get_configuration(msg.topic, msg.ref)
         elif isinstance(msg, SuspectCrash):
             self._suspect(msg.ref, now)
+        elif isinstance(msg, GetMember):
+            self.get_member(msg.topic, msg.ref, msg.nonce, msg.avoid)
         elif isinstance(msg, Pong):
             probe = self.probes.get(msg.ref)
             if probe is not None and probe.nonce == msg.nonce:
@@ -141,6 +151,19 @@ class SupervisorCore:
             self._send(ref, SetData(topic, None, None, None))
         else:
             self._configure(db, label, ref)
+
+    def get_member(self, topic: Topic, ref: Ref, nonce: int, avoid: Ref | None = None) -> None:
+        """Name one member of `topic` to `ref` (for a hand-over), or None if it has none.
+
+        Members under suspicion (an outstanding Ping) and `avoid` are named only when
+        there is nobody else.
+        """
+        db = self.topics.get(topic)
+        members = [] if db is None else sorted({r for _, r in db.members() if r is not None})
+        preferred = [r for r in members if r not in self.probes and r != avoid]
+        choices = preferred or members
+        member = self.rng.choice(choices) if choices else None
+        self._send(ref, MemberIs(topic, member, nonce))
 
     # ------------------------------------------------------------------ helpers
     def _vacate(self, topic: Topic, ref: Ref) -> None:

@@ -14,11 +14,11 @@ to the core.
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
+from pubsub.datadir import prepare_data_dir
 from pubsub.wire import WireError, validate_label, validate_ref, validate_topic
 
 log = logging.getLogger(__name__)
@@ -37,16 +37,8 @@ class SupervisorStore:
     """The membership table of one supervisor, in `data_dir`/supervisor.sqlite3."""
 
     def __init__(self, data_dir: Path | str) -> None:
-        self.data_dir = Path(data_dir)
+        self.data_dir = prepare_data_dir(Path(data_dir), StoreError)
         self.path = self.data_dir / DB_NAME
-        try:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(
-                f"cannot create data directory {self.data_dir}: {exc.strerror or exc}"
-            ) from None
-        if not os.access(self.data_dir, os.W_OK | os.X_OK):
-            raise StoreError(f"data directory {self.data_dir} is not writable")
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")

@@ -348,3 +348,24 @@ def test_nodecore_drops_the_trie_with_the_instance_and_propagates_flooding() -> 
     core.leave(TOPIC)
     core.handle(SetData(TOPIC, None, None, None), 0.0)  # the supervisor's permission to leave
     assert TOPIC not in core.instances and TOPIC not in core.publications
+
+
+def test_node_batches_fit_the_frame_limit() -> None:
+    """A node configured for small frames never builds a Publish batch that exceeds them."""
+    from pubsub import wire
+    from pubsub.messages import CheckAndPublish
+    from pubsub.settings import FRAME_OVERHEAD
+
+    frame = 16 * 1024
+    node = NodeCore(
+        Ref("u"), Ref("sup"), rng=random.Random(0), publish_batch_bytes=frame - FRAME_OVERHEAD
+    )
+    node.join(Topic("t"))
+    core = node.anti_entropy(Topic("t"))
+    for seq in range(40):
+        core.publish_local(make_publication(Ref("u"), seq, bytes(1000)), ())
+    core.drain_new()
+    sends = core.handle(CheckAndPublish(Topic("t"), Ref("v"), [], EMPTY_LABEL))
+    publishes = [s.msg for s in sends if s.msg.kind == "publish"]
+    assert sum(len(m.publications) for m in publishes) == 40
+    assert max(len(wire.encode(m, max_frame=frame)) for m in publishes) <= frame

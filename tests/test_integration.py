@@ -4,7 +4,7 @@ One cluster (`pubsub.localcluster.LocalCluster`) is shared by the steps of one s
 which run in file order and build on each other:
 
 a. all 16 nodes subscribe to "alpha", 10 of them to "beta" (half of the requests through
-   ``pubsub subscribe``); both topics become exactly SR(16) and SR(10), confirmed once more
+   ``pubsub subscribe --detach``); both topics become exactly SR(16) and SR(10), confirmed once more
    from ``pubsub status --json`` output;
 b. two nodes are killed with SIGKILL (the holder of label "0" in "alpha" and a node only
    in "alpha"); both rings become exactly the skip ring over their survivors (SR(n-2) for
@@ -38,6 +38,7 @@ from pubsub.localcluster import LocalCluster
 from tests.checker import compare
 from tests.cluster_checks import assert_stays, ring_problems
 
+# The steps share one cluster: tests/conftest.py keeps this module on one xdist worker.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 N_NODES = 16

@@ -24,7 +24,9 @@ from pubsub.messages import (
     Message,
     NodeDigest,
     Ping,
+    Payload,
     Publication,
+    PublicationKey,
     Publish,
     PublishNew,
     Ref,
@@ -79,8 +81,14 @@ def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
         return contacts
     if annotation is int:
         return st.integers(wire.INT64_MIN, wire.INT64_MAX)
+    if annotation is bool:
+        return st.booleans()
     if annotation is str:
         return st.text(max_size=wire.MAX_STR_CHARS)
+    if annotation is Payload:
+        return st.binary(max_size=64)
+    if annotation is PublicationKey:
+        return st.binary(min_size=16, max_size=16)
     if annotation is TrieLabel:
         return trie_labels
     if annotation is NodeDigest:

@@ -1,0 +1,42 @@
+"""Test-suite wide settings: how pytest-xdist spreads the tests over its workers.
+
+Some integration modules are *scenarios*: their tests are steps that share one cluster of
+real processes (a module-scoped fixture) and build on each other in file order.  xdist's
+default "load" scheduling hands out tests in chunks regardless of modules, so such a module
+could be split over two workers -- each would then start its own cluster and run only some
+of the steps.  (``xdist_group`` marks would be the usual remedy, but xdist 3.8 tags the
+grouped tests through an attribute pytest 9 no longer reads, so they have no effect here.)
+
+With ``-n`` and the default distribution, the scheduler below keeps every module listed in
+`SCENARIO_MODULES` together on one worker, in file order, and spreads every other test one
+by one, as "load" does.  An explicit ``--dist`` (loadscope, loadfile, ...) is left alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+#: Modules whose tests must run in order on one worker (paths as in pytest node ids).
+SCENARIO_MODULES = frozenset({"tests/test_integration.py", "tests/test_publications.py"})
+
+
+def _scenario_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ScenarioScheduling(LoadScopeScheduling):
+        """LoadScope with one work unit per scenario module and per other test."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in SCENARIO_MODULES else nodeid
+
+    return ScenarioScheduling(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "load":
+        return None
+    return _scenario_scheduler(config, log)
