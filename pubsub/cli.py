@@ -26,9 +26,9 @@ import logging
 import os
 import sys
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 import click
 
@@ -273,17 +273,25 @@ def _ask(addr: Ref, msg: Message, timeout: float) -> Reply:
     return reply
 
 
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def since_option(help_text: str) -> Callable[[F], F]:
+    """--since N: the local publication number a client has already seen."""
+    return click.option(
+        "--since",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        metavar="N",
+        help=help_text,
+    )
+
 @main.command()
 @click.argument("topic", type=TOPIC)
 @click.option("--node", "node_ref", required=True, type=ADDRESS, help="The node's address.")
-@click.option(
-    "--since",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    metavar="N",
-    help="Deliver the publications with local number > N (resume after N).",
-)
+@since_option("Deliver the publications with local number > N (resume after N).")
 @click.option("--new-only", is_flag=True, help="Skip the history: only what arrives from now on.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per delivery.")
 @click.option(
@@ -517,14 +525,7 @@ def publish(
 @main.command()
 @click.argument("topic", type=TOPIC)
 @click.option("--node", "node_ref", required=True, type=ADDRESS, help="The node's address.")
-@click.option(
-    "--since",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    metavar="N",
-    help="Only publications with local number > N.",
-)
+@since_option("Only publications with local number > N.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per publication.")
 @TIMEOUT_OPTION
 def history(topic: str, node_ref: Ref, since: int, as_json: bool, timeout: float) -> None:

@@ -236,17 +236,12 @@ class SupervisorCore:
         return out
 
     def load(self, rows: list[tuple[str, str, str]] | tuple[tuple[str, str, str], ...]) -> None:
-        """Restore the database from durable rows (no journal entries are produced)."""
-        saved, self._changes = self._changes, None
-        try:
-            for topic, bits, ref in rows:
-                db = self._db(Topic(topic))
-                db._changes = None
-                db.put(Label(bits), Ref(ref))
-        finally:
-            self._changes = saved
-            for db in self.topics.values():
-                db._changes = saved
+        """Restore the database from durable rows; they are not journaled again."""
+        mark = None if self._changes is None else len(self._changes)
+        for topic, bits, ref in rows:
+            self._db(Topic(topic)).put(Label(bits), Ref(ref))
+        if self._changes is not None:
+            del self._changes[mark:]
 
     def status(self) -> dict[str, object]:
         """JSON-able state (README: `status --supervisor`)."""
