@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m pubsub.demo
 
-# The whole suite except the long simulation sweeps (about 10 minutes on 2 cores).
+# The whole suite except the long simulation sweeps (about 4 minutes on 2 cores).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n auto -m "not slow"
 
