@@ -285,15 +285,23 @@ async def _pubsub_stream(client: Client) -> tuple[Any, AsyncIterator[bytes]]:
     return sub, payloads()
 
 
+async def _pubsub_streams(
+    clients: list[Client], subs: list[Any]
+) -> list[AsyncIterator[bytes]]:
+    """One new-only stream per client; each subscription goes into `subs` for closing."""
+    streams = []
+    for client in clients:
+        sub, stream = await _pubsub_stream(client)
+        subs.append(sub)
+        streams.append(stream)
+    return streams
+
+
 async def _pubsub_latency(refs: list[str], count: int, rate: float) -> dict[str, Any]:
     clients = [Client(ref) for ref in refs]
     subs: list[Any] = []
     try:
-        streams = []
-        for client in clients:
-            sub, stream = await _pubsub_stream(client)
-            subs.append(sub)
-            streams.append(stream)
+        streams = await _pubsub_streams(clients, subs)
         publisher = clients[0]
         return await measure_latency(
             lambda data: publisher.publish(TOPIC, data), streams, count, rate, drain=30.0
@@ -312,11 +320,7 @@ async def _pubsub_throughput(
     writers = [Client(refs[i % len(refs)]) for i in range(publishers)]
     subs: list[Any] = []
     try:
-        streams = []
-        for client in readers:
-            sub, stream = await _pubsub_stream(client)
-            subs.append(sub)
-            streams.append(stream)
+        streams = await _pubsub_streams(readers, subs)
 
         def publish_via(client: Client) -> Publish:
             return lambda data: client.publish(TOPIC, data)

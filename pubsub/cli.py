@@ -439,16 +439,7 @@ def format_delivery(delivery: Delivery, as_json: bool = False) -> str:
 def format_ack(ack: Ack, as_json: bool = False) -> str:
     """One acknowledgement as a line of text or a JSON object."""
     if as_json:
-        return json.dumps(
-            {
-                "topic": ack.topic,
-                "publisher": ack.publisher,
-                "seq": ack.seq,
-                "key": ack.key.hex(),
-                "stored_by": ack.stored_by,
-                "local_seq": ack.local_seq,
-            }
-        )
+        return json.dumps(ack.as_dict())
     where = f"local #{ack.local_seq}" if ack.local_seq is not None else "handed over"
     return (
         f"ack {ack.topic} {ack.publisher}#{ack.seq} key {ack.key.hex()[:16]} "

@@ -97,6 +97,17 @@ class Ack:
     stored_by: str
     local_seq: int | None
 
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form (`pubsub publish --json`), the key as hex."""
+        return {
+            "topic": self.topic,
+            "publisher": self.publisher,
+            "seq": self.seq,
+            "key": self.key.hex(),
+            "stored_by": self.stored_by,
+            "local_seq": self.local_seq,
+        }
+
 
 def _payload(payload: bytes | str) -> bytes:
     data = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)

@@ -612,14 +612,7 @@ class LocalCluster:
             ack = asyncio.run(one())
         except ClientError as exc:
             raise ClusterError(f"publish through {daemon.name} failed: {exc}") from None
-        return {
-            "topic": ack.topic,
-            "publisher": ack.publisher,
-            "seq": ack.seq,
-            "key": ack.key.hex(),
-            "stored_by": ack.stored_by,
-            "local_seq": ack.local_seq,
-        }
+        return ack.as_dict()
 
     def history(self, which: int | str, topic: str, via_cli: bool = False) -> list[dict[str, Any]]:
         """What a node holds for `topic`, in local order: dicts with local_seq, publisher,
