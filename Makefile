@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-slow bench clean
+.PHONY: venv demo test test-slow bench clean check-java analyze experiments wheelhouse podman-setup
 
 venv: $(STAMP)
 
@@ -17,16 +17,38 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m pubsub.demo
 
+# The analysis (PySpark) needs Java 17+: say so in one line instead of a JVM trace.
+check-java: $(STAMP)
+	@$(BIN)/python -m pubsub.analysis.javacheck
+
+# make analyze RUN=runs/x [ANALYZE_ARGS="--stream --until-idle 60"]
+analyze: check-java
+	@test -n "$(RUN)" || { echo "usage: make analyze RUN=RUN_DIR [ANALYZE_ARGS=...]" >&2; exit 2; }
+	$(BIN)/pubsub analyze $(RUN) $(ANALYZE_ARGS)
+
 # The whole suite except the long simulation sweeps (about 4 minutes on 2 cores).
-test: $(STAMP)
+test: check-java
 	$(BIN)/python -m pytest -q -n auto -m "not slow"
 
 # The long sweeps (n = 1000 from 18 more corrupted states); see README.
-test-slow: $(STAMP)
+test-slow: check-java
 	$(BIN)/python -m pytest -q -n auto -m slow
+
+# The three shipped scenarios, each on a local cluster, analysed (runs/<scenario>/).
+experiments: check-java
+	for s in steady-churn mass-crash corruption; do \
+		rm -rf runs/$$s && $(BIN)/pubsub experiment run $$s --out runs/$$s || exit 1; done
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# Containers (README, "Containers"): the wheels deploy/Dockerfile installs, built on the host;
+# and, for podman on a machine without a registry, everything docker-compose.yml needs.
+wheelhouse: $(STAMP)
+	PYTHON=$(BIN)/python deploy/build-wheelhouse.sh
+
+podman-setup: $(STAMP)
+	PYTHON=$(abspath $(BIN)/python) deploy/podman-setup.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

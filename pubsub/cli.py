@@ -3,11 +3,17 @@
     pubsub supervisor --listen HOST:PORT --data DIR [--interval S] [--config-budget N]
     pubsub node --listen HOST:PORT --supervisor HOST:PORT [--data DIR] [--interval S]
                 [--no-flooding]
+    (both daemons: [--metrics-port PORT] [--metrics-host HOST] [--events-dir DIR]
+                   [--admin-listen HOST:PORT [--admin-allow-remote]])
     pubsub subscribe TOPIC --node HOST:PORT [--since N | --new-only] [--json] [--detach]
     pubsub unsubscribe TOPIC --node HOST:PORT
     pubsub publish TOPIC [MESSAGE | --file F] --node HOST:PORT [--quiet] [--json]
     pubsub history TOPIC --node HOST:PORT [--since N] [--json]
     pubsub status (--supervisor HOST:PORT | --node HOST:PORT) [--json]
+    pubsub chaos (info | crash | corrupt-node | corrupt-supervisor | partition | drop)
+                 --admin HOST:PORT ...     (fault injection, `pubsub.chaoscmd`)
+    pubsub analyze RUN_DIR [--stream] [--out DIR] [--until-idle S] [--trigger S]
+                           (PySpark convergence analysis, `pubsub.analysis.cli`)
 
 The client commands talk to the daemons through the client library (`pubsub.client`).
 
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import logging
 import os
@@ -48,10 +55,12 @@ from pubsub.messages import (
 )
 from pubsub.net import RequestError, request
 from pubsub.settings import (
+    AdminSettings,
     NodeSettings,
     RuntimeSettings,
     SettingsError,
     SupervisorSettings,
+    TelemetrySettings,
     check_node_limits,
     load,
 )
@@ -62,6 +71,11 @@ FLAGS = {
     "config_budget": "--config-budget",
     "data_dir": "--data",
     "flooding": "--no-flooding",
+    "metrics_port": "--metrics-port",
+    "metrics_host": "--metrics-host",
+    "events_dir": "--events-dir",
+    "admin_listen": "--admin-listen",
+    "admin_allow_remote": "--admin-allow-remote",
 }
 
 
@@ -143,15 +157,111 @@ def _runtime_settings(interval: float | None) -> RuntimeSettings:
         raise ConfigError(str(exc)) from None
 
 
+def _telemetry_options(f: Any) -> Any:
+    """--metrics-port, --metrics-host, --events-dir; the command gets `telemetry`
+    (`TelemetrySettings`, also read from PUBSUB_METRICS_* / PUBSUB_EVENTS_*)."""
+
+    @functools.wraps(f)
+    def wrapper(
+        *args: Any,
+        metrics_port: int | None,
+        metrics_host: str | None,
+        events_dir: Path | None,
+        **kwargs: Any,
+    ) -> Any:
+        try:
+            telemetry = load(
+                TelemetrySettings,
+                FLAGS,
+                metrics_port=metrics_port,
+                metrics_host=metrics_host,
+                events_dir=events_dir,
+            )
+        except SettingsError as exc:
+            raise ConfigError(str(exc)) from None
+        return f(*args, telemetry=telemetry, **kwargs)
+
+    options = [
+        click.option(
+            "--metrics-port",
+            type=click.IntRange(0, 65535),
+            default=None,
+            metavar="PORT",
+            help="Serve Prometheus metrics on http://HOST:PORT/metrics (0: off, the "
+            "default; env PUBSUB_METRICS_PORT).",
+        ),
+        click.option(
+            "--metrics-host",
+            default=None,
+            metavar="HOST",
+            help="Address the metrics endpoint binds (default 127.0.0.1; env "
+            "PUBSUB_METRICS_HOST).",
+        ),
+        click.option(
+            "--events-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            metavar="DIR",
+            help="Write the event stream (docs/events.md) into DIR (default: off; env "
+            "PUBSUB_EVENTS_DIR).",
+        ),
+    ]
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def _admin_options(f: Any) -> Any:
+    """--admin-listen, --admin-allow-remote; the command gets `admin` (`AdminSettings`,
+    also read from PUBSUB_ADMIN_LISTEN / PUBSUB_ADMIN_ALLOW_REMOTE): the listener on which
+    `pubsub chaos` may inject faults (`pubsub.chaos`)."""
+
+    @functools.wraps(f)
+    def wrapper(
+        *args: Any, admin_listen: str | None, admin_allow_remote: bool, **kwargs: Any
+    ) -> Any:
+        try:
+            admin = load(
+                AdminSettings,
+                FLAGS,
+                admin_listen=admin_listen,
+                admin_allow_remote=admin_allow_remote or None,
+            )
+        except SettingsError as exc:
+            raise ConfigError(str(exc)) from None
+        return f(*args, admin=admin, **kwargs)
+
+    wrapper = click.option(
+        "--admin-allow-remote",
+        is_flag=True,
+        default=False,
+        help="Allow --admin-listen on an address that is not loopback (env "
+        "PUBSUB_ADMIN_ALLOW_REMOTE=1).",
+    )(wrapper)
+    return click.option(
+        "--admin-listen",
+        type=ADDRESS,
+        default=None,
+        help="Also listen on HOST:PORT for `pubsub chaos` fault injections; whoever can "
+        "reach it can crash or corrupt this daemon.  Loopback only unless "
+        "--admin-allow-remote (default: off; env PUBSUB_ADMIN_LISTEN).",
+    )(wrapper)
+
+
 def _run_daemon(what: str, listen: str, run: Any) -> None:
     """Run a daemon; turn start-up failures into one-line errors."""
+    from pubsub.chaos import AdminError
+    from pubsub.events import EventsError
+    from pubsub.metrics import MetricsError
     from pubsub.node import TopicFileError
     from pubsub.store import StoreError as PublicationStoreError
     from supervisor.store import StoreError
 
     try:
         run()
-    except (StoreError, TopicFileError, PublicationStoreError) as exc:
+    except (
+        StoreError, TopicFileError, PublicationStoreError, MetricsError, EventsError, AdminError
+    ) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
@@ -185,8 +295,15 @@ def _run_daemon(what: str, listen: str, run: Any) -> None:
     help="Configurations (SetData) sent per topic per Timeout (default 1; env "
     "PUBSUB_CONFIG_BUDGET).",
 )
+@_telemetry_options
+@_admin_options
 def supervisor(
-    listen: Ref, data_dir: Path | None, interval: float | None, config_budget: int | None
+    listen: Ref,
+    data_dir: Path | None,
+    interval: float | None,
+    config_budget: int | None,
+    telemetry: TelemetrySettings,
+    admin: AdminSettings,
 ) -> None:
     """Run the supervisor daemon until SIGTERM or SIGINT."""
     from supervisor.daemon import run_supervisor
@@ -196,7 +313,11 @@ def supervisor(
         settings = load(SupervisorSettings, FLAGS, data_dir=data_dir, config_budget=config_budget)
     except SettingsError as exc:
         raise ConfigError(str(exc)) from None
-    _run_daemon("supervisor", listen, lambda: run_supervisor(listen, runtime_settings, settings))
+    _run_daemon(
+        "supervisor",
+        listen,
+        lambda: run_supervisor(listen, runtime_settings, settings, telemetry, admin),
+    )
 
 
 @main.command()
@@ -228,9 +349,13 @@ def supervisor(
     help="Do not flood new publications; anti-entropy alone spreads them (env "
     "PUBSUB_FLOODING=0).",
 )
+@_telemetry_options
+@_admin_options
 def node(
     listen: Ref,
     supervisor_ref: Ref,
+    telemetry: TelemetrySettings,
+    admin: AdminSettings,
     data_dir: Path | None,
     interval: float | None,
     no_flooding: bool,
@@ -247,7 +372,9 @@ def node(
     except SettingsError as exc:
         raise ConfigError(str(exc)) from None
     _run_daemon(
-        "node", listen, lambda: run_node(listen, supervisor_ref, runtime_settings, settings)
+        "node",
+        listen,
+        lambda: run_node(listen, supervisor_ref, runtime_settings, settings, telemetry, admin),
     )
 
 
@@ -424,6 +551,7 @@ def format_delivery(delivery: Delivery, as_json: bool = False) -> str:
                 "seq": delivery.seq,
                 "key": delivery.key.hex(),
                 "stored_at_ms": delivery.stored_at_ms,
+                "published_ms": delivery.published_ms or None,
                 **_payload_fields(delivery.payload),
             },
             ensure_ascii=False,
@@ -582,8 +710,8 @@ def _print_change(action: str, topic: str, node_ref: str, body: dict[str, Any]) 
 @TIMEOUT_OPTION
 def status(supervisor_ref: Ref | None, node_ref: Ref | None, as_json: bool, timeout: float) -> None:
     """Show a daemon's state: the supervisor's topics, members and labels, or a node's
-    per-topic label, left, right, ring and shortcuts.  Give exactly one of --supervisor
-    and --node."""
+    per-topic label, left, right, ring and shortcuts.  Give exactly one of --supervisor,
+    --node and --broker (broker mode, below)."""
     if (supervisor_ref is None) == (node_ref is None):
         raise click.UsageError("give exactly one of --supervisor and --node")
     addr = supervisor_ref or node_ref
@@ -723,6 +851,26 @@ def format_publications(section: dict[str, Any]) -> str:
         f"rejected malformed {section.get('rejected_malformed', 0)}"
     )
 
+
+from pubsub.chaoscmd import chaos  # noqa: E402 - the `pubsub chaos` group (fault injection)
+
+main.add_command(chaos)
+
+from pubsub.analysis.cli import analyze  # noqa: E402 - `pubsub analyze` (imports no pyspark)
+
+main.add_command(analyze)
+
+from pubsub.clustercmd import cluster  # noqa: E402 - `pubsub cluster up|status|down`
+
+main.add_command(cluster)
+
+from pubsub.experiment.cli import experiment  # noqa: E402 - `pubsub experiment run|list`
+
+main.add_command(experiment)
+
+from broker.cli import register as register_broker_mode  # noqa: E402 - SCOT broker mode
+
+register_broker_mode(main)  # `pubsub broker|advertise|unadvertise|link-rate`, --broker options
 
 if __name__ == "__main__":  # `python -m pubsub.cli ...` (how LocalCluster starts daemons)
     main()

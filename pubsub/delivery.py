@@ -55,6 +55,7 @@ def delivery_of(stored: Stored) -> Delivery:
         key=p.key,
         payload=p.payload,
         stored_at_ms=stored.stored_at_ms,
+        published_ms=p.published_ms,
     )
 
 

@@ -27,6 +27,18 @@ Waiting.  Nothing here sleeps and hopes: `poll` re-evaluates a condition (a func
 returns the list of what is still wrong) until it holds or a deadline passes, and then
 raises `ClusterTimeout` naming what was still wrong.
 
+Metrics and events.  With ``metrics=True`` every daemon also serves Prometheus metrics
+(``--metrics-port``) on 127.0.0.1: on free ports picked like the daemons' own, or, with
+`base_port`, on base_port + 1000 (the supervisor) and base_port + 1001 + i (node i).  The
+ports are in the manifest, and ``workdir/prometheus-targets.json`` lists them in
+Prometheus' file_sd format (deploy/prometheus.yml reads it).  With ``events_dir`` every
+daemon writes its event stream into that one run directory (``--events-dir``).
+
+Admin addresses.  Unless ``admin=False``, every daemon also opens an admin listener
+(``--admin-listen``) on 127.0.0.1, where `pubsub chaos` injects faults: on free ports, or,
+with `base_port`, on base_port + 2000 (the supervisor) and base_port + 2001 + i (node i).
+`admin_ref` names it; the manifest lists it as ``admin``.
+
 A manifest, ``workdir/cluster.json``, records every daemon's reference, pid, data
 directory and log file; it is rewritten whenever a daemon is started.
 
@@ -73,6 +85,12 @@ TERM_TIMEOUT = 5.0
 REQUEST_TIMEOUT = 5.0
 #: Seconds a CLI invocation may take (interpreter start-up included).
 CLI_TIMEOUT = 30.0
+#: With `base_port`, daemon i (0 = the supervisor) serves metrics on base_port + this + i.
+METRICS_PORT_OFFSET = 1000
+#: With `base_port`, daemon i (0 = the supervisor) has its admin listener on base_port + this + i.
+ADMIN_PORT_OFFSET = 2000
+#: The Prometheus file_sd target file a cluster with metrics writes into its work dir.
+PROMETHEUS_TARGETS = "prometheus-targets.json"
 
 
 class ClusterError(RuntimeError):
@@ -143,6 +161,10 @@ class Daemon:
     process: subprocess.Popen[bytes] | None = None
     log_file: IO[bytes] | None = field(default=None, repr=False)
     starts: int = 0
+    #: Port of the daemon's Prometheus endpoint on 127.0.0.1, or None (metrics off).
+    metrics_port: int | None = None
+    #: The daemon's admin address (`pubsub chaos`), or None (admin listener off).
+    admin_ref: str | None = None
 
     @property
     def port(self) -> int:
@@ -201,14 +223,26 @@ class LocalCluster:
         start_timeout: float = START_TIMEOUT,
         log_level: str = "info",
         flooding: bool = True,
+        metrics: bool = False,
+        events_dir: Path | str | None = None,
+        admin: bool = True,
+        prometheus_targets_dir: Path | str | None = None,
     ) -> None:
         """Describe the cluster (nothing starts before `start` or entering ``with``).
 
         `base_port` puts the supervisor on that port and node i on base_port + 1 + i;
         without it free ports are picked.  `env` adds environment variables for the
         daemons (e.g. ``PUBSUB_HELLO_TIMEOUT``); `python` is the interpreter that runs
-        them (default: this one).  `flooding` False starts the nodes with
-        ``--no-flooding`` (anti-entropy alone spreads publications).
+        them (default: this one).  `metrics` gives every daemon a Prometheus endpoint
+        (``--metrics-port``, ports chosen as the module docstring says) and writes
+        ``workdir/prometheus-targets.json`` for Prometheus' file_sd; `events_dir` makes every
+        daemon write its event stream there (``--events-dir``, docs/events.md).
+        `prometheus_targets_dir` (default: env PUBSUB_PROMETHEUS_TARGETS_DIR) is a directory
+        Prometheus watches (deploy/prometheus.yml: deploy/targets/): with metrics, the
+        cluster puts its target file there while it runs and removes it at `stop`.
+        `flooding` False starts the nodes with
+        ``--no-flooding`` (anti-entropy alone spreads publications).  `admin` False starts
+        the daemons without an admin listener (no fault injection).
         """
         if n_nodes < 0:
             raise ValueError("n_nodes must not be negative")
@@ -270,7 +304,98 @@ class LocalCluster:
                 )
             )
         self._by_ref: dict[str, Daemon] = {d.ref: d for d in [self.supervisor, *self.nodes]}
+        self.events_dir = None if events_dir is None else Path(events_dir).resolve()
+        shared = prometheus_targets_dir or os.environ.get("PUBSUB_PROMETHEUS_TARGETS_DIR")
+        self.prometheus_targets_dir = Path(shared).resolve() if shared else None
+        self._setup_telemetry(metrics, base_port)
+        self._setup_admin(admin, base_port)
         self._atexit_registered = False
+
+    def _setup_admin(self, admin: bool, base_port: int | None) -> None:
+        """Give every daemon an admin listener on 127.0.0.1 (see the module docstring)."""
+        if not admin:
+            return
+        daemons = [self.supervisor, *self.nodes]
+        if base_port is None:
+            taken = {d.port for d in daemons} | {d.metrics_port for d in daemons if d.metrics_port}
+            fresh = [p for p in pick_free_ports(len(daemons) + len(taken)) if p not in taken]
+            ports = fresh[: len(daemons)]
+        else:
+            ports = [base_port + ADMIN_PORT_OFFSET + i for i in range(len(daemons))]
+            if ports[-1] > 65535:
+                raise ValueError(f"base_port {base_port} leaves no room for admin ports")
+        for daemon, port in zip(daemons, ports, strict=True):
+            daemon.admin_ref = f"{HOST}:{port}"
+            daemon.args += ["--admin-listen", daemon.admin_ref]
+
+    def admin_ref(self, which: int | str) -> str:
+        """The admin address of a node (index or reference) or of the supervisor
+        ("supervisor"), for `pubsub chaos --admin`; ClusterError if it has none."""
+        daemon = self.daemon(which)
+        if daemon.admin_ref is None:
+            raise ClusterError(f"{daemon.name} has no admin listener (admin=False)")
+        return daemon.admin_ref
+
+    # --- telemetry -------------------------------------------------------------------------
+    def _setup_telemetry(self, metrics: bool, base_port: int | None) -> None:
+        daemons = [self.supervisor, *self.nodes]
+        self.metrics = metrics
+        if metrics:
+            if base_port is None:
+                taken = {d.port for d in daemons}
+                ports = []
+                while len(ports) < len(daemons):  # distinct from the daemons' own ports
+                    fresh = pick_free_ports(len(daemons) + len(taken))
+                    ports += [p for p in fresh if p not in taken and p not in ports]
+                ports = ports[: len(daemons)]
+            else:
+                ports = [base_port + METRICS_PORT_OFFSET + i for i in range(len(daemons))]
+                if ports[-1] > 65535:
+                    raise ValueError(
+                        f"base_port {base_port} leaves no room for metrics ports "
+                        f"(base_port + {METRICS_PORT_OFFSET} + i)"
+                    )
+            for daemon, port in zip(daemons, ports, strict=True):
+                daemon.metrics_port = port
+                daemon.args += ["--metrics-port", str(port), "--metrics-host", HOST]
+        if self.events_dir is not None:
+            for daemon in daemons:
+                daemon.args += ["--events-dir", str(self.events_dir)]
+
+    def metrics_url(self, which: int | str) -> str:
+        """``http://127.0.0.1:PORT/metrics`` of a daemon (ClusterError if metrics are off)."""
+        daemon = self.daemon(which)
+        if daemon.metrics_port is None:
+            raise ClusterError("this cluster was started without metrics (metrics=True)")
+        return f"http://{HOST}:{daemon.metrics_port}/metrics"
+
+    def prometheus_targets(self) -> list[dict[str, Any]]:
+        """Prometheus file_sd target groups: the supervisor and the nodes, labelled with
+        their role and the cluster's work directory."""
+        cluster = str(self.workdir)
+        groups = []
+        for role, daemons in (("supervisor", [self.supervisor]), ("node", self.nodes)):
+            targets = [f"{HOST}:{d.metrics_port}" for d in daemons if d.metrics_port]
+            if targets:
+                groups.append(
+                    {"targets": targets, "labels": {"role": role, "cluster": cluster}}
+                )
+        return groups
+
+    def _shared_targets_file(self) -> Path:
+        assert self.prometheus_targets_dir is not None
+        tag = f"{self.supervisor.port}-{os.getpid()}"
+        return self.prometheus_targets_dir / f"pubsub-cluster-{tag}.json"
+
+    def write_prometheus_targets(self, path: Path | str | None = None) -> Path:
+        """Write `prometheus_targets` as JSON (atomically) to `path`, default
+        ``workdir/prometheus-targets.json``; returns the path."""
+        target = Path(path) if path is not None else self.workdir / PROMETHEUS_TARGETS
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(json.dumps(self.prometheus_targets(), indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, target)
+        return target
 
     # --- naming ----------------------------------------------------------------------------
     @property
@@ -314,6 +439,10 @@ class LocalCluster:
             atexit.register(self.stop)
             self._atexit_registered = True
         try:
+            if self.metrics:
+                self.write_prometheus_targets()
+                if self.prometheus_targets_dir is not None:
+                    self.write_prometheus_targets(self._shared_targets_file())
             self._launch(self.supervisor)
             self.wait_answering([self.supervisor])
             for node in self.nodes:
@@ -373,6 +502,8 @@ class LocalCluster:
                 "pid": d.pid if d.running else None,
                 "data": str(d.data_dir),
                 "log": str(d.log_path),
+                "metrics_port": d.metrics_port,
+                "admin": d.admin_ref,
             }
 
         return {
@@ -380,6 +511,7 @@ class LocalCluster:
             "nodes": [entry(d) for d in self.nodes],
             "interval": self.interval,
             "config_budget": self.config_budget,
+            "events_dir": None if self.events_dir is None else str(self.events_dir),
         }
 
     def write_manifest(self) -> None:
@@ -432,6 +564,9 @@ class LocalCluster:
             self._reap(daemon)
         if self.workdir.exists():
             self.write_manifest()
+        if self.metrics and self.prometheus_targets_dir is not None:
+            with contextlib.suppress(OSError):
+                self._shared_targets_file().unlink()
         if self._atexit_registered:
             atexit.unregister(self.stop)
             self._atexit_registered = False
@@ -472,6 +607,22 @@ class LocalCluster:
             self._reap(daemon)
             self.write_manifest()
 
+    def wait_exited(self, which: int | str, timeout: float = TERM_TIMEOUT) -> None:
+        """Wait (bounded) until a daemon that was told to die has exited, and reap it.
+
+        For crashes caused from outside the cluster object (`pubsub chaos crash`).
+        ClusterError if it is still running after `timeout` seconds.
+        """
+        daemon = self.daemon(which)
+        if daemon.process is None:
+            return
+        try:
+            daemon.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ClusterError(f"{daemon.name} still runs {timeout:g} s after it was told to exit") from None
+        self._reap(daemon)
+        self.write_manifest()
+
     def _terminate(self, daemon: Daemon) -> None:
         """SIGTERM, bounded wait, SIGKILL if it will not go; no error when not running."""
         if not daemon.running:
@@ -488,10 +639,16 @@ class LocalCluster:
 
     def restart_node(self, which: int | str) -> None:
         """Stop a node if it runs (SIGTERM) and start it again: same port, same data dir."""
-        daemon = self.node(which)
-        self._terminate(daemon)
-        self._launch(daemon)
-        self.wait_answering([daemon])
+        self.restart_nodes([which])
+
+    def restart_nodes(self, which: Iterable[int | str]) -> None:
+        """`restart_node` for several nodes at once: all start, then all are waited for."""
+        daemons = [self.node(w) for w in which]
+        for daemon in daemons:
+            self._terminate(daemon)
+        for daemon in daemons:
+            self._launch(daemon)
+        self.wait_answering(daemons)
 
     def restart_supervisor(self, empty_data: bool = False) -> None:
         """Stop the supervisor (SIGTERM) and start it again on the same port.
@@ -616,7 +773,7 @@ class LocalCluster:
 
     def history(self, which: int | str, topic: str, via_cli: bool = False) -> list[dict[str, Any]]:
         """What a node holds for `topic`, in local order: dicts with local_seq, publisher,
-        seq, key (hex) and payload (``pubsub history --json`` with `via_cli`)."""
+        seq, key (hex), published_ms and payload (``pubsub history --json`` with `via_cli`)."""
         return self.histories([self.node(which).ref], topic, via_cli)[self.node(which).ref]
 
     def histories(
@@ -638,6 +795,7 @@ class LocalCluster:
                     "publisher": d.publisher,
                     "seq": d.seq,
                     "key": d.key.hex(),
+                    "published_ms": d.published_ms or None,
                     "payload": d.payload.decode("utf-8", "replace"),
                 }
                 for d in found

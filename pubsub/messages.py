@@ -19,7 +19,7 @@ with a member).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, NewType
+from typing import Any, ClassVar, Literal, NamedTuple, NewType
 
 from pubsub.labels import Label
 from pubsub.trie import TrieLabel
@@ -211,6 +211,20 @@ class ErrorReply(Message):
     detail: str
 
 
+# --- operator -> daemon, on the admin listener only (`pubsub.chaos`) ------------------------
+@message("chaos")
+class ChaosRequest(Message):
+    """Operator -> daemon: inject a fault (`action`: crash, corrupt_node, ...; `params` as
+    `pubsub.chaos` documents), or ask who the daemon is (`info`).  Served only on the
+    daemon's admin listener; on its peer/client port it is counted and refused
+    (``forbidden``) by the runtime, which never passes an `admin_only` message on."""
+
+    admin_only: ClassVar[bool] = True
+
+    action: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
 # --- connection setup (network runtime only; cores never see it) -----------------------------
 @message("hello")
 class Hello(Message):
@@ -257,6 +271,9 @@ class Publication:
     publisher: Ref
     seq: int
     payload: Payload
+    #: Wall-clock milliseconds (Unix) when the first node accepted it from a client; 0 when
+    #: unknown.  Carried with the publication everywhere, but not part of its key or identity.
+    published_ms: int = field(default=0, compare=False)
 
     def __repr__(self) -> str:
         return f"Publication({self.key.hex()[:8]} {self.publisher}#{self.seq} {len(self.payload)}B)"
@@ -360,7 +377,9 @@ class Follow(Message):
 class Delivery(Message):
     """Node -> following client: one publication, numbered `local_seq` (1, 2, ... per topic,
     in the order this node stored them; durable, so a client resumes with since = the last
-    number it processed).  `stored_at_ms` is the node's wall clock when it stored it."""
+    number it processed).  `stored_at_ms` is the node's wall clock when it stored it;
+    `published_ms` is the publication's own timestamp (`Publication.published_ms`, 0 when
+    unknown)."""
 
     topic: Topic
     local_seq: int
@@ -369,6 +388,7 @@ class Delivery(Message):
     key: PublicationKey
     payload: Payload
     stored_at_ms: int
+    published_ms: int = 0
 
 
 # --- publications: node <-> supervisor and node <-> node (hand-over) ----------------------------

@@ -31,7 +31,11 @@ The core (`Application`) never sees a socket.  The runtime
   code, answered with ErrorReply and the connection kept; an exception raised by the core is
   caught and counted as ``handler_error``.  Log lines about bad input are rate-limited per
   (peer, code), never one per frame;
-* counts everything in `Stats`, which daemons put in their status replies.
+* counts everything in `Stats`, which daemons put in their status replies;
+* never acts on an operator request (a message class with ``admin_only``, `pubsub.chaos`)
+  arriving here: it is counted and answered as ``forbidden`` (those are served only on the
+  daemon's separate admin listener), and applies the network faults an operator injected
+  there (`NetworkFaults`: dropped fractions, partitions).
 
 `request` is the client side: one control request, one reply.
 """
@@ -118,6 +122,8 @@ class Stats:
         self.connections_retired = 0
         self.connections_open = 0
         self.connect_failures = 0
+        #: Peer frames discarded by injected faults (`NetworkFaults`), by reason.
+        self.fault_drops: Counter[str] = Counter()
 
     def error(self, code: str) -> None:
         """Count one error of kind `code`."""
@@ -139,7 +145,41 @@ class Stats:
             "connections_retired": self.connections_retired,
             "connections_open": self.connections_open,
             "connect_failures": self.connect_failures,
+            "fault_drops": dict(self.fault_drops),
         }
+
+
+class NetworkFaults:
+    """Network faults injected by an operator (`pubsub.chaos`), each until a deadline on the
+    runtime's clock: drop a fraction of the outgoing peer frames, or drop every peer frame
+    to or from a reference outside `partition` (this side of a partition).  Frames are
+    discarded where the core's sends enter the runtime and where received frames leave it;
+    TCP connections stay up, local deliveries and client connections are never touched."""
+
+    def __init__(self) -> None:
+        self.drop_fraction = 0.0
+        self.drop_until = 0.0
+        self.partition: frozenset[Ref] = frozenset()
+        self.partition_until = 0.0
+
+    @property
+    def armed(self) -> bool:
+        """Whether any fault was ever set (the runtime skips every check otherwise)."""
+        return bool(self.drop_until or self.partition_until)
+
+    def outgoing(self, dest: Ref, now: float, rng: random.Random) -> str | None:
+        """Why a frame to `dest` must be discarded now ("partition", "drop"), or None."""
+        if self.partition_until > now and dest not in self.partition:
+            return "partition"
+        if self.drop_until > now and rng.random() < self.drop_fraction:
+            return "drop"
+        return None
+
+    def incoming(self, src: Ref, now: float) -> str | None:
+        """Why a frame from `src` must be discarded now ("partition"), or None."""
+        if self.partition_until > now and src not in self.partition:
+            return "partition"
+        return None
 
 
 class LogLimiter:
@@ -361,6 +401,7 @@ class Runtime:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
         self._limiter = LogLimiter(log)
+        self.faults = NetworkFaults()
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -490,6 +531,11 @@ class Runtime:
             assert self._loop is not None
             self._loop.call_soon(self._deliver_local, msg)
             return
+        if self.faults.armed:
+            fault = self.faults.outgoing(dest, self.now(), self._rng)
+            if fault is not None:
+                self.stats.fault_drops[fault] += 1
+                return
         link = self._links.get(dest)
         if link is None:
             try:
@@ -754,6 +800,12 @@ class Runtime:
             self._on_hello(conn, msg)
         elif isinstance(msg, Hello):
             self.stats.error("duplicate_hello")
+        elif getattr(msg, "admin_only", False):
+            # Operator requests (`pubsub.chaos`) count only on the admin listener.
+            self._bad_input(
+                conn, "forbidden", f"{msg.kind} is accepted only on the admin listener",
+                close=False,
+            )
         elif conn.role == "peer":
             if isinstance(msg, ErrorReply):
                 self.stats.error("peer_error_reply")
@@ -767,6 +819,11 @@ class Runtime:
                     msg.detail,
                 )
                 return
+            if self.faults.armed:
+                fault = self.faults.incoming(conn.peer, self.now())  # type: ignore[arg-type]
+                if fault is not None:
+                    self.stats.fault_drops[fault] += 1
+                    return
             self.dispatch(self._call("handle", self.app.handle, msg, self.now()))
         else:
             self._on_request(conn, msg)

@@ -21,6 +21,11 @@ transaction per event-loop pass (group commit); only then are they numbered for 
 streamed to followers, acknowledged to publishers and -- for publications issued or
 handed over here -- flooded.  At start every stored topic's trie is rebuilt from the store.
 
+Telemetry (`pubsub.metrics.Telemetry`, optional): observers in ``observers`` hear about
+every state change (``touched``), every Timeout (``ticked``) and every commit (``stored``,
+the rows written); they emit the event stream and count deliveries for the metrics.  A
+publication issued here is stamped with the wall clock (``published_ms``) when accepted.
+
 Sequence numbers.  The core numbers the publications this node issues.  The store records
 a reservation ``seq_reserved``; numbers are taken below it, and a new block of `SEQ_BLOCK`
 is reserved (one small transaction) before the first number beyond it is used.  A restarted
@@ -42,6 +47,7 @@ import json
 import logging
 import os
 import random
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -72,13 +78,17 @@ from pubsub.messages import (
     StatusRequest,
     Topic,
 )
+from pubsub.chaos import open_admin
 from pubsub.net import ClientSession, LogLimiter, Runtime, Stats
 from pubsub.nodecore import NodeCore
+from pubsub.metrics import Telemetry
 from pubsub.settings import (
+    AdminSettings,
     DEFAULT_MAX_PAYLOAD_BYTES,
     FRAME_OVERHEAD,
     NodeSettings,
     RuntimeSettings,
+    TelemetrySettings,
 )
 from pubsub.store import NewRow, PublicationStore, StoreError
 from pubsub.wire import WireError, validate_topic
@@ -164,7 +174,7 @@ class NodeCoreLike(Protocol):
     def peer_unreachable(self, ref: Ref, now: float) -> list[Send]: ...
     def status(self) -> dict[str, object]: ...
     def is_member(self, topic: Topic) -> bool: ...
-    def issue(self, payload: bytes) -> Publication: ...
+    def issue(self, payload: bytes, published_ms: int = 0) -> Publication: ...
     def publish_publication(self, topic: Topic, publication: Publication) -> list[Send]: ...
     def holds(self, topic: Topic, publication: Publication) -> bool: ...
     def restore(self, topic: Topic, publications: Iterable[Publication]) -> int: ...
@@ -210,6 +220,10 @@ class NodeApp:
         self._limiter = LogLimiter(log)
         self.core.next_seq = max(self.core.next_seq, self.store.seq_reserved)
         self._seq_limit = self.store.seq_reserved
+        #: Timeout actions run so far (the ``interval`` of events).
+        self.intervals = 0
+        #: Telemetry (`pubsub.events.Observer`): told about state changes, Timeouts, commits.
+        self.observers: list[Any] = []
 
     def attach(self, runtime: Runtime) -> None:
         """Called by the runtime when it starts: where later answers and sends go."""
@@ -240,6 +254,7 @@ class NodeApp:
 
     # ------------------------------------------------------------------ the protocol
     def handle(self, msg: Message, now: float) -> list[Send]:
+        self._notify("touched")
         if isinstance(msg, (MemberIs, HandOverAck)):
             sends = self.handover.handle(msg, now)
             self._answer_handovers()
@@ -251,10 +266,12 @@ class NodeApp:
         return sends
 
     def timeout(self, now: float) -> list[Send]:
+        self.intervals += 1
         sends = self.core.timeout(now)
         sends.extend(self.handover.timeout(now))
         self._answer_handovers()
         self._collect()
+        self._notify("ticked")
         return sends
 
     def peer_unreachable(self, ref: Ref, now: float) -> list[Send]:
@@ -265,6 +282,7 @@ class NodeApp:
         self, msg: Message, session: ClientSession, now: float
     ) -> list[Send] | None:
         """Publish and Follow answer later or stream; everything else goes to `control`."""
+        self._notify("touched")
         if isinstance(msg, PublishRequest):
             return self._publish(msg, session, now)
         if isinstance(msg, Follow):
@@ -276,6 +294,7 @@ class NodeApp:
         return None
 
     def control(self, msg: Message, now: float) -> tuple[Message, list[Send]]:
+        self._notify("touched")
         if isinstance(msg, JoinTopic):
             sends = self.join(msg.topic)
             return self._changed("join", msg.topic), sends
@@ -323,7 +342,7 @@ class NodeApp:
         except StoreError as exc:
             self.stats.error("store_error")
             return fail("store_error", str(exc))
-        publication = self.core.issue(msg.payload)
+        publication = self.core.issue(msg.payload, published_ms=int(time.time() * 1000))
         topic = msg.topic
         if not self.core.is_member(topic):
             request, sends = self.handover.start(topic, publication, now)
@@ -453,6 +472,8 @@ class NodeApp:
         local = {(s.topic, s.publication.key): s.local_seq for s in written}
         for topic in {s.topic for s in written}:
             self.deliveries.notify(topic)
+        if written:
+            self._notify("stored", written)
         for action in actions:
             self._run_after(action, True, local)
 
@@ -479,6 +500,21 @@ class NodeApp:
             self._limiter.log(("store",), logging.ERROR, "%s: %s", self.ref, exc)
         except RuntimeError:  # no event loop
             log.error("%s: %s", self.ref, exc)
+
+    def _notify(self, event: str, *args: Any) -> None:
+        """Tell every observer (telemetry); a failing observer is counted, never fatal."""
+        for observer in self.observers:
+            try:
+                getattr(observer, event)(*args)
+            except Exception as exc:  # noqa: BLE001 - telemetry must not stop the node
+                self.stats.error("telemetry_error")
+                try:
+                    self._limiter.log(
+                        ("telemetry", type(exc).__name__), logging.ERROR,
+                        "%s: telemetry %s failed: %r", self.ref, event, exc, exc_info=True,
+                    )
+                except RuntimeError:  # no event loop
+                    log.exception("%s: telemetry %s failed", self.ref, event)
 
     def _dispatch(self, sends: list[Send]) -> None:
         if sends and self.runtime is not None:
@@ -532,12 +568,19 @@ class NodeApp:
 
 
 async def serve_node(
-    listen: Ref, supervisor: Ref, runtime_settings: RuntimeSettings, settings: NodeSettings
+    listen: Ref,
+    supervisor: Ref,
+    runtime_settings: RuntimeSettings,
+    settings: NodeSettings,
+    telemetry: TelemetrySettings | None = None,
+    admin: AdminSettings | None = None,
 ) -> None:
-    """Run a subscriber on `listen` until SIGTERM/SIGINT.
+    """Run a subscriber on `listen` until SIGTERM/SIGINT (with `admin`, also its admin
+    listener for `pubsub chaos`; AdminError if it cannot be opened).
 
     Raises TopicFileError or StoreError when the data directory, topics file or store is
-    unusable and OSError when `listen` cannot be bound.
+    unusable, MetricsError / EventsError when the metrics endpoint or the events directory
+    (`telemetry`) is, and OSError when `listen` cannot be bound.
     """
     topic_file = TopicFile(settings.data_dir) if settings.data_dir is not None else None
     store = PublicationStore(settings.data_dir, sync=settings.store_sync)
@@ -565,14 +608,30 @@ async def serve_node(
         )
         initial = app.rejoin()
         runtime = Runtime(app, runtime_settings, stats=stats)
-        await runtime.serve_until_signal(on_start=lambda: runtime.dispatch(initial))
-        app.flush()
+        extras = await Telemetry.start("node", app, stats, telemetry or TelemetrySettings())
+        admin_server = open_admin(admin, runtime, node=app, events=extras.events)
+
+        def started() -> None:
+            runtime.dispatch(initial)
+            if admin_server is not None:
+                admin_server.start()
+
+        try:
+            await runtime.serve_until_signal(on_start=started)
+            app.flush()
+        finally:
+            await extras.stop()
     finally:
         store.close()
 
 
 def run_node(
-    listen: Ref, supervisor: Ref, runtime_settings: RuntimeSettings, settings: NodeSettings
+    listen: Ref,
+    supervisor: Ref,
+    runtime_settings: RuntimeSettings,
+    settings: NodeSettings,
+    telemetry: TelemetrySettings | None = None,
+    admin: AdminSettings | None = None,
 ) -> None:
     """`serve_node` on a fresh uvloop event loop."""
-    uvloop.run(serve_node(listen, supervisor, runtime_settings, settings))
+    uvloop.run(serve_node(listen, supervisor, runtime_settings, settings, telemetry, admin))

@@ -31,7 +31,9 @@ The daemon (`pubsub.node`) and the simulator (`pubsub.sim`) drive this same clas
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 
 from pubsub.antientropy import DEFAULT_BATCH_BYTES, AntiEntropy, Arrival, make_publication
 from pubsub.messages import (
@@ -93,6 +95,9 @@ class NodeCore:
         self.publish_batch_bytes = publish_batch_bytes
         #: Sequence number of the next publication issued by this process.
         self.next_seq = 0
+        #: Counters of the publication cores of topics this process left (metrics stay
+        #: monotonic when a topic's core is dropped).
+        self.retired_counters: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ client intents
     def join(self, topic: Topic) -> list[Send]:
@@ -129,7 +134,9 @@ class NodeCore:
         if isinstance(msg, SetData) and msg.label is None and topic in self.leaving:
             sends = instance.release()  # permission to leave (§4.1 step 4, Lemma 4.1)
             del self.instances[topic]
-            self.publications.pop(topic, None)
+            retired = self.publications.pop(topic, None)
+            if retired is not None:
+                self.retired_counters.update(retired.counters)
             self.leaving.discard(topic)
             return sends
         if isinstance(msg, PUBLICATION_MESSAGES):
@@ -209,14 +216,17 @@ class NodeCore:
         """Whether we run `topic` and are not leaving it (publications may be stored here)."""
         return topic in self.instances and topic not in self.leaving
 
-    def issue(self, payload: bytes) -> Publication:
+    def issue(self, payload: bytes, published_ms: int = 0) -> Publication:
         """A new publication of this process: the next sequence number, not stored anywhere.
 
-        ValueError if the payload is too large for a frame.
+        `published_ms` is the time it was accepted (the daemon passes its wall clock; the
+        core reads no clock).  ValueError if the payload is too large for a frame.
         """
         if len(payload) > MAX_PAYLOAD_BYTES:
             raise ValueError(f"payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES}")
         publication = make_publication(self.ref, self.next_seq, bytes(payload))
+        if published_ms:
+            publication = replace(publication, published_ms=published_ms)
         self.next_seq += 1
         return publication
 
@@ -250,6 +260,14 @@ class NodeCore:
         for topic, core in self.publications.items():
             out.extend((topic, arrival) for arrival in core.drain_new())
         return out
+
+    def publication_counters(self) -> Counter[str]:
+        """The publication cores' counters summed over every topic since the start, those
+        of topics already left included (never decreases)."""
+        total = Counter(self.retired_counters)
+        for core in self.publications.values():
+            total.update(core.counters)
+        return total
 
     def peer_unreachable(self, ref: Ref, now: float) -> list[Send]:
         """The runtime gave up on `ref`: forget it everywhere and hint the supervisor (§3.3)."""

@@ -102,6 +102,39 @@ class NodeSettings(BaseSettings):
     handover_attempts: int = Field(4, ge=1, description="hand-over attempts before failing")
 
 
+class TelemetrySettings(BaseSettings):
+    """Metrics and the event stream, shared by every daemon (`pubsub.metrics`,
+    `pubsub.events`, docs/events.md)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    metrics_port: int = Field(
+        0, ge=0, le=65535, description="port of the Prometheus endpoint; 0 turns it off"
+    )
+    metrics_host: str = Field(
+        "127.0.0.1", min_length=1, description="address the Prometheus endpoint binds"
+    )
+    metrics_max_topics: int = Field(
+        64,
+        ge=1,
+        le=10_000,
+        description="topics that get their own `topic` label value; the rest are folded "
+        "into topic=\"_other\"",
+    )
+    events_dir: Path | None = Field(
+        None, description="run directory of the event stream; unset turns it off"
+    )
+    events_rotate_seconds: float = Field(
+        2.0, gt=0, description="seconds before the current event file is moved into place"
+    )
+    events_rotate_bytes: int = Field(
+        4 << 20, ge=1024, description="bytes after which the current event file is moved"
+    )
+    events_snapshot_every: int = Field(
+        10, ge=1, description="Timeout intervals between periodic snapshot events"
+    )
+
+
 def check_node_limits(node: NodeSettings, runtime: RuntimeSettings) -> None:
     """SettingsError unless the largest payload fits in the largest frame with room for the
     rest of a PublishNew or Delivery frame."""
@@ -112,6 +145,56 @@ def check_node_limits(node: NodeSettings, runtime: RuntimeSettings) -> None:
             f"{node.max_payload_bytes} does not fit in a frame of "
             f"{runtime.max_frame_bytes} bytes (PUBSUB_MAX_FRAME_BYTES); at most {max(room, 0)}"
         )
+
+
+class AdminSettings(BaseSettings):
+    """The admin listener of every daemon (`pubsub.chaos`): where an operator's fault
+    injections are accepted.  Off unless `admin_listen` is set; only on a loopback address
+    unless `admin_allow_remote`."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    admin_listen: str | None = Field(
+        None, description="HOST:PORT of the admin listener; unset turns it off"
+    )
+    admin_allow_remote: bool = Field(
+        False, description="allow an admin listener on an address that is not loopback"
+    )
+
+    @model_validator(mode="after")
+    def _loopback_only(self) -> AdminSettings:
+        if self.admin_listen is None:
+            return self
+        from pubsub.wire import WireError, validate_ref
+
+        try:
+            validate_ref(self.admin_listen)
+        except WireError:
+            raise ValueError(
+                f"admin_listen (--admin-listen / PUBSUB_ADMIN_LISTEN): {self.admin_listen!r} "
+                "is not HOST:PORT"
+            ) from None
+        host = self.admin_listen.rpartition(":")[0]
+        if not self.admin_allow_remote and not is_loopback(host):
+            raise ValueError(
+                f"admin_listen (--admin-listen / PUBSUB_ADMIN_LISTEN): {host} is not a "
+                "loopback address; anyone who reaches the admin listener "
+                "can crash or corrupt this daemon (allow it with --admin-allow-remote / "
+                "PUBSUB_ADMIN_ALLOW_REMOTE=1)"
+            )
+        return self
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names this machine only (localhost, 127.0.0.0/8)."""
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 S = TypeVar("S", bound=BaseSettings)

@@ -11,8 +11,12 @@ What it keeps
 Tables::
 
     publications(topic, local_seq, key, publisher, seq, payload, via, hops, stored_at_ms,
-                 PRIMARY KEY (topic, local_seq), UNIQUE (topic, key))
+                 published_ms, PRIMARY KEY (topic, local_seq), UNIQUE (topic, key))
     meta(name PRIMARY KEY, value)            -- "seq_reserved"
+
+``published_ms`` (the publication's own timestamp, `Publication.published_ms`) was added
+after the first layout; a store without the column gets it (``DEFAULT 0``, unknown) when it
+is opened, and older code, which names its columns, still reads and writes such a store.
 
 Durability
     `append` writes a batch in one transaction.  With ``sync="full"`` (the default) SQLite
@@ -67,6 +71,11 @@ class Stored:
     hops: int | None
     stored_at_ms: int
 
+    @property
+    def published_ms(self) -> int:
+        """The publication's own timestamp (0 when unknown)."""
+        return self.publication.published_ms
+
 
 @dataclass(frozen=True, slots=True)
 class NewRow:
@@ -101,8 +110,14 @@ class PublicationStore:
                 " topic TEXT NOT NULL, local_seq INTEGER NOT NULL, key BLOB NOT NULL,"
                 " publisher TEXT NOT NULL, seq INTEGER NOT NULL, payload BLOB NOT NULL,"
                 " via TEXT NOT NULL, hops INTEGER, stored_at_ms INTEGER NOT NULL,"
+                " published_ms INTEGER NOT NULL DEFAULT 0,"
                 " PRIMARY KEY (topic, local_seq), UNIQUE (topic, key))"
             )
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(publications)")}
+            if "published_ms" not in columns:  # a store written before the column existed
+                self._db.execute(
+                    "ALTER TABLE publications ADD COLUMN published_ms INTEGER NOT NULL DEFAULT 0"
+                )
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)"
             )
@@ -180,7 +195,8 @@ class PublicationStore:
                     local_seq = latest.get(row.topic, 0) + 1
                     cursor = self._db.execute(
                         "INSERT OR IGNORE INTO publications (topic, local_seq, key, publisher,"
-                        " seq, payload, via, hops, stored_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        " seq, payload, via, hops, stored_at_ms, published_ms)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             row.topic,
                             local_seq,
@@ -191,6 +207,7 @@ class PublicationStore:
                             row.via,
                             row.hops,
                             stamp,
+                            p.published_ms,
                         ),
                     )
                     if cursor.rowcount == 1:
@@ -218,8 +235,8 @@ class PublicationStore:
         """
         try:
             cursor = self._db.execute(
-                "SELECT local_seq, key, publisher, seq, payload, via, hops, stored_at_ms"
-                " FROM publications WHERE topic = ? AND local_seq > ? ORDER BY local_seq LIMIT ?",
+                "SELECT local_seq, key, publisher, seq, payload, via, hops, stored_at_ms,"
+                " published_ms FROM publications WHERE topic = ? AND local_seq > ? ORDER BY local_seq LIMIT ?",
                 (topic, after, limit),
             )
             out: list[Stored] = []
@@ -258,7 +275,7 @@ class PublicationStore:
         return int(row[0])
 
     def _decode(self, topic: Topic, row: tuple[object, ...]) -> Stored | None:
-        local_seq, key, publisher, seq, payload, via, hops, stamp = row
+        local_seq, key, publisher, seq, payload, via, hops, stamp, published_ms = row
         try:
             if type(key) is not bytes or len(key) != HASH_BYTES:
                 raise ValueError("key is not 16 bytes")
@@ -266,8 +283,14 @@ class PublicationStore:
                 raise ValueError("bad seq or payload")
             if type(local_seq) is not int or type(stamp) is not int:
                 raise ValueError("bad local_seq or timestamp")
+            if type(published_ms) is not int or published_ms < 0:
+                published_ms = 0  # a damaged timestamp is only unknown, the row stays
             publication = Publication(
-                PublicationKey(key), Ref(validate_ref(publisher)), seq, Payload(payload)
+                PublicationKey(key),
+                Ref(validate_ref(publisher)),
+                seq,
+                Payload(payload),
+                published_ms,
             )
             return Stored(
                 validate_topic(topic),

@@ -25,11 +25,16 @@ annotation                on the wire
 ``NodeDigest``            ``[label_bits, hash]``; hash is bin of exactly 16 bytes
 ``PublicationKey``        bin of exactly 16 bytes
 ``Payload``               bin of at most `MAX_PAYLOAD_BYTES`
-``Publication``           ``[key, publisher, seq, payload]``: key bin of 16 bytes, publisher
-                          a ``Ref``, seq an integer 0..2^63-1, payload bin of at most
-                          `MAX_PAYLOAD_BYTES` (the frame size less room for the envelope)
+``Publication``           ``[key, publisher, seq, payload, published_ms]``: key bin of 16
+                          bytes, publisher a ``Ref``, seq an integer 0..2^63-1, payload bin
+                          of at most `MAX_PAYLOAD_BYTES` (the frame size less room for the
+                          envelope), published_ms an integer 0..2^63-1 (Unix ms when first
+                          accepted; optional on input, 0 = unknown)
 ``list[NodeDigest]``      an array of at most `MAX_DIGESTS` (64) digests
 ``list[Publication]``     an array of at most `MAX_PUBLICATIONS` (256) publications
+``list[str]``             an array of at most `MAX_STRINGS` (1024) strings of <= 4096 chars
+registered types          whatever `register_field_type` was told (e.g. the broker mode's
+                          filters and publication attributes, `broker.messages`)
 ========================  ================================================================
 
 Fields the message does not have are rejected, fields it needs are required.  Anything that
@@ -85,6 +90,8 @@ INT64_MAX = (1 << 63) - 1
 MAX_DIGESTS = 64
 #: Most publications in one Publish.
 MAX_PUBLICATIONS = 256
+#: Most strings in one ``list[str]`` field.
+MAX_STRINGS = 1024
 #: Largest publication payload: the default frame less room for the rest of a PublishNew
 #: (topic <= 1 KiB as UTF-8, publisher reference, key, numbers, field names).
 MAX_PAYLOAD_BYTES = DEFAULT_MAX_FRAME - 4096
@@ -260,16 +267,24 @@ def validate_payload(value: object) -> Payload:
 
 
 def validate_publication(value: object) -> Publication:
-    """A publication [key, publisher, seq, payload] (see the table above)."""
-    if not isinstance(value, (list, tuple)) or len(value) != 4:
+    """A publication [key, publisher, seq, payload, published_ms] (see the table above);
+    the four-element form of older peers decodes with published_ms 0 (unknown)."""
+    if not isinstance(value, (list, tuple)) or len(value) not in (4, 5):
         raise WireError(
-            "bad_field", f"a publication must be [key, publisher, seq, payload], got {_short(value)}"
+            "bad_field",
+            "a publication must be [key, publisher, seq, payload] with an optional "
+            f"published_ms, got {_short(value)}",
         )
     key = PublicationKey(_exact_bytes(value[0], HASH_BYTES, "a publication key"))
     seq = validate_int(value[2])
     if seq < 0:
         raise WireError("bad_field", f"a sequence number must not be negative, got {seq}")
-    return Publication(key, validate_ref(value[1]), seq, validate_payload(value[3]))
+    published_ms = validate_int(value[4]) if len(value) == 5 else 0
+    if published_ms < 0:
+        raise WireError("bad_field", f"published_ms must not be negative, got {published_ms}")
+    return Publication(
+        key, validate_ref(value[1]), seq, validate_payload(value[3]), published_ms
+    )
 
 
 def _bounded_list(inner: Validator, limit: int, what: str) -> Validator:
@@ -309,7 +324,7 @@ def _encode_digest(value: NodeDigest) -> list[Any]:
 
 
 def _encode_publication(value: Publication) -> list[Any]:
-    return [value.key, value.publisher, value.seq, value.payload]
+    return [value.key, value.publisher, value.seq, value.payload, value.published_ms]
 
 
 def _list_encoder(inner: Encoder) -> Encoder:
@@ -342,8 +357,22 @@ def _literal(choices: tuple[object, ...]) -> Validator:
     return check
 
 
+#: Field types taught to the codec by other packages: annotation -> (validator, encoder).
+FIELD_TYPES: dict[Any, tuple[Validator, Encoder]] = {}
+
+
+def register_field_type(annotation: Any, check: Validator, encode: Encoder) -> None:
+    """Teach the codec a field annotation defined outside `pubsub` (one validator that
+    returns the decoded value or raises WireError, one encoder to msgpack-able data)."""
+    FIELD_TYPES[annotation] = (check, encode)
+    _SPECS.clear()
+
+
 def _schema_for(annotation: Any) -> tuple[Validator, Encoder]:
     """The validator and encoder for one field annotation; TypeError if unsupported."""
+    registered = FIELD_TYPES.get(annotation)
+    if registered is not None:
+        return registered
     if annotation is Topic:
         return validate_topic, _identity
     if annotation is Ref:
@@ -376,6 +405,8 @@ def _schema_for(annotation: Any) -> tuple[Validator, Encoder]:
         )
         check, enc = _schema_for(args[0])
         return _bounded_list(check, limit, what), _list_encoder(enc)
+    if origin is list and args == (str,):
+        return _bounded_list(validate_str, MAX_STRINGS, "strings"), _list_encoder(_identity)
     if origin is Literal and all(isinstance(a, str) for a in args):
         return _literal(args), _identity
     if origin is dict and args and args[0] is str:

@@ -9,19 +9,35 @@ after the next call; the failure is counted as ``store_error`` and logged.
 
 Clients may ask for status (StatusRequest): the core's status plus the runtime's counters
 under "stats".  Nothing else is accepted from clients.
+
+Telemetry (`pubsub.metrics.Telemetry`, optional): the app counts configuration requests and
+SetData sends for the metrics, and tells its observers which topics' databases changed and
+when a Timeout ran (``supervisor`` and ``messages`` events, docs/events.md).
 """
 
 from __future__ import annotations
 
 import logging
 import random
-from typing import Protocol
+from collections import Counter
+from typing import Any, Protocol
 
 import uvloop
 
-from pubsub.messages import ErrorReply, Message, Ref, Reply, Send, StatusRequest
+from pubsub.messages import (
+    ErrorReply,
+    GetConfiguration,
+    Message,
+    Ref,
+    Reply,
+    Send,
+    SetData,
+    StatusRequest,
+)
+from pubsub.metrics import Telemetry
+from pubsub.chaos import open_admin
 from pubsub.net import Runtime, Stats
-from pubsub.settings import RuntimeSettings, SupervisorSettings
+from pubsub.settings import AdminSettings, RuntimeSettings, SupervisorSettings, TelemetrySettings
 from supervisor.core import SupervisorCore
 from supervisor.store import StoreError, SupervisorStore
 
@@ -49,12 +65,24 @@ class SupervisorApp:
         self.store = store
         self.stats = stats
         self._pending: dict[tuple[str, str], str | None] = {}
+        #: Configuration traffic for the metrics: configuration_requests (GetConfiguration
+        #: received), configurations_sent (SetData with a label), configurations_none (⊥).
+        self.counters: Counter[str] = Counter()
+        #: Timeout actions run so far (the ``interval`` of events).
+        self.intervals = 0
+        #: Telemetry (`pubsub.events.Observer`): told about database changes and Timeouts.
+        self.observers: list[Any] = []
 
     def handle(self, msg: Message, now: float) -> list[Send]:
+        if isinstance(msg, GetConfiguration):
+            self.counters["configuration_requests"] += 1
         return self._persisted(self.core.handle(msg, now))
 
     def timeout(self, now: float) -> list[Send]:
-        return self._persisted(self.core.timeout(now))
+        self.intervals += 1
+        sends = self._persisted(self.core.timeout(now))
+        self._notify("ticked")
+        return sends
 
     def peer_unreachable(self, ref: Ref, now: float) -> list[Send]:
         return self._persisted(self.core.peer_unreachable(ref, now))
@@ -71,8 +99,11 @@ class SupervisorApp:
 
     def flush(self) -> None:
         """Write every change the core has reported and not yet stored."""
-        for topic, label, ref in self.core.drain_changes():
+        changes = self.core.drain_changes()
+        for topic, label, ref in changes:
             self._pending[(topic, label)] = ref
+        if changes:
+            self._notify("changed", {topic for topic, _, _ in changes})
         if not self._pending:
             return
         try:
@@ -85,16 +116,35 @@ class SupervisorApp:
 
     def _persisted(self, sends: list[Send]) -> list[Send]:
         self.flush()
+        for _, msg in sends:
+            if isinstance(msg, SetData):
+                key = "configurations_none" if msg.label is None else "configurations_sent"
+                self.counters[key] += 1
         return sends
+
+    def _notify(self, event: str, *args: Any) -> None:
+        """Tell every observer (telemetry); a failing observer is counted, never fatal."""
+        for observer in self.observers:
+            try:
+                getattr(observer, event)(*args)
+            except Exception:  # noqa: BLE001 - telemetry must not stop the supervisor
+                self.stats.error("telemetry_error")
+                log.exception("%s: telemetry %s failed", self.ref, event)
 
 
 async def serve_supervisor(
-    listen: Ref, runtime_settings: RuntimeSettings, settings: SupervisorSettings
+    listen: Ref,
+    runtime_settings: RuntimeSettings,
+    settings: SupervisorSettings,
+    telemetry: TelemetrySettings | None = None,
+    admin: AdminSettings | None = None,
 ) -> None:
-    """Run a supervisor on `listen` until SIGTERM/SIGINT.
+    """Run a supervisor on `listen` until SIGTERM/SIGINT (with `admin`, also its admin
+    listener for `pubsub chaos`; AdminError if it cannot be opened).
 
-    Raises StoreError when the database cannot be opened and OSError when `listen` cannot
-    be bound.
+    Raises StoreError when the database cannot be opened, MetricsError / EventsError when
+    the metrics endpoint or the events directory (`telemetry`) is unusable, and OSError
+    when `listen` cannot be bound.
     """
     store = SupervisorStore(settings.data_dir)
     try:
@@ -104,17 +154,31 @@ async def serve_supervisor(
         log.info("%s: loaded %d members from %s", listen, len(rows), store.path)
         stats = Stats()
         app = SupervisorApp(listen, core, store, stats)
-        await Runtime(app, runtime_settings, stats=stats).serve_until_signal()
-        app.flush()
+        extras = await Telemetry.start(
+            "supervisor", app, stats, telemetry or TelemetrySettings()
+        )
+        runtime = Runtime(app, runtime_settings, stats=stats)
+        admin_server = open_admin(admin, runtime, supervisor=app, events=extras.events)
+        try:
+            await runtime.serve_until_signal(
+                on_start=None if admin_server is None else admin_server.start
+            )
+            app.flush()
+        finally:
+            await extras.stop()
     finally:
         store.close()
 
 
 def run_supervisor(
-    listen: Ref, runtime_settings: RuntimeSettings, settings: SupervisorSettings
+    listen: Ref,
+    runtime_settings: RuntimeSettings,
+    settings: SupervisorSettings,
+    telemetry: TelemetrySettings | None = None,
+    admin: AdminSettings | None = None,
 ) -> None:
     """`serve_supervisor` on a fresh uvloop event loop."""
-    uvloop.run(serve_supervisor(listen, runtime_settings, settings))
+    uvloop.run(serve_supervisor(listen, runtime_settings, settings, telemetry, admin))
 
 
 __all__ = ["SupervisorApp", "StoreError", "run_supervisor", "serve_supervisor"]

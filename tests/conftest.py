@@ -19,7 +19,12 @@ from typing import Any
 import pytest
 
 #: Modules whose tests must run in order on one worker (paths as in pytest node ids).
-SCENARIO_MODULES = frozenset({"tests/test_integration.py", "tests/test_publications.py"})
+SCENARIO_MODULES = frozenset(
+    {"tests/test_integration.py", "tests/test_publications.py", "tests/test_chaos.py",
+     "tests/test_broker_integration.py",  # one 9-broker SCOT, steps in file order
+     # one Spark session (JVM) for the module instead of one per xdist worker
+     "tests/test_analysis.py"}
+)
 
 
 def _scenario_scheduler(config: pytest.Config, log: Any) -> Any:

@@ -36,6 +36,8 @@ from pubsub.messages import (
 )
 from pubsub.trie import TrieLabel, publication_key
 from pubsub.wire import WireError, decode, encode
+from broker.language import Filter, Predicate
+from broker.messages import Attrs  # also registers the broker mode's messages
 
 # --- strategies derived from the message annotations -------------------------------------------
 topics = st.text(
@@ -70,7 +72,27 @@ json_like = st.recursive(
 )
 
 
+# The broker mode's field types (`broker.messages`): filters and publication attributes.
+attr_names = st.sampled_from(["a", "b", "price", "sym.x"])
+attr_values = (
+    st.integers(-(1 << 63), (1 << 63) - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+)
+predicates = st.one_of(
+    st.builds(Predicate, attr_names, st.sampled_from(["=", "!=", "<", "<=", ">", ">="]), attr_values),
+    st.builds(Predicate, attr_names, st.just("prefix"), st.text(max_size=8)),
+    st.builds(Predicate, attr_names, st.just("exists"), st.none()),
+)
+filters = st.lists(predicates, max_size=4).map(lambda ps: Filter(tuple(ps)))
+attr_maps = st.dictionaries(attr_names, attr_values, min_size=1, max_size=4).map(Attrs)
+
+
 def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
+    if annotation is Filter:
+        return filters
+    if annotation is Attrs:
+        return attr_maps
     if annotation is Topic:
         return topics
     if annotation is Ref:

@@ -1,0 +1,14 @@
+"""The convergence analysis of a run's event stream (issue 5): `pubsub analyze`.
+
+    ideal.py      the ideal skip ring of a member set and legitimacy (paper 000, §2.1) — pure
+    timeline.py   one topic's state over time: steps, buckets, time to legitimacy — pure
+    schema.py     the explicit Spark schema of docs/events.md, and row checks
+    session.py    the Spark session (local[2], quiet, no UI)
+    javacheck.py  Java 17+ for Spark, or a clear error
+    job.py        the Structured Streaming job (batch = availableNow, live = processing time)
+    output.py     Parquet tables and summary.json, written atomically
+    report.py     PNG plots (matplotlib Agg) and report.html
+    cli.py        the `pubsub analyze` command (also what spark-submit runs via job.py)
+
+Only job.py, session.py and schema.py import pyspark, and only when called.
+"""
