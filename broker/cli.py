@@ -1,0 +1,583 @@
+"""The SCOT broker mode of the `pubsub` command.
+
+New commands::
+
+    pubsub broker --topology FILE --id x,i [--listen HOST:PORT] [--protocol octopia|padres]
+                  [--routing idr|spr] [--tau T] [--tw S] [--link-rate x,i=R ...] [--heartbeat S]
+    pubsub advertise   --broker HOST:PORT --filter FILTER [--id ID] [--client C]
+    pubsub unadvertise --broker HOST:PORT (--id ID | --filter FILTER) [--client C]
+    pubsub link-rate   --broker HOST:PORT x,i=R | x,i=off
+
+and ``--broker`` added to three existing commands, switching them to broker mode::
+
+    pubsub subscribe --broker HOST:PORT --filter FILTER [--count N] [--json]
+    pubsub publish   --broker HOST:PORT [--attrs ATTRS ...] [--client C] [--quiet] [--json]
+    pubsub status    --broker HOST:PORT [--json]
+
+`register` adds all of this to the `pubsub` group (`pubsub.cli`).  The three existing
+commands keep their skip-ring behaviour unchanged without ``--broker``; their skip-ring-only
+parameters (TOPIC, MESSAGE, --node, --since, --new-only, --detach, --file) are refused with
+``--broker``, and the broker-only ones (--filter, --attrs, --client) without it, each with a
+one-line usage error.  This module does not import `pubsub.cli` (which imports it): the
+command is also run as ``python -m pubsub.cli``, where that module is ``__main__``.
+
+Client ids: ``--client`` (default ``cli``, env PUBSUB_CLIENT_ID) names the publisher whose
+advertisements a publication must conform to; advertisements persist at the broker until
+``unadvertise`` (see `broker.daemon`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from broker.client import BrokerClient, advertisement_id, to_attrs, to_filter
+from broker.language import FilterError, attrs_to_text, parse_filter
+from broker.messages import Deliver
+from pubsub.client import ClientError
+from pubsub.wire import WireError, validate_ref
+
+#: Publications in flight at once when publishing lines from stdin.
+PUBLISH_WINDOW = 32
+#: Seconds a client command may spend closing its connection after Ctrl-C / SIGTERM.
+STOP_GRACE = 2.0
+DEFAULT_CLIENT = "cli"
+
+
+class ConfigError(click.ClickException):
+    """Bad configuration (exit code 2, like a usage error)."""
+
+    exit_code = 2
+
+
+class _Address(click.ParamType):
+    name = "HOST:PORT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return validate_ref(value)
+        except WireError:
+            self.fail(f"{value!r} is not HOST:PORT", param, ctx)
+
+
+class _FilterText(click.ParamType):
+    name = "FILTER"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            parse_filter(value)
+        except FilterError as exc:
+            self.fail(f"{value!r}: {exc}", param, ctx)
+        return str(value)
+
+
+ADDRESS = _Address()
+FILTER = _FilterText()
+
+BROKER_OPTION = click.option(
+    "--broker", "broker_ref", type=ADDRESS, default=None,
+    help="Broker mode: the SCOT broker (`pubsub broker`) to talk to.",
+)
+CLIENT_OPTION = click.option(
+    "--client", "client_id", default=DEFAULT_CLIENT, show_default=True, envvar="PUBSUB_CLIENT_ID",
+    metavar="NAME",
+    help="Broker mode: the client id advertisements are filed under and publications are "
+    "checked against (env PUBSUB_CLIENT_ID).",
+)
+
+
+# --- running client coroutines ---------------------------------------------------------------------
+async def _until_stopped(make: Callable[[], Any]) -> None:
+    """Run `make()` until it ends or SIGINT/SIGTERM arrives (then cancel it, bounded)."""
+    loop = asyncio.get_running_loop()
+    work = asyncio.ensure_future(make())
+    stop = loop.create_future()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, lambda: stop.done() or stop.set_result(None))
+    try:
+        await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+    if work.done():
+        work.result()
+        return
+    work.cancel()
+    await asyncio.wait({work}, timeout=STOP_GRACE)
+    if work.done() and not work.cancelled():
+        work.exception()  # e.g. the broker went away meanwhile: we are stopping anyway
+
+
+def _run(make: Callable[[], Any]) -> None:
+    """ClientError -> one-line error (exit 1); Ctrl-C -> quiet exit 0."""
+    try:
+        asyncio.run(_until_stopped(make))
+    except KeyboardInterrupt:
+        return
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from None
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    """Whether the user typed the parameter (an environment default such as
+    PUBSUB_CLIENT_ID does not make it "given")."""
+    return ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+
+
+# --- the daemon ------------------------------------------------------------------------------------
+@click.command("broker")
+@click.option(
+    "--topology", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
+    help="SCOT topology file (JSON: factor, m, addresses; see README) (env PUBSUB_BROKER_TOPOLOGY).",
+)
+@click.option("--id", "broker_id", default=None, metavar="x,i",
+              help="This broker's id B(x, i) in the topology (env PUBSUB_BROKER_ID).")
+@click.option("--listen", type=ADDRESS, default=None,
+              help="Address to listen on; defaults to, and must equal, the topology's address for --id.")
+@click.option("--protocol", type=click.Choice(["octopia", "padres"]), default=None,
+              help="OctopiA, or the PADRES-style baseline (default octopia; env PUBSUB_BROKER_PROTOCOL).")
+@click.option("--routing", type=click.Choice(["idr", "spr"]), default=None,
+              help="OctopiA publication routing: dynamic scotIDR or static scotSPR "
+              "(default idr; env PUBSUB_BROKER_ROUTING).")
+@click.option("--tau", type=float, default=None, metavar="T",
+              help="Congestion threshold of Eq. 3 (default 10; env PUBSUB_BROKER_TAU).")
+@click.option("--tw", type=float, default=None, metavar="S",
+              help="Link Status Table window t_w in seconds (default 0.05; env PUBSUB_BROKER_TW).")
+@click.option("--link-rate", "link_rates", multiple=True, metavar="x,i=R",
+              help="Send at most R messages per second on the link to neighbour x,i (repeatable; "
+              "env PUBSUB_BROKER_LINK_RATES as JSON {\"x,i\": R}).")
+@click.option("--heartbeat", type=float, default=None, metavar="S",
+              help="Seconds between heartbeats to the neighbours, which reveal dead ones "
+              "(0: off; default 0.5; env PUBSUB_BROKER_HEARTBEAT).")
+def broker_command(
+    topology: Path | None,
+    broker_id: str | None,
+    listen: str | None,
+    protocol: str | None,
+    routing: str | None,
+    tau: float | None,
+    tw: float | None,
+    link_rates: tuple[str, ...],
+    heartbeat: float | None,
+) -> None:
+    """Run SCOT broker x,i (OctopiA, §6-§9) until SIGTERM or SIGINT.
+
+    Every broker of the SCOT runs with the same topology file, which gives every broker's
+    HOST:PORT in its "addresses" map.  Clients use `pubsub advertise`, `pubsub publish
+    --broker`, `pubsub subscribe --broker` and `pubsub status --broker`.
+    """
+    from broker.daemon import FLAGS, BrokerSettings, check_against_topology, parse_link_rate, run_broker
+    from broker.topology import TopologyError, load as load_topology
+    from pubsub.settings import RuntimeSettings, SettingsError, load
+
+    rates: dict[str, float] = {}
+    for text in link_rates:
+        try:
+            link, rate = parse_link_rate(text)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--link-rate") from None
+        rates[link] = rate
+    try:
+        settings = load(
+            BrokerSettings,
+            FLAGS,
+            broker_topology=topology,
+            broker_id=broker_id,
+            broker_protocol=protocol,
+            broker_routing=routing,
+            broker_tau=tau,
+            broker_tw=tw,
+            broker_link_rates=rates or None,
+            broker_heartbeat=heartbeat,
+        )
+        topo = load_topology(settings.broker_topology)
+        address = check_against_topology(topo, settings, listen)
+        runtime_settings = load(RuntimeSettings, {})
+    except (SettingsError, TopologyError) as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        run_broker(topo, settings, address, runtime_settings)
+    except OSError as exc:
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        raise click.ClickException(f"broker {settings.broker_id} cannot listen on {address}: {reason}") from None
+    except KeyboardInterrupt:
+        pass
+
+
+# --- advertise / unadvertise / link-rate ------------------------------------------------------------
+@click.command("advertise")
+@click.option("--broker", "broker_ref", type=ADDRESS, required=True, help="The publisher's host broker.")
+@click.option("--filter", "filter_text", type=FILTER, required=True,
+              help="The advertisement: what the client will publish, e.g. 'symbol = \"IBM\" and price > 0'.")
+@click.option("--id", "adv_id", default=None, metavar="ID",
+              help="The advertisement's id (default: a- and a hash of the filter).")
+@CLIENT_OPTION
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=5.0, show_default=True,
+              metavar="S", help="Seconds to wait for the broker's answer.")
+def advertise_command(broker_ref: str, filter_text: str, adv_id: str | None, client_id: str, timeout: float) -> None:
+    """Advertise FILTER at a broker for client --client; it lasts until `unadvertise`.
+
+    Publications of that client id must conform to one of its advertisements: match it and
+    carry only attributes it names.  The broker needs a moment (one round trip in its region)
+    to learn which clusters want the advertised publications.
+    """
+
+    async def run() -> None:
+        async with BrokerClient(broker_ref, client_id=client_id, timeout=timeout) as client:
+            body = await client.advertise(filter_text, adv_id)
+        click.echo(f"{broker_ref}: advertised {body.get('id')} for client {client_id} at broker "
+                   f"{body.get('broker')} ({body.get('uid')}): {to_filter(filter_text).to_text()}")
+
+    _run(run)
+
+
+@click.command("unadvertise")
+@click.option("--broker", "broker_ref", type=ADDRESS, required=True, help="The publisher's host broker.")
+@click.option("--id", "adv_id", default=None, metavar="ID", help="The advertisement's id.")
+@click.option("--filter", "filter_text", type=FILTER, default=None,
+              help="The advertised filter (names the advertisement by its default id).")
+@CLIENT_OPTION
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=5.0, show_default=True,
+              metavar="S", help="Seconds to wait for the broker's answer.")
+def unadvertise_command(
+    broker_ref: str, adv_id: str | None, filter_text: str | None, client_id: str, timeout: float
+) -> None:
+    """Withdraw an advertisement of client --client (by --id or by --filter)."""
+    if (adv_id is None) == (filter_text is None):
+        raise click.UsageError("give exactly one of --id and --filter")
+    ident = adv_id or advertisement_id(to_filter(filter_text or ""))
+
+    async def run() -> None:
+        async with BrokerClient(broker_ref, client_id=client_id, timeout=timeout) as client:
+            await client.unadvertise(adv_id=ident)
+        click.echo(f"{broker_ref}: unadvertised {ident} of client {client_id}")
+
+    _run(run)
+
+
+@click.command("link-rate")
+@click.option("--broker", "broker_ref", type=ADDRESS, required=True, help="The broker whose link to limit.")
+@click.argument("setting", metavar="x,i=R|x,i=off")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=5.0, show_default=True,
+              metavar="S", help="Seconds to wait for the broker's answer.")
+def link_rate_command(broker_ref: str, setting: str, timeout: float) -> None:
+    """Limit (or with "off" unlimit) the broker's output link to neighbour x,i to R messages
+    per second, e.g. to congest an iLink on purpose and watch scotIDR route around it."""
+    from broker.daemon import parse_link_rate
+
+    link, _, value = setting.rpartition("=")
+    rate: float | None
+    if value.lower() == "off" and link:
+        rate = None
+    else:
+        try:
+            link, rate = parse_link_rate(setting)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="x,i=R") from None
+
+    async def run() -> None:
+        async with BrokerClient(broker_ref, timeout=timeout) as client:
+            body = await client.set_link_rate(link, rate)
+        shown = "no limit" if body.get("rate") is None else f"{body['rate']:g} messages/s"
+        click.echo(f"{broker_ref}: link to {link}: {shown}")
+
+    _run(run)
+
+
+# --- broker mode of subscribe / publish / status ----------------------------------------------------
+def format_deliver(d: Deliver, as_json: bool, broker_ref: str) -> str:
+    """One delivery: ``PUBLISHER PID ATTRS`` or a JSON object."""
+    if as_json:
+        return json.dumps(
+            {"pid": d.pid, "publisher": d.publisher, "attrs": dict(d.attrs), "sub_ids": list(d.sub_ids),
+             "broker": broker_ref},
+            ensure_ascii=False,
+        )
+    return f"{d.publisher} {d.pid} {attrs_to_text(d.attrs)}"
+
+
+def broker_subscribe(broker_ref: str, filter_text: str, as_json: bool, count: int | None, timeout: float) -> None:
+    async def run() -> None:
+        async with BrokerClient(broker_ref, timeout=timeout) as client:
+            sub = await client.subscribe(filter_text)
+            click.echo(
+                f"{broker_ref}: subscribed {sub.id} ({sub.reply.get('uid')}) at broker "
+                f"{sub.reply.get('broker')}: {sub.filter.to_text()}",
+                err=True,
+            )
+            seen = 0
+            async for delivery in sub:
+                click.echo(format_deliver(delivery, as_json, broker_ref))
+                seen += 1
+                if count is not None and seen >= count:
+                    return
+
+    _run(run)
+
+
+def _stdin_publications() -> Iterator[str]:
+    for line in sys.stdin:
+        text = line.strip()
+        if text:
+            yield text
+
+
+def broker_publish(
+    broker_ref: str, attrs: tuple[str, ...], client_id: str, quiet: bool, as_json: bool, timeout: float
+) -> None:
+    for text in attrs:  # bad --attrs are usage errors, found before anything is sent
+        try:
+            to_attrs(text)
+        except ClientError as exc:
+            raise click.BadParameter(str(exc), param_hint="--attrs") from None
+    source: Iterator[str] = iter(attrs) if attrs else _stdin_publications()
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        done = 0
+        failure: ClientError | None = None
+        async with BrokerClient(broker_ref, client_id=client_id, timeout=timeout) as client:
+            window: list[asyncio.Future[str]] = []
+
+            async def settle() -> None:
+                nonlocal done, failure
+                task = window.pop(0)
+                try:
+                    pid = await task
+                except ClientError as exc:
+                    failure = failure or exc
+                    return
+                done += 1
+                if not quiet:
+                    click.echo(json.dumps({"pid": pid, "client": client_id, "broker": broker_ref})
+                               if as_json else f"published {pid}")
+
+            number = 0
+            while failure is None:
+                text = await loop.run_in_executor(None, next, source, None)
+                if text is None:
+                    break
+                number += 1
+                try:
+                    clean = to_attrs(text)
+                except ClientError as exc:
+                    failure = ClientError(exc.code, f"line {number}: {exc}")
+                    break
+                window.append(asyncio.ensure_future(client.publish(clean)))
+                while window and (len(window) >= PUBLISH_WINDOW or window[0].done()):
+                    await settle()
+            while window:
+                await settle()
+        if failure is not None:
+            before = f" ({done} published before the failure)" if done else ""
+            raise ClientError(failure.code, f"{failure}{before}")
+        if quiet:
+            click.echo(f"published {done} through {broker_ref} as client {client_id}")
+
+    _run(run)
+
+
+def format_broker_status(body: dict[str, Any]) -> str:
+    """A broker's status as text: identity, tables, the link table, IDR and counters."""
+    settings = body.get("settings") or {}
+    tables = body.get("tables") or {}
+    clients = body.get("clients") or {}
+    kind = "inner" if body.get("inner") else "edge"
+    lines = [
+        f"broker {body.get('id')} at {body.get('ref')}  {settings.get('protocol')}/"
+        f"{settings.get('routing')}  cluster C_{body.get('cluster')}  region R_{body.get('region')}  "
+        f"{kind} broker  (tau {settings.get('tau')}, t_w {settings.get('tw')} s)",
+        "tables: " + "  ".join(f"{name.upper()} {size}" for name, size in tables.items() if size is not None),
+        f"clients: {clients.get('connections', 0)} connections, {clients.get('subscriptions', 0)} "
+        f"subscriptions, {clients.get('advertisements', 0)} advertisements",
+    ]
+    links = body.get("links") or {}
+    if links:
+        rows = [["LINK", "KIND", "ADDRESS", "STATE", "QUEUE", "IN/tw", "OUT/tw", "CONGESTED", "RATE", "SENT", "DROPPED"]]
+        for bid, link in links.items():
+            window = link.get("window") or {}
+            rate = link.get("rate_limit")
+            rows.append([
+                str(bid), str(link.get("kind")), str(link.get("address")), str(link.get("state")),
+                str(link.get("queue_len")), str(window.get("q_in")), str(window.get("q_out")),
+                "yes" if link.get("congested") else "no", "-" if rate is None else f"{rate:g}/s",
+                str(link.get("sent")), str(link.get("dropped")),
+            ])
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines.extend("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    idr = body.get("idr") or {}
+    if settings.get("routing") == "idr":
+        lines.append(
+            f"IDR: case I {idr.get('case_1', 0)}, case II {idr.get('case_2', 0)}, case III {idr.get('case_3', 0)}"
+        )
+    unreachable = body.get("unreachable") or []
+    lines.append("unreachable neighbours: " + (", ".join(unreachable) if unreachable else "none"))
+    refused = body.get("refused") or {}
+    lines.append("refused: " + (", ".join(f"{k}={v}" for k, v in sorted(refused.items())) or "none"))
+    counters = {k: v for k, v in (body.get("counters") or {}).items() if not k.startswith(("refused_", "idr_case_"))}
+    counters.update({k: v for k, v in (body.get("daemon_counters") or {}).items()
+                     if k.startswith(("rejected", "dropped", "deliveries_dropped", "deliveries_to_gone"))})
+    lines.append("rejected/dropped input: " + (", ".join(f"{k}={v}" for k, v in sorted(counters.items())) or "none"))
+    messages = body.get("messages") or {}
+    for direction in ("in", "out"):
+        counts = messages.get(direction) or {}
+        lines.append(f"messages {direction}: " + (", ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "none"))
+    dropped = body.get("dropped") or {}
+    stats = body.get("stats") or {}
+    lines.append(
+        f"dropped: queue full {dropped.get('queue_full', 0)}, sends {dropped.get('sends', 0)}, slow clients "
+        f"{dropped.get('slow_client', 0)}; frame errors: "
+        + (", ".join(f"{k}={v}" for k, v in sorted((stats.get("errors") or {}).items())) or "none")
+    )
+    return "\n".join(lines)
+
+
+def broker_status(broker_ref: str, as_json: bool, timeout: float) -> None:
+    async def run() -> None:
+        async with BrokerClient(broker_ref, timeout=timeout) as client:
+            body = await client.status()
+        click.echo(json.dumps(body, indent=2, sort_keys=True) if as_json else format_broker_status(body))
+
+    _run(run)
+
+
+# --- grafting broker mode onto the existing commands ------------------------------------------------
+def _extend(
+    command: click.Command,
+    options: list[Callable[[Any], Any]],
+    broker_only: dict[str, str],
+    skipring_only: dict[str, str],
+    required: dict[str, str],
+    run_broker: Callable[..., None],
+    help_text: str,
+) -> None:
+    """Add broker options to an existing command and dispatch on --broker.
+
+    `broker_only` / `skipring_only`: parameter name -> how to name it in errors; `required`:
+    skip-ring parameters that were required (now checked here, with click's wording).
+    """
+    probe = click.Command("probe")
+    for option in options:
+        option(probe)
+    command.params.extend(probe.params)
+    for param in command.params:
+        if param.name in required:
+            param.required = False
+            if isinstance(param, click.Option) and param.help:
+                param.help = param.help.rstrip() + " Required without --broker."
+    command.help = inspect.cleandoc(command.help or "") + "\n\n" + help_text
+    original = command.callback
+    assert original is not None
+    broker_names = [p.name for p in probe.params if p.name is not None]
+
+    @functools.wraps(original)
+    def callback(**kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        extra = {name: kwargs.pop(name) for name in broker_names}
+        if extra["broker_ref"] is None:
+            for name, flag in broker_only.items():
+                if _given(ctx, name):
+                    raise click.UsageError(f"{flag} belongs to broker mode: give --broker HOST:PORT too")
+            for name, what in required.items():
+                if kwargs.get(name) is None:
+                    raise click.UsageError(f"Missing {what}.")
+            return original(**kwargs)
+        for name, flag in skipring_only.items():
+            if _given(ctx, name):
+                raise click.UsageError(f"{flag} is not used with --broker (it belongs to the skip-ring mode)")
+        return run_broker(ctx, kwargs, extra)
+
+    command.callback = callback
+
+
+def _subscribe_broker(ctx: click.Context, kwargs: dict[str, Any], extra: dict[str, Any]) -> None:
+    if extra["filter_text"] is None:
+        raise click.UsageError("broker mode needs --filter FILTER (e.g. 'symbol = \"IBM\" and price > 100')")
+    broker_subscribe(extra["broker_ref"], extra["filter_text"], kwargs["as_json"], kwargs["count"], kwargs["timeout"])
+
+
+def _publish_broker(ctx: click.Context, kwargs: dict[str, Any], extra: dict[str, Any]) -> None:
+    broker_publish(
+        extra["broker_ref"], extra["attrs"], extra["client_id"], kwargs["quiet"], kwargs["as_json"], kwargs["timeout"]
+    )
+
+
+def _status_broker(ctx: click.Context, kwargs: dict[str, Any], extra: dict[str, Any]) -> None:
+    broker_status(extra["broker_ref"], kwargs["as_json"], kwargs["timeout"])
+
+
+def register(main: click.Group) -> None:
+    """Add the broker commands to the `pubsub` group and broker mode to subscribe, publish
+    and status."""
+    for command in (broker_command, advertise_command, unadvertise_command, link_rate_command):
+        main.add_command(command)
+    _extend(
+        main.commands["subscribe"],
+        [
+            BROKER_OPTION,
+            click.option("--filter", "filter_text", type=FILTER, default=None,
+                         help="Broker mode: the subscription, e.g. 'symbol = \"IBM\" and price > 100'."),
+        ],
+        broker_only={"filter_text": "--filter"},
+        skipring_only={"topic": "TOPIC", "node_ref": "--node", "since": "--since", "new_only": "--new-only",
+                       "detach": "--detach"},
+        required={"topic": "argument 'TOPIC'", "node_ref": "option '--node'"},
+        run_broker=_subscribe_broker,
+        help_text="Broker mode: with --broker HOST:PORT --filter FILTER (and no TOPIC), subscribe at "
+        "that SCOT broker and print each matching publication once as it arrives (PUBLISHER PID "
+        "ATTRS, or --json objects) until Ctrl-C or --count; the subscription ends with the command.",
+    )
+    _extend(
+        main.commands["publish"],
+        [
+            BROKER_OPTION,
+            click.option("--attrs", "attrs", multiple=True, metavar="ATTRS",
+                         help="Broker mode: one publication, 'symbol=\"IBM\",price=101.5' or a JSON "
+                         "object (repeatable; without it one per stdin line)."),
+            CLIENT_OPTION,
+        ],
+        broker_only={"attrs": "--attrs", "client_id": "--client"},
+        skipring_only={"topic": "TOPIC", "message": "MESSAGE", "node_ref": "--node", "file": "--file"},
+        required={"topic": "argument 'TOPIC'", "node_ref": "option '--node'"},
+        run_broker=_publish_broker,
+        help_text="Broker mode: with --broker HOST:PORT (and no TOPIC), publish each --attrs (or each "
+        "stdin line) as client --client, whose advertisement at that broker it must conform to "
+        "(`pubsub advertise`); one line per publication the broker routed.  Exits 1 at the first refusal.",
+    )
+    status = main.commands["status"]
+    _extend(
+        status,
+        [BROKER_OPTION],
+        broker_only={},
+        skipring_only={"supervisor_ref": "--supervisor", "node_ref": "--node"},
+        required={},
+        run_broker=_status_broker,
+        help_text="Broker mode: with --broker HOST:PORT, show a SCOT broker: CLT/SRT/PRT sizes, "
+        "each link's queue, congestion (Eq. 3), rate limit and state, IDR cases, refused and "
+        "dropped input, messages by type.",
+    )
+    inner = status.callback
+    assert inner is not None
+
+    @functools.wraps(inner)
+    def status_callback(**kwargs: Any) -> Any:
+        chosen = [kwargs.get(k) for k in ("supervisor_ref", "node_ref", "broker_ref")]
+        if sum(v is not None for v in chosen) != 1:
+            raise click.UsageError("give exactly one of --supervisor, --node and --broker")
+        return inner(**kwargs)
+
+    status.callback = status_callback

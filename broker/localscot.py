@@ -1,0 +1,177 @@
+"""A local SCOT of real broker processes on 127.0.0.1 (integration tests, demonstrations).
+
+``with LocalScot(workdir, scot3x3()) as scot: ...`` picks a free port per broker
+(`pubsub.localcluster.pick_free_ports`), writes the topology with those addresses to
+``workdir/topology.json``, starts one ``python -m pubsub.cli broker --topology ... --id x,i``
+process per broker and waits until every one answers ``status``; leaving the block stops
+them all (SIGTERM, bounded wait, SIGKILL), whatever happened inside.
+
+Process handling is `pubsub.localcluster.LocalCluster`'s (this class is one): `Daemon`
+records, launching with a log file per broker (``workdir/logs/broker-<x>-<i>.log``), `kill`,
+`stop`, `wait_answering`, `cli` and `poll`.  The brokers are the cluster's "nodes" (named
+``broker-<x>-<i>``, addressed by index, by reference or, through `daemon_of`, by broker id);
+the inherited supervisor slot is never started.  The manifest ``workdir/cluster.json``
+lists the brokers.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from broker.topology import BrokerId, Scot
+from pubsub.localcluster import HOST, START_TIMEOUT, ClusterError, Daemon, LocalCluster, pick_free_ports
+
+
+class LocalScot(LocalCluster):
+    """Every broker of a SCOT as an OS process on 127.0.0.1 (see the module docstring)."""
+
+    def __init__(
+        self,
+        workdir: Path | str,
+        topo: Scot,
+        *,
+        protocol: str = "octopia",
+        routing: str = "idr",
+        tau: float | None = None,
+        tw: float | None = None,
+        heartbeat: float | None = None,
+        link_rates: Mapping[BrokerId, Mapping[BrokerId, float]] | None = None,
+        env: Mapping[str, str] | None = None,
+        python: str | None = None,
+        start_timeout: float = START_TIMEOUT,
+        log_level: str = "info",
+    ) -> None:
+        """Describe the SCOT (nothing starts before `start` or entering ``with``).
+
+        `link_rates` maps a broker to its initial ``--link-rate`` limits (neighbour ->
+        messages per second).  `env` adds environment variables for the brokers.
+        """
+        super().__init__(
+            workdir, 0, env=env, python=python, start_timeout=start_timeout,
+            log_level=log_level, admin=False,
+        )
+        ports = pick_free_ports(len(topo))
+        self.topology = topo.with_addresses(
+            {bid: f"{HOST}:{port}" for bid, port in zip(topo.brokers, ports, strict=True)}
+        )
+        self.topology_path = self.workdir / "topology.json"
+        self.protocol = protocol
+        self.routing = routing
+        self.brokers: dict[BrokerId, Daemon] = {}
+        for bid in self.topology.brokers:
+            x, i = self.topology.locate(bid)
+            name = f"broker-{x}-{i}"
+            args = [
+                "broker", "--topology", str(self.topology_path), "--id", bid,
+                "--protocol", protocol, "--routing", routing,
+            ]
+            for flag, value in (("--tau", tau), ("--tw", tw), ("--heartbeat", heartbeat)):
+                if value is not None:
+                    args += [flag, repr(value)]
+            for link, rate in (link_rates or {}).get(bid, {}).items():
+                args += ["--link-rate", f"{link}={rate!r}"]
+            self.brokers[bid] = Daemon(
+                name=name,
+                ref=self.topology.address(bid),
+                args=args,
+                data_dir=self.workdir / "brokers" / name,
+                log_path=self.logs_dir / f"{name}.log",
+            )
+        self.nodes = list(self.brokers.values())
+        self._by_ref = {d.ref: d for d in self.nodes}
+        self._bid_of = {d.ref: bid for bid, d in self.brokers.items()}
+
+    # --- naming ----------------------------------------------------------------------------------
+    def address(self, bid: BrokerId) -> str:
+        """The HOST:PORT of broker `bid`."""
+        return self.topology.address(bid)
+
+    def daemon_of(self, bid: BrokerId) -> Daemon:
+        try:
+            return self.brokers[bid]
+        except KeyError:
+            raise ClusterError(f"no broker {bid!r} in this SCOT") from None
+
+    def bid_of(self, ref: str) -> BrokerId:
+        """The broker id listening on `ref`."""
+        return self._bid_of[ref]
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> LocalScot:
+        """Write the topology file, start every broker, wait until all answer status."""
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        if not self._atexit_registered:  # like LocalCluster: stopped at exit if never stopped
+            atexit.register(self.stop)
+            self._atexit_registered = True
+        tmp = self.topology_path.with_name(".topology.json.tmp")
+        tmp.write_text(self.topology.to_json() + "\n", encoding="utf-8")
+        os.replace(tmp, self.topology_path)
+        try:
+            for daemon in self.nodes:
+                self._launch(daemon)
+            self.wait_answering(self.nodes)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __enter__(self) -> LocalScot:
+        return self.start()
+
+    def kill_broker(self, bid: BrokerId, sig: int | None = None) -> None:
+        """kill -9 (or `sig`) broker `bid` and reap it (bounded)."""
+        if sig is None:
+            self.kill(self.daemon_of(bid).ref)
+        else:
+            self.kill(self.daemon_of(bid).ref, sig)
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "topology": str(self.topology_path),
+            "protocol": self.protocol,
+            "routing": self.routing,
+            "brokers": [
+                {
+                    "id": bid,
+                    "name": d.name,
+                    "ref": d.ref,
+                    "pid": d.pid if d.running else None,
+                    "log": str(d.log_path),
+                }
+                for bid, d in self.brokers.items()
+            ],
+        }
+
+    # --- requests --------------------------------------------------------------------------------
+    def broker_status(self, bid: BrokerId, via_cli: bool = False) -> dict[str, Any]:
+        """One broker's status body (``pubsub status --broker --json`` with `via_cli`)."""
+        ref = self.address(bid)
+        if via_cli:
+            out = self.cli("status", "--broker", ref, "--json")
+            try:
+                body = json.loads(out)
+            except ValueError as exc:
+                raise ClusterError(f"`pubsub status --broker {ref} --json` printed no JSON: {exc}") from None
+            return body
+        return self._status(ref, False)
+
+    def broker_statuses(self, bids: Iterable[BrokerId] | None = None) -> dict[BrokerId, dict[str, Any]]:
+        """Status bodies of `bids` (default: every running broker), asked concurrently;
+        ClusterError if one does not answer."""
+        wanted = list(bids) if bids is not None else [b for b, d in self.brokers.items() if d.running]
+        results = self._statuses([self.address(b) for b in wanted])
+        out: dict[BrokerId, dict[str, Any]] = {}
+        for bid in wanted:
+            result = results[self.address(bid)]
+            if isinstance(result, Exception):
+                raise ClusterError(f"broker {bid}: {result}") from result
+            out[bid] = result
+        return out
+
+
+__all__ = ["LocalScot"]
