@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Entry point of the container image (installed as /usr/local/bin/pubsub-entrypoint).
+
+One image runs every role; docker-compose.yml picks the role with the command::
+
+    pubsub-entrypoint supervisor     the supervisor, listening on $PUBSUB_SUPERVISOR
+    pubsub-entrypoint node           a subscriber node joining $PUBSUB_TOPICS
+    pubsub-entrypoint broker         a SCOT broker (`pubsub broker`; PUBSUB_BROKER_TOPOLOGY,
+                                     PUBSUB_BROKER_ID and the other PUBSUB_BROKER_* settings)
+    pubsub-entrypoint analysis       `pubsub analyze RUN_DIR --stream $PUBSUB_ANALYSIS_ARGS`
+                                     over the event volume (RUN_DIR: $PUBSUB_RUN_DIR)
+    pubsub-entrypoint health ROLE    healthcheck: exit 0 when the daemon answers `status`
+    pubsub-entrypoint CMD ARGS...    anything else is run as given (`pubsub publish ...`)
+
+A daemon's reference is the address it listens on, and other containers must be able to
+reach it.  The supervisor listens on $PUBSUB_SUPERVISOR (default ``supervisor:7000``: the
+compose service name, which resolves to the supervisor container's own address), so its
+reference is the name the nodes were given.  A node cannot use its service name (every
+replica shares it), so it listens on its container's own IP address
+($PUBSUB_ADVERTISE_HOST overrides it) and port $PUBSUB_NODE_PORT (default 7001);
+$PUBSUB_LISTEN overrides the whole address for either role.
+
+A node's data directory is ``$PUBSUB_DATA_ROOT/nodes/<container hostname>`` (unless
+$PUBSUB_DATA_DIR is set), so replicas sharing one volume never share a store and a
+restarted container finds its own.  $PUBSUB_TOPICS (comma- or space-separated) is added to
+the node's durable topic set (`pubsub.node.TopicFile`) before it starts; the node then
+joins them as it joins any remembered topic.  Every other setting is a ``PUBSUB_*``
+environment variable that the daemons read themselves (README, "Settings").
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import socket
+import sys
+import time
+from collections.abc import Mapping, Sequence
+
+DEFAULT_SUPERVISOR = "supervisor:7000"
+DEFAULT_NODE_PORT = 7001
+DEFAULT_DATA_ROOT = "/var/lib/pubsub"
+DEFAULT_RUN_DIR = "/var/lib/pubsub/run"
+#: Seconds to wait for the container's own name to resolve (DNS may lag container start).
+RESOLVE_TIMEOUT = 30.0
+#: Seconds the daemon may take to answer the status request of the healthcheck.
+HEALTH_TIMEOUT = 3.0
+
+
+class EntrypointError(RuntimeError):
+    """A configuration problem; printed as one line, exit status 2."""
+
+
+def split_topics(value: str) -> list[str]:
+    """Topic names from "a,b c" (commas and/or whitespace); empty entries dropped."""
+    return [t for t in re.split(r"[,\s]+", value.strip()) if t]
+
+
+def resolve(host: str, timeout: float = RESOLVE_TIMEOUT) -> str:
+    """The IPv4 address of `host`, retried until `timeout` (container DNS may lag)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return socket.gethostbyname(host)
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                raise EntrypointError(f"cannot resolve {host!r}: {exc}") from None
+            time.sleep(0.5)
+
+
+def own_address(env: Mapping[str, str]) -> str:
+    """This container's address as other containers reach it.
+
+    $PUBSUB_ADVERTISE_HOST if set; else the address the container's hostname resolves to
+    (compose writes it into /etc/hosts); if that is a loopback address, the source address
+    the kernel would use towards the supervisor (a UDP connect sends nothing).
+    """
+    if env.get("PUBSUB_ADVERTISE_HOST"):
+        return env["PUBSUB_ADVERTISE_HOST"]
+    address = resolve(socket.gethostname())
+    if not address.startswith("127."):
+        return address
+    sup_host, _, sup_port = supervisor_ref(env).rpartition(":")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.connect((resolve(sup_host), int(sup_port)))
+        return str(sock.getsockname()[0])
+
+
+def supervisor_ref(env: Mapping[str, str]) -> str:
+    return env.get("PUBSUB_SUPERVISOR") or DEFAULT_SUPERVISOR
+
+
+def listen_ref(role: str, env: Mapping[str, str]) -> str:
+    """The address the daemon of `role` listens on, which is also its reference."""
+    if env.get("PUBSUB_LISTEN"):
+        return env["PUBSUB_LISTEN"]
+    if role == "supervisor":
+        return supervisor_ref(env)
+    if role == "node":
+        port = env.get("PUBSUB_NODE_PORT") or str(DEFAULT_NODE_PORT)
+        return f"{own_address(env)}:{port}"
+    raise EntrypointError(f"no listening address for role {role!r}")
+
+
+def data_dir(role: str, env: Mapping[str, str]) -> str:
+    """The daemon's data directory: $PUBSUB_DATA_DIR, else one per role (per node)."""
+    if env.get("PUBSUB_DATA_DIR"):
+        return env["PUBSUB_DATA_DIR"]
+    root = env.get("PUBSUB_DATA_ROOT") or DEFAULT_DATA_ROOT
+    if role == "node":
+        return os.path.join(root, "nodes", socket.gethostname())
+    return os.path.join(root, role)
+
+
+def add_topics(directory: str, topics: Sequence[str]) -> list[str]:
+    """Add `topics` to the node's durable topic set in `directory`; the whole set, sorted."""
+    from pubsub.node import TopicFile, TopicFileError
+    from pubsub.wire import WireError, validate_topic
+
+    try:
+        wanted = {validate_topic(t) for t in topics}
+    except WireError as exc:
+        raise EntrypointError(f"PUBSUB_TOPICS: {exc.detail}") from None
+    try:
+        topic_file = TopicFile(directory)
+        stored = topic_file.load()
+        if not wanted <= stored:
+            topic_file.save(stored | wanted)
+    except TopicFileError as exc:
+        raise EntrypointError(str(exc)) from None
+    return sorted(stored | wanted)
+
+
+def command_for(role: str, args: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """The argv the container runs for `role` (extra `args` are appended)."""
+    if role == "supervisor":
+        return ["pubsub", "supervisor", "--listen", listen_ref(role, env),
+                "--data", data_dir(role, env), *args]
+    if role == "node":
+        directory = data_dir(role, env)
+        add_topics(directory, split_topics(env.get("PUBSUB_TOPICS", "")))
+        return ["pubsub", "node", "--listen", listen_ref(role, env),
+                "--supervisor", supervisor_ref(env), "--data", directory, *args]
+    if role == "broker":
+        # A SCOT broker's address comes from its topology file (PUBSUB_BROKER_TOPOLOGY,
+        # "addresses"; use names the containers resolve), its id from PUBSUB_BROKER_ID.
+        listen = ["--listen", env["PUBSUB_LISTEN"]] if env.get("PUBSUB_LISTEN") else []
+        return ["pubsub", "broker", *listen, *args]
+    if role == "analysis":
+        run_dir = env.get("PUBSUB_RUN_DIR") or DEFAULT_RUN_DIR
+        os.makedirs(os.path.join(run_dir, "events"), exist_ok=True)
+        extra = shlex.split(env.get("PUBSUB_ANALYSIS_ARGS", ""))
+        return ["pubsub", "analyze", run_dir, "--stream", *extra, *args]
+    raise EntrypointError(f"unknown role {role!r}")
+
+
+def health(role: str, env: Mapping[str, str]) -> int:
+    """0 when the daemon of `role` in this container answers a status request.
+
+    Asks directly with the client library (no `pubsub status` subprocess, no CLI import),
+    so the check stays quick on a loaded machine.
+    """
+    import asyncio
+
+    from pubsub.messages import Reply, StatusRequest
+    from pubsub.net import RequestError, request
+
+    ref = listen_ref(role, env)
+    try:
+        reply = asyncio.run(request(ref, StatusRequest(), HEALTH_TIMEOUT))
+    except RequestError as exc:
+        print(f"{role} {ref}: {exc}", file=sys.stderr)
+        return 1
+    if not isinstance(reply, Reply):
+        print(f"{role} {ref}: answered status with {reply.kind}", file=sys.stderr)
+        return 1
+    print(f"{role} {ref}: answering")
+    return 0
+
+
+ROLES = ("supervisor", "node", "broker", "analysis")
+
+
+def main(argv: Sequence[str]) -> int:
+    env = os.environ
+    if not argv:
+        argv = ["pubsub", "--help"]
+    try:
+        if argv[0] == "health":
+            if len(argv) != 2 or argv[1] not in ("supervisor", "node"):
+                raise EntrypointError("usage: pubsub-entrypoint health supervisor|node")
+            return health(argv[1], env)
+        command = command_for(argv[0], argv[1:], env) if argv[0] in ROLES else list(argv)
+    except EntrypointError as exc:
+        print(f"pubsub-entrypoint: {exc}", file=sys.stderr)
+        return 2
+    if argv[0] in ROLES:
+        print(f"pubsub-entrypoint: {' '.join(command)}", file=sys.stderr, flush=True)
+    try:
+        os.execvp(command[0], command)  # replaces this process: the daemon gets the signals
+    except OSError as exc:
+        print(f"pubsub-entrypoint: cannot run {command[0]!r}: {exc.strerror}", file=sys.stderr)
+        return 127
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
