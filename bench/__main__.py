@@ -1,10 +1,11 @@
 """`make bench`: every benchmark in turn, or one of them.
 
-    python -m bench [--quick]                     every benchmark (skipring, antientropy, endtoend, matching)
+    python -m bench [--quick]                     every benchmark (skipring, antientropy, endtoend, matching, scot)
     python -m bench skipring [options]            BuildSR convergence and churn only
     python -m bench antientropy [options]         anti-entropy repair cost only
     python -m bench endtoend [options]            real daemons: latency, throughput, Redis
     python -m bench matching [options]            content-based matching: index vs scan
+    python -m bench scot [options]                OctopiA vs PADRES on S_e in the simulator (§10)
 
 `--quick` works in every form.  Options other than --quick need a benchmark name
 (`python -m bench skipring --help`, `python -m bench antientropy --help`).
@@ -14,13 +15,14 @@ from __future__ import annotations
 
 import sys
 
-from bench import antientropy, endtoend, matching, skipring
+from bench import antientropy, endtoend, matching, scot, skipring
 
 BENCHMARKS = {
     "skipring": skipring.main,
     "antientropy": antientropy.main,
     "endtoend": endtoend.main,
     "matching": matching.main,
+    "scot": scot.main,
 }
 
 
