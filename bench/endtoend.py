@@ -49,7 +49,7 @@ from typing import Any
 
 from bench.machine import machine
 from pubsub.client import Client, ClientError
-from pubsub.localcluster import LocalCluster, members_of, pick_free_ports, ring_problems
+from pubsub.localcluster import LocalCluster, pick_free_ports, ring_problems
 
 TOPIC = "bench-e2e"
 RESULTS = Path("bench-results")

@@ -33,7 +33,6 @@ import functools
 import inspect
 import json
 import os
-import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -46,12 +45,11 @@ from broker.client import BrokerClient, advertisement_id, to_attrs, to_filter
 from broker.language import FilterError, attrs_to_text, parse_filter
 from broker.messages import Deliver
 from pubsub.client import ClientError
+from pubsub.clientrun import until_stopped
 from pubsub.wire import WireError, validate_ref
 
 #: Publications in flight at once when publishing lines from stdin.
 PUBLISH_WINDOW = 32
-#: Seconds a client command may spend closing its connection after Ctrl-C / SIGTERM.
-STOP_GRACE = 2.0
 DEFAULT_CLIENT = "cli"
 
 
@@ -98,31 +96,10 @@ CLIENT_OPTION = click.option(
 
 
 # --- running client coroutines ---------------------------------------------------------------------
-async def _until_stopped(make: Callable[[], Any]) -> None:
-    """Run `make()` until it ends or SIGINT/SIGTERM arrives (then cancel it, bounded)."""
-    loop = asyncio.get_running_loop()
-    work = asyncio.ensure_future(make())
-    stop = loop.create_future()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, lambda: stop.done() or stop.set_result(None))
-    try:
-        await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
-    if work.done():
-        work.result()
-        return
-    work.cancel()
-    await asyncio.wait({work}, timeout=STOP_GRACE)
-    if work.done() and not work.cancelled():
-        work.exception()  # e.g. the broker went away meanwhile: we are stopping anyway
-
-
 def _run(make: Callable[[], Any]) -> None:
     """ClientError -> one-line error (exit 1); Ctrl-C -> quiet exit 0."""
     try:
-        asyncio.run(_until_stopped(make))
+        asyncio.run(until_stopped(make))
     except KeyboardInterrupt:
         return
     except ClientError as exc:

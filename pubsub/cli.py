@@ -31,7 +31,6 @@ import functools
 import json
 import logging
 import os
-import signal
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -41,6 +40,7 @@ from typing import Any, BinaryIO, TypeVar
 import click
 
 from pubsub.client import Ack, Client, ClientError, ConnectionLost, PublishError
+from pubsub.clientrun import until_stopped
 from pubsub.labels import Label, LabelError
 from pubsub.messages import (
     Delivery,
@@ -489,37 +489,10 @@ def unsubscribe(topic: str, node_ref: Ref, timeout: float) -> None:
     _print_change("unsubscribing", topic, node_ref, reply.body)
 
 
-#: Seconds a client command may spend closing its connections after Ctrl-C / SIGTERM.
-STOP_GRACE = 2.0
-
-
-async def _until_stopped(make: Any) -> None:
-    """Run `make()` until it ends or SIGINT/SIGTERM arrives; then stop it within STOP_GRACE.
-
-    The signals are handled by the event loop itself, so an interrupted command closes its
-    streams and exits 0 without depending on how a KeyboardInterrupt unwinds the loop.
-    """
-    loop = asyncio.get_running_loop()
-    work = asyncio.ensure_future(make())
-    stop = loop.create_future()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, lambda: stop.done() or stop.set_result(None))
-    try:
-        await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
-    if work.done():
-        work.result()
-        return
-    work.cancel()
-    await asyncio.wait({work}, timeout=STOP_GRACE)
-
-
 def _run_client(make: Any) -> None:
     """Run a client coroutine: ClientError -> one-line error; Ctrl-C -> quiet exit 0."""
     try:
-        asyncio.run(_until_stopped(make))
+        asyncio.run(until_stopped(make))
     except KeyboardInterrupt:
         return
     except ClientError as exc:

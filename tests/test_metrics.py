@@ -35,8 +35,6 @@ from pubsub.metrics import (
     registry_for,
     samples,
 )
-from pubsub.net import Runtime
-from pubsub.node import NodeApp
 from pubsub.nodecore import NodeCore
 from pubsub.settings import TelemetrySettings
 from supervisor.core import SupervisorCore
