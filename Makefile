@@ -26,7 +26,7 @@ analyze: check-java
 	@test -n "$(RUN)" || { echo "usage: make analyze RUN=RUN_DIR [ANALYZE_ARGS=...]" >&2; exit 2; }
 	$(BIN)/pubsub analyze $(RUN) $(ANALYZE_ARGS)
 
-# The whole suite except the long simulation sweeps (about 4 minutes on 2 cores).
+# The whole suite except the long simulation sweeps (about 6 minutes on 2 cores once the podman images exist).
 test: check-java
 	$(BIN)/python -m pytest -q -n auto -m "not slow"
 
