@@ -11,8 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from pubsub.experiment.runner import MarkerRecord, StatusCheck, compare, move_leftovers, status_convergence
-from pubsub.experiment.scenario import ScenarioError, load_scenario, resolve_scenario, shipped_scenarios
+from pubsub.experiment.runner import (
+    MarkerRecord,
+    StatusCheck,
+    compare,
+    move_leftovers,
+    status_convergence,
+)
+from pubsub.experiment.scenario import (
+    ScenarioError,
+    load_scenario,
+    resolve_scenario,
+    shipped_scenarios,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -65,7 +76,14 @@ def test_unknown_scenario_name_lists_the_shipped_ones() -> None:
 
 def test_status_convergence_needs_a_stable_legitimate_stretch() -> None:
     marker = MarkerRecord("m1", "crash", 10.0, ["a"], "news")
-    verdicts = [(10.2, False), (10.6, True), (11.0, False), (11.4, True), (11.8, True), (12.2, True)]
+    verdicts = [
+        (10.2, False),
+        (10.6, True),
+        (11.0, False),
+        (11.4, True),
+        (11.8, True),
+        (12.2, True),
+    ]
     checks = [StatusCheck(ts, "news", ok, 3) for ts, ok in verdicts]
     [row] = status_convergence([marker], checks, ["news"], stable=0.5)
     assert row["time_to_legitimacy"] == pytest.approx(1.4)  # 10.6 flips back at 11.0
@@ -81,16 +99,39 @@ def test_a_marker_without_topic_is_measured_on_every_topic() -> None:
 
 
 def test_compare_flags_disagreement_beyond_the_tolerance() -> None:
-    record = {"status_convergence": [
-        {"marker_id": "x", "topic": "news", "time_to_legitimacy": 1.0},
-        {"marker_id": "y", "topic": "news", "time_to_legitimacy": 1.0},
-        {"marker_id": "z", "topic": "news", "time_to_legitimacy": None},
-    ]}
-    summary = {"topics": {"news": {"convergence": [
-        {"marker_id": "x", "action": "crash", "reached": True, "time_to_legitimacy": 1.3},
-        {"marker_id": "y", "action": "crash", "reached": True, "time_to_legitimacy": 4.0},
-        {"marker_id": "z", "action": "crash", "reached": False, "time_to_legitimacy": None},
-    ]}}}
+    record = {
+        "status_convergence": [
+            {"marker_id": "x", "topic": "news", "time_to_legitimacy": 1.0},
+            {"marker_id": "y", "topic": "news", "time_to_legitimacy": 1.0},
+            {"marker_id": "z", "topic": "news", "time_to_legitimacy": None},
+        ]
+    }
+    summary = {
+        "topics": {
+            "news": {
+                "convergence": [
+                    {
+                        "marker_id": "x",
+                        "action": "crash",
+                        "reached": True,
+                        "time_to_legitimacy": 1.3,
+                    },
+                    {
+                        "marker_id": "y",
+                        "action": "crash",
+                        "reached": True,
+                        "time_to_legitimacy": 4.0,
+                    },
+                    {
+                        "marker_id": "z",
+                        "action": "crash",
+                        "reached": False,
+                        "time_to_legitimacy": None,
+                    },
+                ]
+            }
+        }
+    }
     rows = {r["marker_id"]: r["agree"] for r in compare(record, summary, tolerance=0.5)}
     assert rows == {"x": True, "y": False, "z": True}
 

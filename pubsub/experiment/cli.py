@@ -9,7 +9,12 @@ from typing import Any
 
 import click
 
-from pubsub.experiment.scenario import ScenarioError, load_scenario, resolve_scenario, shipped_scenarios
+from pubsub.experiment.scenario import (
+    ScenarioError,
+    load_scenario,
+    resolve_scenario,
+    shipped_scenarios,
+)
 
 
 @click.group("experiment", context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,13 +33,27 @@ def list_scenarios() -> None:
 
 @experiment.command("run")
 @click.argument("scenario")
-@click.option("--out", "run_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Run directory (created; must not hold events of an earlier run).")
-@click.option("--analyze/--no-analyze", "analyze", default=True, show_default=True,
-              help="Run the PySpark analysis over the events when the run is over.")
-@click.option("--tolerance", type=click.FloatRange(min=0), default=1.5, show_default=True,
-              help="Seconds by which the analysis and the status polls may disagree on a "
-                   "convergence time.")
+@click.option(
+    "--out",
+    "run_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Run directory (created; must not hold events of an earlier run).",
+)
+@click.option(
+    "--analyze/--no-analyze",
+    "analyze",
+    default=True,
+    show_default=True,
+    help="Run the PySpark analysis over the events when the run is over.",
+)
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(min=0),
+    default=1.5,
+    show_default=True,
+    help="Seconds by which the analysis and the status polls may disagree on a convergence time.",
+)
 def run(scenario: str, run_dir: Path, analyze: bool, tolerance: float) -> None:
     """Play SCENARIO (a YAML file, or the name of a shipped scenario) on a local cluster.
 
@@ -69,12 +88,16 @@ def run(scenario: str, run_dir: Path, analyze: bool, tolerance: float) -> None:
     click.echo(f"report: {(run_dir / 'analysis' / 'report.html').resolve()}")
     _exit_unsettled(record)
     if not rows or not all(r["agree"] and r["analysis"] is not None for r in rows):
-        raise click.ClickException("a convergence time is missing or the analysis and status disagree (see above)")
+        raise click.ClickException(
+            "a convergence time is missing or the analysis and status disagree (see above)"
+        )
 
 
 def _exit_unsettled(record: dict[str, Any]) -> None:
     if record["settled_after_script"] is None:
-        raise click.ClickException("the cluster did not become legitimate within the scenario's settle time")
+        raise click.ClickException(
+            "the cluster did not become legitimate within the scenario's settle time"
+        )
 
 
 def _seconds(value: float | None) -> str:

@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import takewhile
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,9 @@ class MarkerRecord:
     params: dict[str, Any] = field(default_factory=dict)
 
 
-def topic_checks(statuses: Mapping[str, Mapping[str, Any]], topics: Iterable[str], ts: float) -> list[StatusCheck]:
+def topic_checks(
+    statuses: Mapping[str, Mapping[str, Any]], topics: Iterable[str], ts: float
+) -> list[StatusCheck]:
     """Per topic, whether the running nodes' reported states form the legitimate skip ring.
 
     The members are the nodes that report the topic (as in the `snapshot` events); the test
@@ -151,20 +154,26 @@ class Experiment:
         """Start the cluster, play the script, settle, stop; the record (also experiment.json)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.events_dir.exists() and any(self.events_dir.iterdir()):
-            raise ExperimentError(f"{self.events_dir} already holds events; use a new run directory")
+            raise ExperimentError(
+                f"{self.events_dir} already holds events; use a new run directory"
+            )
         self.events_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "scenario.yaml").write_text(
             json.dumps(self.scenario.model_dump(mode="json"), indent=2), encoding="utf-8"
         )
         settled_after: float | None = None
         try:
-            self.progress(f"starting a supervisor and {self.scenario.nodes} nodes in {self.run_dir / 'cluster'}")
+            self.progress(
+                f"starting a supervisor and {self.scenario.nodes} nodes in {self.run_dir / 'cluster'}"
+            )
             self.cluster.start()
             self._note_pids()
             self.writer = EventWriter(self.events_dir, role="experiment", source="experiment")
             self._initial_members()
             self.t0 = time.time()
-            self._mark("start", [d.ref for d in self.cluster.nodes], None, {"scenario": self.scenario.name})
+            self._mark(
+                "start", [d.ref for d in self.cluster.nodes], None, {"scenario": self.scenario.name}
+            )
             self._script()
             settled_after = self._settle()
             self._poll_for(TAIL_SECONDS)
@@ -176,7 +185,9 @@ class Experiment:
             if moved:
                 self.progress(f"moved {moved} event file(s) left by crashed daemons into place")
         record = self._record(settled_after)
-        (self.run_dir / "experiment.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
+        (self.run_dir / "experiment.json").write_text(
+            json.dumps(record, indent=2), encoding="utf-8"
+        )
         return record
 
     def _initial_members(self) -> None:
@@ -206,7 +217,9 @@ class Experiment:
         """Poll until every topic is legitimate by status; seconds after the script, or None."""
         start = time.monotonic()
         deadline = start + self.scenario.settle
-        self.progress(f"script done at {self._elapsed():.1f} s; waiting (at most {self.scenario.settle:g} s) for legitimacy")
+        self.progress(
+            f"script done at {self._elapsed():.1f} s; waiting (at most {self.scenario.settle:g} s) for legitimacy"
+        )
         while time.monotonic() < deadline:
             checks = self._poll_once()
             if checks and all(c.legitimate for c in checks):
@@ -232,12 +245,15 @@ class Experiment:
         for check in checks:
             self.checks.append(check)
             self._emit(
-                "status_check", topic=check.topic, legitimate=check.legitimate, members=check.members
+                "status_check",
+                topic=check.topic,
+                legitimate=check.legitimate,
+                members=check.members,
             )
         return checks
 
     def _report_progress(self, total: float) -> None:
-        latest = {c.topic: c for c in self.checks[-len(self.scenario.topics):]}
+        latest = {c.topic: c for c in self.checks[-len(self.scenario.topics) :]}
         states = ", ".join(
             f"{t}: {c.members} members, {'legitimate' if c.legitimate else 'converging'}"
             for t, c in sorted(latest.items())
@@ -251,7 +267,9 @@ class Experiment:
     def _play(self, step: Step) -> None:
         handler = getattr(self, f"_step_{step.action}")
         detail = handler(step)
-        self.progress(f"[{self._elapsed():6.1f} s] {step.action}{' ' + step.topic if step.topic else ''}: {detail}")
+        self.progress(
+            f"[{self._elapsed():6.1f} s] {step.action}{' ' + step.topic if step.topic else ''}: {detail}"
+        )
 
     def _choose(self, step: Step, eligible: Iterable[int]) -> list[int]:
         pool = sorted(eligible)
@@ -322,7 +340,9 @@ class Experiment:
         refs = self._refs(chosen)
         for k, index in enumerate(chosen):
             daemon = self.cluster.nodes[index]
-            self._admin(daemon.admin_ref, "crash", {"marker_id": marker, "record": k == 0, "targets": refs})
+            self._admin(
+                daemon.admin_ref, "crash", {"marker_id": marker, "record": k == 0, "targets": refs}
+            )
         for index in chosen:
             self.cluster.wait_exited(index)
             self.crashed.add(index)
@@ -341,7 +361,13 @@ class Experiment:
             self._admin(
                 daemon.admin_ref,
                 "corrupt_node",
-                {**params, "seed": params["seed"] + k, "marker_id": marker, "record": k == 0, "targets": refs},
+                {
+                    **params,
+                    "seed": params["seed"] + k,
+                    "marker_id": marker,
+                    "record": k == 0,
+                    "targets": refs,
+                },
             )
         self._remember(marker, "corrupt_node", refs, step.topic, params)
         return f"nodes {chosen}"
@@ -351,9 +377,15 @@ class Experiment:
         params: dict[str, Any] = {"seed": self.rng.randrange(1 << 30)}
         if step.topic is not None:
             params["topic"] = step.topic
-        body = self._admin(self.cluster.supervisor.admin_ref, "corrupt_supervisor", {**params, "marker_id": marker})
-        self._remember(marker, "corrupt_supervisor", [self.cluster.supervisor.ref], step.topic, params)
-        sizes = {t: v.get("n") for t, v in (body.get("topics") or {}).items() if isinstance(v, dict)}
+        body = self._admin(
+            self.cluster.supervisor.admin_ref, "corrupt_supervisor", {**params, "marker_id": marker}
+        )
+        self._remember(
+            marker, "corrupt_supervisor", [self.cluster.supervisor.ref], step.topic, params
+        )
+        sizes = {
+            t: v.get("n") for t, v in (body.get("topics") or {}).items() if isinstance(v, dict)
+        }
         return f"database corrupted (tuples now: {sizes})"
 
     def _step_partition(self, step: Step) -> str:
@@ -377,10 +409,17 @@ class Experiment:
             self._admin(
                 self.cluster.nodes[index].admin_ref,
                 "drop",
-                {"fraction": step.fraction, "duration": step.duration, "marker_id": marker,
-                 "record": k == 0, "targets": refs},
+                {
+                    "fraction": step.fraction,
+                    "duration": step.duration,
+                    "marker_id": marker,
+                    "record": k == 0,
+                    "targets": refs,
+                },
             )
-        self._remember(marker, "drop", refs, None, {"fraction": step.fraction, "duration": step.duration})
+        self._remember(
+            marker, "drop", refs, None, {"fraction": step.fraction, "duration": step.duration}
+        )
         return f"nodes {chosen} drop {step.fraction:g} of their frames for {step.duration:g} s"
 
     # --- helpers ---------------------------------------------------------------------------------
@@ -399,16 +438,30 @@ class Experiment:
         if self.writer is not None:
             self.writer.emit(kind, **fields)
 
-    def _mark(self, action: str, targets: list[str], topic: str | None, params: dict[str, Any]) -> None:
+    def _mark(
+        self, action: str, targets: list[str], topic: str | None, params: dict[str, Any]
+    ) -> None:
         """A marker the runner writes itself (steps that are not injections)."""
         marker = new_marker_id(action)
-        fields: dict[str, Any] = {"id": marker, "action": action, "targets": targets, "params": params}
+        fields: dict[str, Any] = {
+            "id": marker,
+            "action": action,
+            "targets": targets,
+            "params": params,
+        }
         if topic is not None:
             fields["topic"] = topic
         self._emit("marker", **fields)
         self._remember(marker, action, targets, topic, params)
 
-    def _remember(self, marker: str, action: str, targets: list[str], topic: str | None, params: dict[str, Any]) -> None:
+    def _remember(
+        self,
+        marker: str,
+        action: str,
+        targets: list[str],
+        topic: str | None,
+        params: dict[str, Any],
+    ) -> None:
         self.markers.append(MarkerRecord(marker, action, time.time(), targets, topic, params))
 
     def _record(self, settled_after: float | None) -> dict[str, Any]:
@@ -418,7 +471,9 @@ class Experiment:
             "settled_after_script": settled_after,
             "published": self.published,
             "markers": [vars(m) for m in self.markers],
-            "status_convergence": status_convergence(self.markers, self.checks, self.scenario.topics),
+            "status_convergence": status_convergence(
+                self.markers, self.checks, self.scenario.topics
+            ),
             "status_checks": len(self.checks),
             "pids": sorted(self.pids),
         }
@@ -441,16 +496,21 @@ def status_convergence(
                 (
                     c.ts
                     for k, c in enumerate(series)
-                    if all(d.legitimate for d in series[k:] if d.ts <= c.ts + stable)
+                    if all(
+                        d.legitimate
+                        for d in takewhile(lambda d, c=c: d.ts <= c.ts + stable, series[k:])
+                    )
                 ),
                 None,
             )
-            rows.append({
-                "marker_id": marker.id,
-                "action": marker.action,
-                "topic": topic,
-                "time_to_legitimacy": None if first is None else first - marker.ts,
-            })
+            rows.append(
+                {
+                    "marker_id": marker.id,
+                    "action": marker.action,
+                    "topic": topic,
+                    "time_to_legitimacy": None if first is None else first - marker.ts,
+                }
+            )
     return rows
 
 
@@ -486,9 +546,13 @@ def run_analysis(run_dir: Path, progress: Progress, python: str | None = None) -
         raise ExperimentError(f"the analysis wrote no readable {summary_path}: {exc}") from exc
 
 
-def compare(record: Mapping[str, Any], summary: Mapping[str, Any], tolerance: float) -> list[dict[str, Any]]:
+def compare(
+    record: Mapping[str, Any], summary: Mapping[str, Any], tolerance: float
+) -> list[dict[str, Any]]:
     """Join the analysis' convergence times with the status-based ones, marker by marker."""
-    by_status = {(r["marker_id"], r["topic"]): r["time_to_legitimacy"] for r in record["status_convergence"]}
+    by_status = {
+        (r["marker_id"], r["topic"]): r["time_to_legitimacy"] for r in record["status_convergence"]
+    }
     rows = []
     for topic, data in (summary.get("topics") or {}).items():
         for conv in data.get("convergence", []):
@@ -500,14 +564,16 @@ def compare(record: Mapping[str, Any], summary: Mapping[str, Any], tolerance: fl
             agree = (
                 analysed is not None and seen is not None and abs(analysed - seen) <= tolerance
             ) or (analysed is None and seen is None)
-            rows.append({
-                "marker_id": conv["marker_id"],
-                "action": conv.get("action"),
-                "topic": topic,
-                "analysis": analysed,
-                "status": seen,
-                "agree": agree,
-            })
+            rows.append(
+                {
+                    "marker_id": conv["marker_id"],
+                    "action": conv.get("action"),
+                    "topic": topic,
+                    "analysis": analysed,
+                    "status": seen,
+                    "agree": agree,
+                }
+            )
     return rows
 
 

@@ -132,7 +132,9 @@ class Scenario(BaseModel):
     def _consistent(self) -> Scenario:
         for topic, members in self.topics.items():
             if not 0 <= members <= self.nodes:
-                raise ValueError(f"topic {topic!r}: {members} initial members, but {self.nodes} nodes")
+                raise ValueError(
+                    f"topic {topic!r}: {members} initial members, but {self.nodes} nodes"
+                )
         for position, step in enumerate(self.steps):
             where = f"step {position} ({step.action} at {step.at:g} s)"
             if step.topic is not None and step.topic not in self.topics:
