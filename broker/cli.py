@@ -45,11 +45,9 @@ from broker.client import BrokerClient, advertisement_id, to_attrs, to_filter
 from broker.language import FilterError, attrs_to_text, parse_filter
 from broker.messages import Deliver
 from pubsub.client import ClientError
-from pubsub.clientrun import until_stopped
+from pubsub.clientrun import publish_pipelined, until_stopped
 from pubsub.wire import WireError, validate_ref
 
-#: Publications in flight at once when publishing lines from stdin.
-PUBLISH_WINDOW = 32
 DEFAULT_CLIENT = "cli"
 
 
@@ -313,6 +311,15 @@ def _stdin_publications() -> Iterator[str]:
             yield text
 
 
+def _numbered_attrs(source: Iterator[str]) -> Iterator[dict[str, Any]]:
+    """Each text of `source` as attributes; a bad one raises ClientError naming its line."""
+    for number, text in enumerate(source, start=1):
+        try:
+            yield to_attrs(text)
+        except ClientError as exc:
+            raise ClientError(exc.code, f"line {number}: {exc}") from None
+
+
 def broker_publish(
     broker_ref: str, attrs: tuple[str, ...], client_id: str, quiet: bool, as_json: bool, timeout: float
 ) -> None:
@@ -324,41 +331,15 @@ def broker_publish(
     source: Iterator[str] = iter(attrs) if attrs else _stdin_publications()
 
     async def run() -> None:
-        loop = asyncio.get_running_loop()
-        done = 0
-        failure: ClientError | None = None
+        def show(pid: str) -> None:
+            if not quiet:
+                click.echo(json.dumps({"pid": pid, "client": client_id, "broker": broker_ref})
+                           if as_json else f"published {pid}")
+
         async with BrokerClient(broker_ref, client_id=client_id, timeout=timeout) as client:
-            window: list[asyncio.Future[str]] = []
-
-            async def settle() -> None:
-                nonlocal done, failure
-                task = window.pop(0)
-                try:
-                    pid = await task
-                except ClientError as exc:
-                    failure = failure or exc
-                    return
-                done += 1
-                if not quiet:
-                    click.echo(json.dumps({"pid": pid, "client": client_id, "broker": broker_ref})
-                               if as_json else f"published {pid}")
-
-            number = 0
-            while failure is None:
-                text = await loop.run_in_executor(None, next, source, None)
-                if text is None:
-                    break
-                number += 1
-                try:
-                    clean = to_attrs(text)
-                except ClientError as exc:
-                    failure = ClientError(exc.code, f"line {number}: {exc}")
-                    break
-                window.append(asyncio.ensure_future(client.publish(clean)))
-                while window and (len(window) >= PUBLISH_WINDOW or window[0].done()):
-                    await settle()
-            while window:
-                await settle()
+            done, failure = await publish_pipelined(
+                _numbered_attrs(source), client.publish, show, ClientError
+            )
         if failure is not None:
             before = f" ({done} published before the failure)" if done else ""
             raise ClientError(failure.code, f"{failure}{before}")

@@ -32,7 +32,6 @@ import json
 import logging
 import os
 import sys
-from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -40,7 +39,7 @@ from typing import Any, BinaryIO, TypeVar
 import click
 
 from pubsub.client import Ack, Client, ClientError, ConnectionLost, PublishError
-from pubsub.clientrun import until_stopped
+from pubsub.clientrun import publish_pipelined, until_stopped
 from pubsub.labels import Label, LabelError
 from pubsub.messages import (
     Delivery,
@@ -548,10 +547,6 @@ def format_ack(ack: Ack, as_json: bool = False) -> str:
     )
 
 
-#: Publications in flight at once when publishing lines from stdin.
-PUBLISH_WINDOW = 32
-
-
 def _stdin_lines(stream: BinaryIO) -> Iterator[bytes]:
     for line in stream:
         if line.endswith(b"\n"):
@@ -606,33 +601,14 @@ def publish(
         payloads = _stdin_lines(sys.stdin.buffer)
 
     async def run() -> None:
-        loop = asyncio.get_running_loop()
-        done = 0
-        failure: PublishError | None = None
+        def show(ack: Ack) -> None:
+            if not quiet:
+                click.echo(format_ack(ack, as_json))
+
         async with Client(node_ref, publish_timeout=timeout) as client:
-            window: deque[asyncio.Task[Ack]] = deque()
-
-            async def settle() -> None:
-                nonlocal done, failure
-                task = window.popleft()
-                try:
-                    ack = await task
-                except PublishError as exc:
-                    failure = failure or exc
-                    return
-                done += 1
-                if not quiet:
-                    click.echo(format_ack(ack, as_json))
-
-            while failure is None:
-                payload = await loop.run_in_executor(None, next, payloads, None)
-                if payload is None:
-                    break
-                window.append(asyncio.ensure_future(client.publish(topic, payload)))
-                while window and (len(window) >= PUBLISH_WINDOW or window[0].done()):
-                    await settle()
-            while window:
-                await settle()
+            done, failure = await publish_pipelined(
+                payloads, lambda payload: client.publish(topic, payload), show, PublishError
+            )
         if failure is not None:
             before = f" ({done} acknowledged before the failure)" if done else ""
             raise ClientError(failure.code, f"{failure}{before}")

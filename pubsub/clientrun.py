@@ -1,4 +1,5 @@
-"""Running a client command's coroutine so that Ctrl-C / SIGTERM stop it cleanly.
+"""Running client commands: stopping cleanly on Ctrl-C / SIGTERM, and publishing many items
+with a bounded number in flight.
 
 Shared by the skip-ring commands (`pubsub.cli`) and the broker-mode commands (`broker.cli`).
 """
@@ -7,8 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+E = TypeVar("E", bound=Exception)
 
 #: Seconds a client command may spend closing its connections after Ctrl-C / SIGTERM.
 STOP_GRACE = 2.0
@@ -39,3 +45,54 @@ async def until_stopped(make: Callable[[], Awaitable[Any]]) -> None:
     await asyncio.wait({work}, timeout=STOP_GRACE)
     if work.done() and not work.cancelled():
         work.exception()
+
+
+#: Publications in flight at once when a command publishes many (lines from stdin).
+PUBLISH_WINDOW = 32
+
+
+async def publish_pipelined(
+    items: Iterator[T],
+    publish: Callable[[T], Awaitable[R]],
+    on_done: Callable[[R], None],
+    failure_type: type[E],
+) -> tuple[int, E | None]:
+    """Publish `items` with at most PUBLISH_WINDOW requests in flight; report results in order.
+
+    The items are read in a worker thread (they may come from stdin).  Reading stops at the
+    first failure -- of a request, or an item that raises `failure_type` while being read --
+    and the requests already sent are still awaited.  Returns (requests that succeeded, the
+    first failure or None); `on_done` is called with each success, in order.
+    """
+    loop = asyncio.get_running_loop()
+    window: deque[asyncio.Future[R]] = deque()
+    done = 0
+    failure: E | None = None
+
+    async def settle() -> None:
+        nonlocal done, failure
+        try:
+            result = await window.popleft()
+        except failure_type as exc:
+            failure = failure or exc
+            return
+        done += 1
+        on_done(result)
+
+    while failure is None:
+        try:
+            item = await loop.run_in_executor(None, next, items, _END)
+        except failure_type as exc:
+            failure = exc
+            break
+        if item is _END:
+            break
+        window.append(asyncio.ensure_future(publish(item)))  # type: ignore[arg-type]
+        while window and (len(window) >= PUBLISH_WINDOW or window[0].done()):
+            await settle()
+    while window:
+        await settle()
+    return done, failure
+
+
+_END: Any = object()
