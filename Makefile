@@ -15,11 +15,11 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m pubsub.demo
+	$(BIN)/python -m pubsub.ops.demo
 
 # The analysis (PySpark) needs Java 17+: say so in one line instead of a JVM trace.
 check-java: $(STAMP)
-	@$(BIN)/python -m pubsub.analysis.javacheck
+	@$(BIN)/python -m pubsub.ops.analysis.javacheck
 
 # make analyze RUN=runs/x [ANALYZE_ARGS="--stream --until-idle 60"]
 analyze: check-java

@@ -3,7 +3,7 @@
 Two `AntiEntropy` cores, u and v, are driven directly: no simulator, no network.  u holds N
 publications, v the same publications minus d random ones.  Anti-entropy rounds run until
 both roots are equal; every message is delivered as soon as it is sent (FIFO), and every
-message is encoded with `pubsub.wire.encode` to count its bytes (the 4-byte frame header
+message is encoded with `pubsub.kernel.wire.encode` to count its bytes (the 4-byte frame header
 included).  For N in {10^4, 10^5, 10^6} and d in {1, 10, 100, 1000}, and for each side
 starting the first round, the table reports
 
@@ -35,7 +35,7 @@ numbers, and keys from `publication_key`.  u's trie is built by inserting every
 publication; v is a structural copy of a trie built once from N - max(d) of the same
 publication objects (hashes, labels and publications shared, nodes copied), plus the
 max(d) - d publications it needs for this d.  The copy is checked against a trie built by
-plain insertion in tests/test_bench_antientropy.py, and every run checks that v ends with
+plain insertion in tests/bench/test_bench_antientropy.py, and every run checks that v ends with
 exactly u's keys.  Build time and resident memory are reported per N.
 """
 
@@ -56,10 +56,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.machine import machine
-from pubsub import wire
-from pubsub.antientropy import AntiEntropy, make_publication
-from pubsub.messages import CheckAndPublish, Publication, Publish, Ref, Send, Topic
-from pubsub.trie import EMPTY_LABEL, PatriciaTrie, TrieNode
+from pubsub.kernel import wire
+from pubsub.skipring.antientropy import AntiEntropy, make_publication
+from pubsub.kernel.message import Ref, Send, Topic
+from pubsub.skipring.messages import CheckAndPublish, Publication, Publish
+from pubsub.skipring.trie import EMPTY_LABEL, PatriciaTrie, TrieNode
 
 TOPIC = Topic("bench")
 U = Ref("10.0.1.1:7000")
@@ -411,7 +412,7 @@ def main(argv: list[str]) -> None:
                     "hops": "longest causal chain of messages per round (the round's first "
                     "message is hop 1), summed over rounds",
                     "round_trips": "ceil(hops / 2) per round, summed over rounds",
-                    "bytes": "sum of len(pubsub.wire.encode(msg)), frame header included",
+                    "bytes": "sum of len(pubsub.kernel.wire.encode(msg)), frame header included",
                     "full_set": "the Publish batches u sends for CheckAndPublish((), ⊥)",
                 },
                 "results": results,

@@ -48,8 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.machine import machine
-from pubsub.client import Client, ClientError
-from pubsub.localcluster import LocalCluster, pick_free_ports, ring_problems
+from pubsub.client.library import Client, ClientError
+from pubsub.ops.localcluster import LocalCluster, pick_free_ports, ring_problems
 
 TOPIC = "bench-e2e"
 RESULTS = Path("bench-results")

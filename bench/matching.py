@@ -2,7 +2,7 @@
 
 Workload: `broker.stockquote` (OctopiA §10: 500 symbols, 7 attributes, subscriptions of about
 2% selectivity).  For 1k, 10k and 100k subscriptions, publications matched per second by
-`broker.matching.SubscriptionIndex` (the vectorised index: conditions as columns over
+`broker.cores.matching.SubscriptionIndex` (the vectorised index: conditions as columns over
 subscription slots), by `CountingIndex` (the counting algorithm in pure Python) and by
 `LinearIndex` (every filter tried in turn); the time to build each index, and the measured
 selectivity.  All must return the same sets on every publication measured; a disagreement
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from bench.machine import machine
-from broker.matching import CountingIndex, LinearIndex, SubscriptionIndex
+from broker.cores.matching import CountingIndex, LinearIndex, SubscriptionIndex
 from broker.stockquote import StockQuotes
 
 RESULTS = Path("bench-results")

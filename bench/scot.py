@@ -5,7 +5,7 @@ stock-quote advertisement each, on a random broker), the subscribers (one 7-attr
 subscription of about 2% selectivity each, on a random broker) and every publication, and
 the same network model carries them for both systems.  Each system runs in its own process
 (``--jobs 2``) on its own `broker.sim.BrokerSim` over S_e = the 14-vertex factor of Fig. 9
-times K_4 (`broker.topology.s_e`, 56 brokers).
+times K_4 (`broker.cores.topology.s_e`, 56 brokers).
 
 Phases (§10, "Results"):
 
@@ -34,7 +34,7 @@ Phases (§10, "Results"):
    links and over iLinks only; plus the HRP publications' delays and messages.
 
 Network model (the same for both systems): every directed link has an output queue, a
-bandwidth in bytes per second of the encoded frame (`pubsub.wire`, so TIDs and CIVs cost
+bandwidth in bytes per second of the encoded frame (`pubsub.kernel.wire`, so TIDs and CIVs cost
 their bytes) and a propagation delay; every broker takes a constant service time per message.
 Client operations are spaced so that phases 1-2 never queue.  Delays are simulated time:
 there is no JVM, no real matching cost in the delays (the matching delay is reported
@@ -61,13 +61,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.machine import machine
-from broker import topology as T
-from broker.corebase import DEFAULT_TAU, DEFAULT_TW
-from broker.language import Filter, Predicate, Value
-from broker.matching import LinearIndex
+from broker.cores import topology as T
+from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW
+from broker.cores.language import Filter, Predicate, Value
+from broker.cores.matching import LinearIndex
 from broker.sim import BrokerSim
 from broker.stockquote import SELECTIVITY, StockQuotes
-from broker.topology import ILINK, BrokerId, Scot
+from broker.cores.topology import ILINK, BrokerId, Scot
 
 RESULTS = Path("bench-results")
 PROTOCOLS = ("octopia", "padres")
@@ -800,7 +800,7 @@ def main(argv: list[str]) -> None:
 NOTES = [
     "Simulated network (broker.sim): bytes-per-second links with FIFO output queues, constant "
     "propagation and per-message service time; delays exclude real matching cost and the JVM.",
-    "TID-D (PADRES dynamic routing) is not implemented by broker/padres.py; only TID-S is measured.",
+    "TID-D (PADRES dynamic routing) is not implemented by broker/cores/padres.py; only TID-S is measured.",
     "Background load during bursts is scaled down from the paper's 100 publishers x 100-120/min.",
 ]
 

@@ -14,16 +14,16 @@ and ``--broker`` added to three existing commands, switching them to broker mode
     pubsub publish   --broker HOST:PORT [--attrs ATTRS ...] [--client C] [--quiet] [--json]
     pubsub status    --broker HOST:PORT [--json]
 
-`register` adds all of this to the `pubsub` group (`pubsub.cli`).  The three existing
+`register` adds all of this to the `pubsub` group (`pubsub.cli.main`).  The three existing
 commands keep their skip-ring behaviour unchanged without ``--broker``; their skip-ring-only
 parameters (TOPIC, MESSAGE, --node, --since, --new-only, --detach, --file) are refused with
 ``--broker``, and the broker-only ones (--filter, --attrs, --client) without it, each with a
-one-line usage error.  This module does not import `pubsub.cli` (which imports it): the
-command is also run as ``python -m pubsub.cli``, where that module is ``__main__``.
+one-line usage error.  This module does not import `pubsub.cli.main` (which imports it): the
+command is also run as ``python -m pubsub.cli.main``, where that module is ``__main__``.
 
 Client ids: ``--client`` (default ``cli``, env PUBSUB_CLIENT_ID) names the publisher whose
 advertisements a publication must conform to; advertisements persist at the broker until
-``unadvertise`` (see `broker.daemon`).
+``unadvertise`` (see `broker.app`).
 """
 
 from __future__ import annotations
@@ -42,11 +42,11 @@ import click
 from click.core import ParameterSource
 
 from broker.client import BrokerClient, advertisement_id, to_attrs, to_filter
-from broker.language import FilterError, attrs_to_text, parse_filter
-from broker.messages import Deliver
-from pubsub.client import ClientError
-from pubsub.clientrun import publish_pipelined, until_stopped
-from pubsub.wire import WireError, validate_ref
+from broker.cores.language import FilterError, attrs_to_text, parse_filter
+from broker.cores.messages import Deliver
+from pubsub.client.library import ClientError
+from pubsub.client.run import publish_pipelined, until_stopped
+from pubsub.kernel.wire import WireError, validate_ref
 
 DEFAULT_CLIENT = "cli"
 
@@ -155,9 +155,15 @@ def broker_command(
     HOST:PORT in its "addresses" map.  Clients use `pubsub advertise`, `pubsub publish
     --broker`, `pubsub subscribe --broker` and `pubsub status --broker`.
     """
-    from broker.daemon import FLAGS, BrokerSettings, check_against_topology, parse_link_rate, run_broker
-    from broker.topology import TopologyError, load as load_topology
-    from pubsub.settings import RuntimeSettings, SettingsError, load
+    from broker.app import (
+        FLAGS,
+        BrokerSettings,
+        check_against_topology,
+        parse_link_rate,
+        run_broker,
+    )
+    from broker.cores.topology import TopologyError, load as load_topology
+    from pubsub.runtime.settings import RuntimeSettings, SettingsError, load
 
     rates: dict[str, float] = {}
     for text in link_rates:
@@ -252,7 +258,7 @@ def unadvertise_command(
 def link_rate_command(broker_ref: str, setting: str, timeout: float) -> None:
     """Limit (or with "off" unlimit) the broker's output link to neighbour x,i to R messages
     per second, e.g. to congest an iLink on purpose and watch scotIDR route around it."""
-    from broker.daemon import parse_link_rate
+    from broker.app import parse_link_rate
 
     link, _, value = setting.rpartition("=")
     rate: float | None

@@ -7,10 +7,10 @@ One `BrokerClient` is one connection to one broker (the client's host broker)::
         await client.publish({"symbol": "IBM", "price": 101.5})    # or 'symbol="IBM",price=101.5'
     async with BrokerClient("127.0.0.1:7105") as client:
         async with await client.subscribe('symbol = "IBM" and price > 100') as sub:
-            async for d in sub:                                    # broker.messages.Deliver
+            async for d in sub:                                    # broker.cores.messages.Deliver
                 print(d.publisher, d.pid, d.attrs)
 
-Ownership (`broker.daemon`): advertisements are filed under the client id and outlive the
+Ownership (`broker.app`): advertisements are filed under the client id and outlive the
 connection (withdraw them with `unadvertise`); a publication is routed only if it conforms to
 one of its client id's advertisements at this broker.  Subscriptions belong to the connection:
 closing the client (or a `Subscription`) unsubscribes them.  An advertisement needs one
@@ -20,11 +20,11 @@ both have settled (the tests poll `status`).
 
 Every request gets exactly one answer, in order; `publish` returns once the host broker
 accepted (routed) the publication -- there is no end-to-end acknowledgement in the paper's
-model.  Failures raise `pubsub.client.ClientError` (``code``, one-line message): the broker's
+model.  Failures raise `pubsub.client.library.ClientError` (``code``, one-line message): the broker's
 refusals as `BrokerRefused` (``not_advertised``, ``duplicate_id``, ``unknown_id``,
 ``bad_publication``, ``bad_client``, ``bad_id``), ``bad_filter`` / ``bad_attrs`` for text that
 does not parse, ``timeout``, ``connection``; a broken connection ends every subscription
-with `pubsub.client.ConnectionLost`.
+with `pubsub.client.library.ConnectionLost`.
 """
 
 from __future__ import annotations
@@ -40,9 +40,16 @@ from typing import Any
 
 import xxhash
 
-from broker.control import BrokerControl
-from broker.language import Filter, FilterError, Value, attrs_from_json, parse_attrs, parse_filter
-from broker.messages import (
+from broker.cores.control import BrokerControl
+from broker.cores.language import (
+    Filter,
+    FilterError,
+    Value,
+    attrs_from_json,
+    parse_attrs,
+    parse_filter,
+)
+from broker.cores.messages import (
     Attrs,
     ClientAdvertise,
     ClientPublish,
@@ -52,9 +59,10 @@ from broker.messages import (
     ClientUnsubscribe,
     Deliver,
 )
-from pubsub import wire
-from pubsub.client import ClientError, ConnectionLost, _close, _connect, _read
-from pubsub.messages import ErrorReply, Message, Reply, StatusRequest
+from pubsub.kernel import wire
+from pubsub.client.library import ClientError, ConnectionLost, _close, _connect, _read
+from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
+from pubsub.kernel.message import Message
 
 #: Seconds a request may take.
 DEFAULT_TIMEOUT = 5.0
@@ -82,7 +90,7 @@ def to_attrs(value: Mapping[str, Value] | str) -> dict[str, Value]:
         if isinstance(value, str):
             text = value.strip()
             return attrs_from_json(text) if text.startswith("{") else parse_attrs(text)
-        from broker.language import validate_publication
+        from broker.cores.language import validate_publication
 
         return validate_publication(value)
     except FilterError as exc:

@@ -1,17 +1,17 @@
 """The output queue of one broker -> neighbour link, with an optional rate limit (§9.2, Eq. 3).
 
-The broker daemon (`broker.daemon`) hands every message its core sends to a neighbour to that
+The broker daemon (`broker.app`) hands every message its core sends to a neighbour to that
 neighbour's `OutLink`.  The link's output queue, in the sense of §9.2, is two queues in a row:
 
 1. this object's own queue, which exists only while the link is rate limited
-   (``--link-rate x,i=R`` or a `broker.control.BrokerControl` at run time): a pump task
+   (``--link-rate x,i=R`` or a `broker.cores.control.BrokerControl` at run time): a pump task
    moves at most R messages per second from it into
-2. the network runtime's per-peer send queue (`pubsub.net`), from which the writer task puts
+2. the network runtime's per-peer send queue (`pubsub.runtime.net`), from which the writer task puts
    frames on the TCP connection as fast as the peer reads them.
 
 Without a limit a message goes straight to the runtime (FIFO order is kept when a limit is
 lifted: what is queued here is flushed first).  Every t_w seconds the daemon calls `window`,
-which reports what the Link Status Table needs (`broker.corebase.LinkStatusTable`):
+which reports what the Link Status Table needs (`broker.cores.corebase.LinkStatusTable`):
 
 - Q_l: messages waiting in both queues now;
 - Q_in: messages that entered the link during the window;
@@ -31,7 +31,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
-from pubsub.messages import Message
+from pubsub.kernel.message import Message
 
 
 class OutLink:

@@ -1,12 +1,12 @@
 """A local SCOT of real broker processes on 127.0.0.1 (integration tests, demonstrations).
 
 ``with LocalScot(workdir, scot3x3()) as scot: ...`` picks a free port per broker
-(`pubsub.localcluster.pick_free_ports`), writes the topology with those addresses to
-``workdir/topology.json``, starts one ``python -m pubsub.cli broker --topology ... --id x,i``
+(`pubsub.ops.localcluster.pick_free_ports`), writes the topology with those addresses to
+``workdir/topology.json``, starts one ``python -m pubsub.cli.main broker --topology ... --id x,i``
 process per broker and waits until every one answers ``status``; leaving the block stops
 them all (SIGTERM, bounded wait, SIGKILL), whatever happened inside.
 
-Process handling is `pubsub.localcluster.LocalCluster`'s (this class is one): `Daemon`
+Process handling is `pubsub.ops.localcluster.LocalCluster`'s (this class is one): `Daemon`
 records, launching with a log file per broker (``workdir/logs/broker-<x>-<i>.log``), `kill`,
 `stop`, `wait_answering`, `cli` and `poll`.  The brokers are the cluster's "nodes" (named
 ``broker-<x>-<i>``, addressed by index, by reference or, through `daemon_of`, by broker id);
@@ -23,8 +23,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from broker.topology import BrokerId, Scot
-from pubsub.localcluster import HOST, START_TIMEOUT, ClusterError, Daemon, LocalCluster, pick_free_ports
+from broker.cores.topology import BrokerId, Scot
+from pubsub.ops.localcluster import (
+    HOST,
+    START_TIMEOUT,
+    ClusterError,
+    Daemon,
+    LocalCluster,
+    pick_free_ports,
+)
 
 
 class LocalScot(LocalCluster):

@@ -50,9 +50,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.corebase import DEFAULT_TAU, DEFAULT_TW, BrokerCore
-from broker.language import Filter, Value
-from broker.messages import (
+from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW, BrokerCore
+from broker.cores.language import Filter, Value
+from broker.cores.messages import (
     BROKER_TO_BROKER,
     Attrs,
     ClientAdvertise,
@@ -65,10 +65,10 @@ from broker.messages import (
     PadresPublish,
     ScotPublish,
 )
-from broker.octopia import OctopiaBroker
-from broker.padres import PadresBroker
-from broker.topology import BrokerId, Scot
-from pubsub.messages import Message, Send
+from broker.cores.octopia import OctopiaBroker
+from broker.cores.padres import PadresBroker
+from broker.cores.topology import BrokerId, Scot
+from pubsub.kernel.message import Message, Send
 
 PROTOCOLS = ("octopia", "padres")
 _PUBLICATIONS = (ScotPublish, PadresPublish)
@@ -436,7 +436,7 @@ class BrokerSim:
     def _size(self, msg: Message) -> float:
         if self.units == "messages" or msg is _FILLER:
             return 1.0
-        from pubsub.wire import encode_payload
+        from pubsub.kernel.wire import encode_payload
 
         return float(len(encode_payload(msg)) + 4)
 

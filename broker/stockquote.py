@@ -25,7 +25,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from broker.language import Filter, Predicate, Value
+from broker.cores.language import Filter, Predicate, Value
 
 SYMBOLS = 500
 ATTRIBUTES = ("symbol", "open", "high", "low", "close", "volume", "date")

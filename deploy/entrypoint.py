@@ -23,7 +23,7 @@ $PUBSUB_LISTEN overrides the whole address for either role.
 A node's data directory is ``$PUBSUB_DATA_ROOT/nodes/<container hostname>`` (unless
 $PUBSUB_DATA_DIR is set), so replicas sharing one volume never share a store and a
 restarted container finds its own.  $PUBSUB_TOPICS (comma- or space-separated) is added to
-the node's durable topic set (`pubsub.node.TopicFile`) before it starts; the node then
+the node's durable topic set (`pubsub.node.app.TopicFile`) before it starts; the node then
 joins them as it joins any remembered topic.  Every other setting is a ``PUBSUB_*``
 environment variable that the daemons read themselves (README, "Settings").
 """
@@ -115,8 +115,8 @@ def data_dir(role: str, env: Mapping[str, str]) -> str:
 
 def add_topics(directory: str, topics: Sequence[str]) -> list[str]:
     """Add `topics` to the node's durable topic set in `directory`; the whole set, sorted."""
-    from pubsub.node import TopicFile, TopicFileError
-    from pubsub.wire import WireError, validate_topic
+    from pubsub.node.app import TopicFile, TopicFileError
+    from pubsub.kernel.wire import WireError, validate_topic
 
     try:
         wanted = {validate_topic(t) for t in topics}
@@ -163,8 +163,8 @@ def health(role: str, env: Mapping[str, str]) -> int:
     """
     import asyncio
 
-    from pubsub.messages import Reply, StatusRequest
-    from pubsub.net import RequestError, request
+    from pubsub.kernel.control import Reply, StatusRequest
+    from pubsub.runtime.net import RequestError, request
 
     ref = listen_ref(role, env)
     try:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepare this machine to run docker-compose.yml with podman (README, "Podman"); what
-# tests/test_compose.py runs before it brings the cluster up.  Idempotent and cached:
+# tests/ops/test_compose.py runs before it brings the cluster up.  Idempotent and cached:
 #
 #   1. podman, runc, debootstrap (apt-get, as root) and podman-compose (pip, into $PYTHON)
 #      -- only when missing;

@@ -34,8 +34,8 @@ fi
 [[ -n $submit ]] || { echo "error: spark-submit not found (pip install -e '.[analysis]' or set SPARK_SUBMIT)" >&2; exit 1; }
 
 # Fail early, with one line, when Java is missing or older than 17; quiet Spark's logs.
-PYTHONPATH=$here "$python" -m pubsub.analysis.javacheck >/dev/null
-log4j=$(PYTHONPATH=$here "$python" -c 'from pubsub.analysis.session import log_config_path; print(log_config_path())')
+PYTHONPATH=$here "$python" -m pubsub.ops.analysis.javacheck >/dev/null
+log4j=$(PYTHONPATH=$here "$python" -c 'from pubsub.ops.analysis.session import log_config_path; print(log_config_path())')
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -58,4 +58,4 @@ fi
     --driver-java-options "-Dlog4j2.configurationFile=file:$log4j" \
     --conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false \
     --conf spark.sql.shuffle.partitions=2 "${extra[@]}" ${SPARK_SUBMIT_ARGS:-} \
-    --py-files "$scratch/pubsub.zip" "$here/pubsub/analysis/job.py" "$@"
+    --py-files "$scratch/pubsub.zip" "$here/pubsub/ops/analysis/job.py" "$@"

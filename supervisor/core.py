@@ -26,20 +26,17 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from pubsub.labels import Label, l
-from pubsub.messages import (
+from pubsub.skipring.labels import Label, l
+from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.skipring.messages import (
     GetConfiguration,
     GetMember,
     MemberIs,
-    Message,
     Ping,
     Pong,
-    Ref,
-    Send,
     SetData,
     Subscribe,
     SuspectCrash,
-    Topic,
     Unsubscribe,
 )
 from supervisor.database import TopicDatabase

@@ -18,8 +18,9 @@ import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
-from pubsub.datadir import prepare_data_dir
-from pubsub.wire import WireError, validate_label, validate_ref, validate_topic
+from pubsub.runtime.datadir import prepare_data_dir
+from pubsub.kernel.wire import WireError, validate_ref, validate_topic
+from pubsub.skipring.fields import validate_label
 
 log = logging.getLogger(__name__)
 

@@ -2,9 +2,9 @@
 
 The tests use this module to decide whether a running system is *exactly* the skip ring
 over a given membership.  It deliberately shares nothing with the protocol's own shortcut
-code (``pubsub.skipring``): the ideal state of every node is derived straight from the
+code (``pubsub.skipring.buildsr``): the ideal state of every node is derived straight from the
 definition of the graph, level by level, using plain ``Fraction`` arithmetic.  The only
-thing borrowed from the project is ``pubsub.labels.Label``, and only to validate that a
+thing borrowed from the project is ``pubsub.skipring.labels.Label``, and only to validate that a
 bit string is a well-formed label.
 
 Vocabulary used below:
@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
-from pubsub.labels import Label, label_bits
+from pubsub.skipring.labels import Label, label_bits
 
 #: A contact as the ideal state stores it: (label bits, node reference).
 Contact = tuple[str, str]

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from pubsub.localcluster import LocalCluster
+from pubsub.ops.localcluster import LocalCluster
 from tests.checker import compare
 
 

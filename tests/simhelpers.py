@@ -10,14 +10,8 @@ is still wrong).
 
 from __future__ import annotations
 
-from pubsub.messages import (
-    Contact,
-    Ref,
-    RemoveConnections,
-    SetData,
-    Topic,
-    Unsubscribe,
-)
+from pubsub.kernel.message import Ref, Topic
+from pubsub.skipring.messages import Contact, RemoveConnections, SetData, Unsubscribe
 from pubsub.sim.engine import Simulation
 from tests.checker import compare
 

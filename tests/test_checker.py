@@ -21,7 +21,7 @@ from tests.checker import (
 
 
 def index_of(bits: str) -> int:
-    """l^-1 computed here, independently of pubsub.labels."""
+    """l^-1 computed here, independently of pubsub.skipring.labels."""
     return 0 if bits == "0" else int("1" + bits[:-1], 2)
 
 

@@ -19,8 +19,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pubsub.messages import Message, Ref, Send, Topic
-from pubsub.nodecore import NodeCore
+from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.skipring.nodecore import NodeCore
 from supervisor.core import SupervisorCore
 
 SUPERVISOR = Ref("supervisor")

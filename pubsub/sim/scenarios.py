@@ -5,7 +5,7 @@ for one topic: random labels or ⊥, neighbour pointers that form a random weakl
 graph with wrong beliefs about each other's labels, a supervisor database showing all four
 corruptions of §3.1, and junk messages already in flight.  All references name live
 subscribers (the paper's model has no corrupted IDs; crashes are tested separately).
-The corruptions themselves live in `pubsub.corruption`, shared with `pubsub chaos`, which
+The corruptions themselves live in `pubsub.skipring.corruption`, shared with `pubsub chaos`, which
 applies them to running daemons.
 """
 
@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import random
 
-from pubsub.corruption import belief, corrupt_database, corrupt_label, junk, plant
-from pubsub.messages import Contact, Ref, Topic
+from pubsub.skipring.corruption import belief, corrupt_label, junk, plant
+from supervisor.corruption import corrupt_database
+from pubsub.kernel.message import Ref, Topic
+from pubsub.skipring.messages import Contact
 from pubsub.sim.engine import SUPERVISOR, Simulation
-from pubsub.skipring import SkipRingNode
+from pubsub.skipring.buildsr import SkipRingNode
 
 
 def fresh_start(sim: Simulation, n: int, topic: Topic) -> list[Ref]:

@@ -1,0 +1,375 @@
+"""The OctopiA broker core (§6-§9): scotAFP, scotSBP, CIV, scotSPR and scotIDR -- no I/O.
+
+One `OctopiaBroker` is broker B(x, i) of a SCOT (`broker.cores.topology`).  Its tables:
+
+- CLT, the Cluster Link Table (§6, §8): advertisement id -> `CltEntry` (the advertisement, its
+  CIV, its last hop).  At the publisher's host broker the CIV is CIV_a^i (bit i: the host
+  cluster; bit j: C_j is a target secondary cluster, TSC); at a secondary broker B(x, j) it
+  is CIV_s^j (bit i: the advertising cluster; bit j: C_j holds an overlapping subscription).
+- PRT, the Publication Routing Table (§7): every subscription of this broker's cluster, with
+  its last hop (a primary neighbour, or the local client), in a `SubscriptionIndex`.
+- LST, the Link Status Table (§9.2, `broker.cores.corebase.LinkStatusTable`).
+
+Advertisements (scotAFP, Alg. 1): the host broker stores the advertisement with CIV_a^i =
+only bit i and sends it to its secondary neighbours -- the host region, m - 1 messages; a
+secondary broker B(x, j) stores it and, when its PRT holds an overlapping subscription, sets
+bit j and answers with one CIV_SET.  Unadvertise removes it from the region's CLTs (§6).
+
+Subscriptions (scotSBP, Alg. 2): broadcast over the aLinks of the host cluster, |V_af| - 1
+messages.  Every broker of the cluster stores it, and for the advertisements in its CLT that
+it overlaps and whose bit j is still 0 it sets the bit and sends CIV_SET, one per iLink
+(getDistinctMatchingAdvs).  Unsubscribe runs the same broadcast; a broker whose CLT holds an
+advertisement with bit j set that no remaining subscription overlaps clears the bit and sends
+CIV_UNSET to the host broker (§8).
+
+Publications: the host broker routes a publication only if it conforms to one of the
+publisher's advertisements (`broker.cores.corebase.conforms`); that advertisement's CIV_a^i gives the
+TSCs.  Every broker forwards a publication to the last hops of the matching subscriptions in
+its PRT other than the sender (intra-cluster routing, getDistinctSubs) and delivers it to its
+local subscribers; only the host broker adds copies on the iLinks of the TSCs.
+
+- scotSPR (Alg. 3, ``dynamic=False``): one copy per TSC iLink at the host broker, and nothing
+  else inter-cluster.
+- scotIDR (Alg. 4, ``dynamic=True``): a target iLink that is congested by Eq. 3 gets no copy;
+  its cluster's bit goes into CIV_p^i instead.  A broker receiving CIV_p^i sends a copy on the
+  iLink of every set bit whose link is uncongested and clears that bit.  What remains is
+  attached to exactly one outgoing copy (CIV_p^i-D):
+
+  * Case I  -- some target iLink is uncongested: the copy on the least loaded of them;
+  * Case II -- all target iLinks are congested, some target aLink is not: the copy on the
+    least loaded uncongested target aLink;
+  * Case III -- every target link is congested: an extra copy on the least loaded target
+    iLink, whose cluster's bit is cleared (the prose of §9.2 and the example of Fig. 7(d);
+    Alg. 4 l.54 names the aLink μ1, but the text, the example and the count of 1 + α copies
+    all use the iLink).
+
+  "Target iLinks" are those towards the TSCs (at the host broker) or towards the clusters
+  whose bits the received CIV_p^i carries (elsewhere); "target aLinks" are the last hops of
+  matching subscriptions other than the sender.  A bit is cleared exactly when a copy enters
+  its cluster, and each remaining bit rides on exactly one copy, so every TSC receives the
+  publication once and the number of iLink crossings is at most m - 1 (no loops; §9.2).
+
+Deviation (CIV_SET contents): the paper lets CIV_SET carry the new subscription so that the
+host broker re-matches it against its advertisements.  Here CIV_SET (and CIV_UNSET) name the
+advertisements instead, still one message per iLink.  Re-matching at the host can set the bit
+of an advertisement that has not reached the secondary broker yet; if the subscription leaves
+before it arrives, no CIV_UNSET would ever clear that bit.  Naming the advertisements keeps
+CIV_a^i[j] an exact mirror of CIV_s^j[j], message by message over the FIFO iLink.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW, BrokerCore, civ_bits
+from broker.cores.language import Filter, overlaps
+from broker.cores.matching import SubscriptionIndex
+from broker.cores.messages import (
+    Attrs,
+    CivSet,
+    CivUnset,
+    ScotAdvertise,
+    ScotPublish,
+    ScotSubscribe,
+    ScotUnadvertise,
+    ScotUnsubscribe,
+)
+from broker.cores.topology import BrokerId, Scot
+from pubsub.kernel.message import Ref, Send
+
+
+@dataclass(slots=True)
+class CltEntry:
+    """One CLT tuple {advertisement, CIV, last hop} (§8)."""
+
+    adv: Filter
+    civ: int
+    last_hop: str
+    hosted: bool  # True at the publisher's host broker (last hop = the publishing client)
+
+
+class OctopiaBroker(BrokerCore):
+    """Broker B(x, i) running OctopiA; SPR by default, IDR with ``dynamic=True``."""
+
+    protocol = "octopia"
+
+    def __init__(
+        self,
+        topo: Scot,
+        me: BrokerId,
+        *,
+        dynamic: bool = False,
+        tau: float = DEFAULT_TAU,
+        t_w: float = DEFAULT_TW,
+    ) -> None:
+        super().__init__(topo, me, tau=tau, t_w=t_w)
+        self.dynamic = dynamic
+        self.primary = topo.primary_neighbours(me)
+        self.secondary = topo.secondary_neighbours(me)
+        self._primary_set = frozenset(self.primary)
+        self._secondary_set = frozenset(self.secondary)
+        self._ilink = {topo.cluster_of(b): b for b in self.secondary}
+        self._bit = 1 << self.i
+        self._all_bits = (1 << topo.m) - 1
+        self.clt: dict[str, CltEntry] = {}
+        self.prt: SubscriptionIndex[str] = SubscriptionIndex()
+        self.prt_hop: dict[str, str] = {}
+
+    def _handlers(self) -> dict[type, Any]:
+        return {
+            ScotPublish: self._on_publish,
+            ScotAdvertise: self._on_advertise,
+            ScotUnadvertise: self._on_unadvertise,
+            CivSet: self._on_civ_set,
+            CivUnset: self._on_civ_unset,
+            ScotSubscribe: self._on_subscribe,
+            ScotUnsubscribe: self._on_unsubscribe,
+        }
+
+    # --- introspection ---------------------------------------------------------------------
+    @property
+    def clt_size(self) -> int:
+        return len(self.clt)
+
+    @property
+    def prt_size(self) -> int:
+        return len(self.prt)
+
+    def civ(self, uid: str) -> str | None:
+        """The CIV of advertisement `uid` in this CLT as a bit string (index 0 rightmost)."""
+        entry = self.clt.get(uid)
+        return None if entry is None else civ_bits(entry.civ, self.topo.m)
+
+    def target_clusters(self, uid: str) -> str | None:
+        """At the host broker: the target clusters of advertisement `uid` -- the TSC bits of
+        CIV_a^i, and bit i when the host cluster holds an overlapping subscription (the target
+        primary cluster of §4.2; this is how Fig. 8 prints 110 / 111 / 100)."""
+        entry = self.clt.get(uid)
+        if entry is None or not entry.hosted:
+            return None
+        civ = entry.civ & ~self._bit
+        if self._overlapped(entry.adv):
+            civ |= self._bit
+        return civ_bits(civ, self.topo.m)
+
+    def status(self) -> dict[str, Any]:
+        out = super().status()
+        out.update(
+            mode="idr" if self.dynamic else "spr",
+            clt_size=self.clt_size,
+            prt_size=self.prt_size,
+            clt=[
+                {
+                    "uid": uid,
+                    "civ": civ_bits(e.civ, self.topo.m),
+                    "last_hop": e.last_hop,
+                    "hosted": e.hosted,
+                }
+                for uid, e in self.clt.items()
+            ],
+        )
+        return out
+
+    # --- scotAFP (Alg. 1) ----------------------------------------------------------------------
+    def _adv_filter(self, uid: str) -> Filter:
+        return self.clt[uid].adv
+
+    def _advertise(self, client: str, uid: str, adv: Filter, now: float) -> list[Send]:
+        civ = self._bit  # Alg. 1 l.3: CIV_a^i[i] <- 1, every other bit 0
+        self.clt[uid] = CltEntry(adv, civ, client, hosted=True)
+        return [Send(Ref(b), ScotAdvertise(uid, adv, civ, self.me)) for b in self.secondary]
+
+    def _on_advertise(self, msg: ScotAdvertise, now: float) -> list[Send]:
+        if msg.sender not in self._secondary_set:
+            self.counters["adv_not_from_region"] += 1
+            return []
+        if msg.uid in self.clt:
+            self.counters["duplicate_adv"] += 1
+            return []
+        civ = (msg.civ & self._all_bits) & ~self._bit
+        sends: list[Send] = []
+        if self._overlapped(msg.adv):  # Alg. 1 l.14-20: one CIV_SET however many match
+            civ |= self._bit
+            sends.append(Send(Ref(msg.sender), CivSet([msg.uid], self.me)))
+        self.clt[msg.uid] = CltEntry(msg.adv, civ, msg.sender, hosted=False)
+        return sends
+
+    def _unadvertise(self, client: str, uid: str, now: float) -> list[Send]:
+        self.clt.pop(uid, None)
+        return [Send(Ref(b), ScotUnadvertise(uid, self.me)) for b in self.secondary]
+
+    def _on_unadvertise(self, msg: ScotUnadvertise, now: float) -> list[Send]:
+        entry = self.clt.get(msg.uid)
+        if entry is None or entry.hosted or entry.last_hop != msg.sender:
+            self.counters["stale_unadv"] += 1
+            return []
+        del self.clt[msg.uid]
+        return []
+
+    def _on_civ_set(self, msg: CivSet, now: float) -> list[Send]:
+        return self._apply_civ(msg.sender, msg.uids, set_bit=True)
+
+    def _on_civ_unset(self, msg: CivUnset, now: float) -> list[Send]:
+        return self._apply_civ(msg.sender, msg.uids, set_bit=False)
+
+    def _apply_civ(self, sender: str, uids: list[str], *, set_bit: bool) -> list[Send]:
+        if sender not in self._secondary_set:
+            self.counters["civ_not_from_region"] += 1
+            return []
+        bit = 1 << self.topo.cluster_of(sender)
+        for uid in uids:
+            entry = self.clt.get(uid)
+            if entry is None or not entry.hosted:
+                self.counters["stale_civ"] += 1  # unadvertised meanwhile
+                continue
+            entry.civ = entry.civ | bit if set_bit else entry.civ & ~bit
+        return []
+
+    def _overlapped(self, adv: Filter) -> bool:
+        """Does some subscription of this cluster (the PRT) overlap `adv`?"""
+        return any(overlaps(adv, sub) for _, sub in self.prt.items())
+
+    # --- scotSBP (Alg. 2) and unsubscribe --------------------------------------------------------
+    def _subscribe(self, client: str, uid: str, sub: Filter, now: float) -> list[Send]:
+        return self._store_subscription(uid, sub, client, sender=None)
+
+    def _on_subscribe(self, msg: ScotSubscribe, now: float) -> list[Send]:
+        if msg.sender not in self._primary_set:
+            self.counters["sub_not_from_cluster"] += 1
+            return []
+        if msg.uid in self.prt_hop:
+            self.counters["duplicate_sub"] += 1
+            return []
+        return self._store_subscription(msg.uid, msg.sub, msg.sender, sender=msg.sender)
+
+    def _store_subscription(
+        self, uid: str, sub: Filter, hop: str, sender: str | None
+    ) -> list[Send]:
+        self.prt.add(uid, sub)  # Alg. 2 l.5
+        self.prt_hop[uid] = hop
+        sends = [
+            Send(Ref(b), ScotSubscribe(uid, sub, self.me)) for b in self.primary if b != sender
+        ]
+        # Alg. 2 l.6-10: the CLT's advertisements from other clusters that the subscription
+        # overlaps and whose bit for this cluster is 0 -> one CIV_SET per iLink.
+        per_link: dict[str, list[str]] = {}
+        for adv_uid, entry in self.clt.items():
+            if entry.hosted or entry.civ & self._bit or not overlaps(entry.adv, sub):
+                continue
+            entry.civ |= self._bit
+            per_link.setdefault(entry.last_hop, []).append(adv_uid)
+        sends.extend(Send(Ref(b), CivSet(uids, self.me)) for b, uids in sorted(per_link.items()))
+        return sends
+
+    def _unsubscribe(self, client: str, uid: str, now: float) -> list[Send]:
+        return self._drop_subscription(uid, sender=None)
+
+    def _on_unsubscribe(self, msg: ScotUnsubscribe, now: float) -> list[Send]:
+        if self.prt_hop.get(msg.uid) != msg.sender:
+            self.counters["stale_unsub"] += 1
+            return []
+        return self._drop_subscription(msg.uid, sender=msg.sender)
+
+    def _drop_subscription(self, uid: str, sender: str | None) -> list[Send]:
+        gone = self.prt.get(uid)
+        self.prt.remove(uid)
+        self.prt_hop.pop(uid, None)
+        sends = [Send(Ref(b), ScotUnsubscribe(uid, self.me)) for b in self.primary if b != sender]
+        if gone is None:
+            return sends
+        per_link: dict[str, list[str]] = {}
+        for adv_uid, entry in self.clt.items():
+            if entry.hosted or not entry.civ & self._bit or not overlaps(entry.adv, gone):
+                continue
+            if self._overlapped(entry.adv):
+                continue
+            entry.civ &= ~self._bit  # the last interested subscription of this cluster left
+            per_link.setdefault(entry.last_hop, []).append(adv_uid)
+        sends.extend(Send(Ref(b), CivUnset(uids, self.me)) for b, uids in sorted(per_link.items()))
+        return sends
+
+    # --- publications: scotSPR (Alg. 3) and scotIDR (Alg. 4) --------------------------------------
+    def _publish(self, client: str, pid: str, attrs: Attrs, adv_uid: str, now: float) -> list[Send]:
+        civa = self.clt[adv_uid].civ
+        return self._route(pid, client, attrs, sender=None, civa=civa, civp=0, hops=0)
+
+    def _on_publish(self, msg: ScotPublish, now: float) -> list[Send]:
+        if msg.hops >= self.max_hops:
+            self.counters["hop_limit"] += 1
+            return []
+        civp = msg.civp
+        if civp & ~self._all_bits or civp & self._bit:
+            self.counters["bad_civp"] += 1  # bits beyond m, or our own cluster's (never sent)
+            civp &= self._all_bits & ~self._bit
+        return self._route(
+            msg.pid, msg.publisher, msg.attrs, sender=msg.sender, civa=0, civp=civp, hops=msg.hops
+        )
+
+    def _route(
+        self,
+        pid: str,
+        publisher: str,
+        attrs: Attrs,
+        *,
+        sender: str | None,
+        civa: int,
+        civp: int,
+        hops: int,
+    ) -> list[Send]:
+        """getDistinctSubs and the inter-cluster part of Alg. 3 / Alg. 4 at this broker."""
+        host = sender is None
+        matched = self.prt.match(attrs)
+        local: list[str] = []
+        alinks: dict[str, int] = {}  # target aLink -> CIV_p carried (0 = none)
+        for uid in matched:
+            hop = self.prt_hop[uid]
+            if hop in self._primary_set:
+                if hop != sender:
+                    alinks[hop] = 0
+            else:
+                local.append(uid)
+        ilinks: dict[str, int] = {}  # iLink -> CIV_p carried
+        if host:
+            targets = [j for j in sorted(self._ilink) if civa >> j & 1]
+            if not self.dynamic:
+                for j in targets:  # Alg. 3 l.7-12
+                    ilinks[self._ilink[j]] = 0
+            else:
+                for j in targets:  # Alg. 4 l.7-16
+                    link = self._ilink[j]
+                    if self.lst.overloaded(link):
+                        civp |= 1 << j
+                    else:
+                        ilinks[link] = 0
+        else:
+            targets = [j for j in sorted(self._ilink) if civp >> j & 1]
+            for j in targets:  # Alg. 4 l.18-24
+                link = self._ilink[j]
+                if not self.lst.overloaded(link):
+                    ilinks[link] = 0
+                    civp &= ~(1 << j)
+        if civp:
+            self._attach_civp(civp, [self._ilink[j] for j in targets], alinks, ilinks)
+        sends = self._deliveries(pid, publisher, attrs, local)
+        for dest, bits in sorted(alinks.items()) + sorted(ilinks.items()):
+            copy = ScotPublish(pid, publisher, attrs, bits, hops + 1, self.me)
+            sends.append(Send(Ref(dest), copy))
+        return sends
+
+    def _attach_civp(
+        self, civp: int, target_ilinks: list[str], alinks: dict[str, int], ilinks: dict[str, int]
+    ) -> None:
+        """Alg. 4 l.27-40: put the remaining CIV_p^i on exactly one outgoing copy."""
+        mu2 = self.lst.least_loaded(target_ilinks)
+        mu1 = self.lst.least_loaded(sorted(alinks))
+        assert mu2 is not None  # a set bit always has its iLink
+        if not self.lst.overloaded(mu2):  # Case I (mu2 already has a copy)
+            self.counters["idr_case_1"] += 1
+            ilinks[mu2] = civp
+        elif mu1 is not None and not self.lst.overloaded(mu1):  # Case II
+            self.counters["idr_case_2"] += 1
+            alinks[mu1] = civp
+        else:  # Case III: an extra copy into the congested iLink, its cluster served
+            self.counters["idr_case_3"] += 1
+            ilinks[mu2] = civp & ~(1 << self.topo.cluster_of(mu2))

@@ -1,0 +1,505 @@
+"""`pubsub cluster up|status|down`: a local cluster of real processes that outlives the command.
+
+``pubsub cluster up`` starts a supervisor and N subscriber nodes as OS processes on
+127.0.0.1 (`pubsub.ops.localcluster.LocalCluster`: free ports, one data directory and log per
+daemon), makes every node join the given topics, waits (bounded) until every topic's ring
+agrees with the supervisor, prints the rings and returns, leaving the daemons running.
+Everything lives in one directory (``--dir``, default ``./.pubsub-cluster``, env
+``PUBSUB_CLUSTER_DIR``); its manifest ``cluster.json`` names every daemon's reference, pid,
+data directory and log.  The same topology as docker-compose.yml, without containers.
+
+``pubsub cluster status`` reads the manifest and shows every daemon (running or not, pid,
+reference, answering `status` or not) and, per topic, the supervisor's member count,
+whether its database is legitimate and whether the ring is: ``legitimate`` means the
+supervisor's database is, and every member's label, left, right, ring and shortcut entries
+agree with the supervisor's membership (`pubsub.ops.localcluster.ring_problems`; the test suite
+has the independent oracle that also recomputes which shortcut labels each node must
+have).  ``--json`` prints the same as one JSON object.  Exit status 0 when every daemon
+runs and every ring is legitimate, 3 when the cluster is up but something is not, 1 when
+there is no cluster.
+
+``pubsub cluster down`` stops every daemon of the manifest that still runs (SIGTERM, then
+SIGKILL after a bounded wait) and records that in the manifest.  It is idempotent: with
+nothing running (a daemon that died, a cluster already stopped) it stops what is left
+and succeeds.  Data and logs stay in the directory; the next ``up`` there starts afresh
+(it removes the previous cluster's data).
+
+A daemon is only signalled when its pid still runs the command the manifest recorded
+(``/proc/PID/cmdline`` names ``pubsub.cli.main`` and its reference), so a pid reused by another
+program after a crash or reboot is never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import json
+import os
+import shutil
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pubsub.ops.localcluster import ClusterError, LocalCluster, members_of, ring_problems
+from pubsub.kernel.control import Reply, StatusRequest
+from pubsub.runtime.net import RequestError, request
+from pubsub.kernel.wire import WireError, validate_topic
+
+DEFAULT_DIR = ".pubsub-cluster"
+MANIFEST = "cluster.json"
+#: Seconds `down` waits after SIGTERM before it sends SIGKILL.
+TERM_TIMEOUT = 5.0
+#: Seconds `down` waits for a SIGKILLed process to disappear.
+KILL_TIMEOUT = 5.0
+#: Seconds one status request may take in `status`.
+STATUS_TIMEOUT = 3.0
+#: Exit status of `status` when the cluster is up but not everything runs or is legitimate.
+EXIT_DEGRADED = 3
+
+
+class NoCluster(click.ClickException):
+    """There is no cluster (manifest missing, unreadable or nothing running); exit 1."""
+
+
+# --- the manifest and the processes it names -----------------------------------------------------
+@dataclass(frozen=True)
+class DaemonEntry:
+    """One daemon as the manifest records it."""
+
+    name: str
+    ref: str
+    pid: int | None
+    log: str | None
+    #: Its Prometheus endpoint's port (``up --metrics``) and admin address (`pubsub chaos`).
+    metrics_port: int | None = None
+    admin: str | None = None
+
+    @property
+    def role(self) -> str:
+        return "supervisor" if self.name == "supervisor" else "node"
+
+
+def manifest_path(directory: Path) -> Path:
+    return directory / MANIFEST
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    """The manifest of the cluster in `directory`; NoCluster if there is none or it is bad."""
+    path = manifest_path(directory)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise NoCluster(
+            f"no cluster in {directory} (no {MANIFEST}); start one with `pubsub cluster up`"
+        ) from None
+    except OSError as exc:
+        raise NoCluster(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise NoCluster(f"{path} is not a cluster manifest: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("supervisor"), dict):
+        raise NoCluster(f"{path} is not a cluster manifest: no supervisor entry")
+    if not isinstance(doc.get("nodes"), list):
+        raise NoCluster(f"{path} is not a cluster manifest: no node list")
+    return doc
+
+
+def daemons_of(doc: Mapping[str, Any]) -> list[DaemonEntry]:
+    """The supervisor, then every node, from a manifest (entries that make no sense are
+    reported with a ref of "?" and no pid rather than trusted)."""
+    out: list[DaemonEntry] = []
+    for raw in [doc["supervisor"], *doc["nodes"]]:
+        if not isinstance(raw, Mapping):
+            continue
+        pid = raw.get("pid")
+        out.append(
+            DaemonEntry(
+                name=str(raw.get("name", "?")),
+                ref=str(raw.get("ref", "?")),
+                pid=pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 1 else None,
+                log=str(raw["log"]) if raw.get("log") else None,
+                metrics_port=raw["metrics_port"] if isinstance(raw.get("metrics_port"), int) else None,
+                admin=str(raw["admin"]) if raw.get("admin") else None,
+            )
+        )
+    return out
+
+
+def write_manifest(directory: Path, doc: Mapping[str, Any]) -> None:
+    """Replace the manifest atomically."""
+    path = manifest_path(directory)
+    tmp = path.with_name(f".{MANIFEST}.cmd.tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _proc_state(pid: int) -> str | None:
+    """The state letter of /proc/PID/stat ("R", "S", "Z", ...), None without /proc entry."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()[0] if ")" in stat else None
+
+
+def is_running(entry: DaemonEntry) -> bool:
+    """Whether the manifest's pid is alive (not a zombie) and still runs this daemon."""
+    if entry.pid is None:
+        return False
+    try:
+        os.kill(entry.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, but another user's: not ours, as the command line check shows
+    if not Path("/proc").is_dir():  # no /proc (not Linux): the signal check is all we have
+        return True
+    if _proc_state(entry.pid) in (None, "Z", "X"):
+        return False
+    try:
+        argv = Path(f"/proc/{entry.pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    words = [a.decode("utf-8", "replace") for a in argv]
+    return "pubsub.cli.main" in words and entry.ref in words
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
+
+
+def _wait_gone(entries: Sequence[DaemonEntry], timeout: float) -> list[DaemonEntry]:
+    """Poll until none of `entries` runs or `timeout` passes; those still running."""
+    deadline = time.monotonic() + timeout
+    pending = [e for e in entries if is_running(e)]
+    while pending and time.monotonic() < deadline:
+        time.sleep(0.05)
+        pending = [e for e in pending if is_running(e)]
+    return pending
+
+
+def stop_daemons(entries: Sequence[DaemonEntry]) -> tuple[list[str], list[str]]:
+    """SIGTERM every running entry, SIGKILL what is left after TERM_TIMEOUT.
+
+    Returns (names stopped by SIGTERM, names that needed SIGKILL).  ClusterError if a
+    process survives SIGKILL for KILL_TIMEOUT seconds.
+    """
+    running = [e for e in entries if is_running(e)]
+    for entry in running:
+        assert entry.pid is not None
+        _signal(entry.pid, signal.SIGTERM)
+        _signal(entry.pid, signal.SIGCONT)  # a stopped (SIGSTOP) daemon must run to exit
+    stubborn = _wait_gone(running, TERM_TIMEOUT)
+    for entry in stubborn:
+        assert entry.pid is not None
+        _signal(entry.pid, signal.SIGKILL)
+    left = _wait_gone(stubborn, KILL_TIMEOUT)
+    if left:
+        raise ClusterError(
+            "still running after SIGKILL: " + ", ".join(f"{e.name} (pid {e.pid})" for e in left)
+        )
+    killed = {e.name for e in stubborn}
+    return [e.name for e in running if e.name not in killed], sorted(killed)
+
+
+# --- status --------------------------------------------------------------------------------------
+def _statuses(refs: Sequence[str], timeout: float) -> dict[str, dict[str, Any] | str]:
+    """Status bodies by reference, or the error text for a daemon that did not answer."""
+
+    async def one(ref: str) -> dict[str, Any] | str:
+        try:
+            reply = await request(ref, StatusRequest(), timeout)
+        except RequestError as exc:
+            return str(exc)
+        if not isinstance(reply, Reply):
+            return f"answered status with {reply.kind}"
+        return reply.body
+
+    async def every() -> list[dict[str, Any] | str]:
+        return await asyncio.gather(*(one(ref) for ref in refs))
+
+    return dict(zip(refs, asyncio.run(every()), strict=True)) if refs else {}
+
+
+def cluster_status(directory: Path, timeout: float = STATUS_TIMEOUT) -> dict[str, Any]:
+    """Everything `pubsub cluster status` shows, as a JSON-able dict (see the module doc)."""
+    doc = read_manifest(directory)
+    entries = daemons_of(doc)
+    running = {e.name: is_running(e) for e in entries}
+    bodies = _statuses([e.ref for e in entries if running[e.name]], timeout)
+    daemons = []
+    for entry in entries:
+        body = bodies.get(entry.ref)
+        daemons.append(
+            {
+                "name": entry.name,
+                "role": entry.role,
+                "ref": entry.ref,
+                "pid": entry.pid if running[entry.name] else None,
+                "running": running[entry.name],
+                "answering": isinstance(body, dict),
+                "error": body if isinstance(body, str) else None,
+                "log": entry.log,
+                "metrics_port": entry.metrics_port,
+                "admin": entry.admin,
+            }
+        )
+    supervisor = entries[0]
+    sup_body = bodies.get(supervisor.ref)
+    topics: dict[str, Any] = {}
+    if isinstance(sup_body, dict):
+        node_bodies = {
+            ref: body for ref, body in bodies.items() if isinstance(body, dict) and ref != supervisor.ref
+        }
+        for topic, entry in sorted((sup_body.get("topics") or {}).items()):
+            members = members_of(sup_body, topic)
+            states = {
+                ref: body["topics"][topic]
+                for ref, body in node_bodies.items()
+                if isinstance(body.get("topics"), dict) and topic in body["topics"]
+            }
+            problems = ring_problems(members, states)
+            legit_db = bool(isinstance(entry, dict) and entry.get("legitimate_database"))
+            topics[topic] = {
+                "members": len(members),
+                "legitimate_database": legit_db,
+                "legitimate": legit_db and not problems,
+                "problems": problems,
+            }
+    all_running = all(running.values())
+    return {
+        "dir": str(directory),
+        "up": any(running.values()),
+        "all_running": all_running,
+        "supervisor_answering": isinstance(sup_body, dict),
+        "daemons": daemons,
+        "topics": topics,
+        "healthy": all_running
+        and all(d["answering"] for d in daemons)
+        and all(t["legitimate"] for t in topics.values()),
+    }
+
+
+def format_status(report: Mapping[str, Any]) -> str:
+    """The text form of `cluster_status`."""
+    daemons = report["daemons"]
+    nodes = [d for d in daemons if d["role"] == "node"]
+    up_nodes = sum(1 for d in nodes if d["running"])
+    lines = [
+        f"cluster in {report['dir']}: supervisor "
+        f"{'running' if daemons[0]['running'] else 'NOT running'}, "
+        f"{up_nodes} of {len(nodes)} nodes running"
+    ]
+    rows = [["DAEMON", "REF", "PID", "STATE"]]
+    for d in daemons:
+        if not d["running"]:
+            state = "not running"
+        elif d["answering"]:
+            state = "running"
+        else:
+            state = f"running, not answering ({d['error']})"
+        rows.append([d["name"], d["ref"], str(d["pid"] or "-"), state])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines.extend(
+        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+    if not report["supervisor_answering"]:
+        lines.append("topics: unknown (the supervisor does not answer)")
+    elif not report["topics"]:
+        lines.append("topics: none")
+    for topic, t in report["topics"].items():
+        db = "legitimate" if t["legitimate_database"] else "repairing"
+        ring = "legitimate" if t["legitimate"] else f"not legitimate ({len(t['problems'])} problems"
+        if not t["legitimate"] and t["problems"]:
+            ring += f", e.g. {t['problems'][0]}"
+        if not t["legitimate"]:
+            ring += ")"
+        lines.append(f"topic {topic}: {t['members']} members, database {db}, ring {ring}")
+    return "\n".join(lines)
+
+
+# --- the commands --------------------------------------------------------------------------------
+def _dir_option(f: Any) -> Any:
+    return click.option(
+        "--dir",
+        "directory",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=DEFAULT_DIR,
+        show_default=True,
+        envvar="PUBSUB_CLUSTER_DIR",
+        help="The cluster's directory: manifest, data, logs (env PUBSUB_CLUSTER_DIR).",
+    )(f)
+
+
+def _topics(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[str]:
+    topics: list[str] = []
+    for value in values:
+        for name in (part.strip() for part in value.split(",")):
+            if not name:
+                continue
+            try:
+                topic = validate_topic(name)
+            except WireError as exc:
+                raise click.BadParameter(f"{name!r}: {exc.detail}", ctx, param) from None
+            if topic not in topics:
+                topics.append(topic)
+    return topics
+
+
+@click.group("cluster", context_settings={"help_option_names": ["-h", "--help"]})
+def cluster() -> None:
+    """Run a local cluster (supervisor + N nodes as processes on 127.0.0.1) in the
+    background: up, status, down."""
+
+
+@cluster.command()
+@click.option("-n", "--nodes", "n_nodes", type=click.IntRange(1, 64), default=4,
+              show_default=True, help="Number of subscriber nodes.")
+@_dir_option
+@click.option("--topics", "topics", multiple=True, callback=_topics, default=("news",),
+              show_default=True, metavar="T[,T...]",
+              help="Topics every node joins (comma-separated, or repeat the option).")
+@click.option("--interval", type=click.FloatRange(min=0.01), default=0.3, show_default=True,
+              metavar="S", help="Timeout interval of every daemon, seconds.")
+@click.option("--base-port", type=click.IntRange(1024, 65535), default=None,
+              help="Supervisor on this port, node i on base-port + 1 + i (default: free ports).")
+@click.option("--metrics", is_flag=True,
+              help="Serve Prometheus metrics on 127.0.0.1 too (ports in the manifest and "
+              "DIR/prometheus-targets.json).")
+@click.option("--events", is_flag=True,
+              help="Write the event stream into DIR/events (for `pubsub analyze DIR`).")
+@click.option("--wait/--no-wait", default=True, show_default=True,
+              help="Wait until every topic's ring is legitimate and print it.")
+def up(
+    n_nodes: int,
+    directory: Path,
+    topics: list[str],
+    interval: float,
+    base_port: int | None,
+    metrics: bool,
+    events: bool,
+    wait: bool,
+) -> None:
+    """Start a supervisor and N nodes in the background, each node joining --topics."""
+    from pubsub.ops.demo import render_ring, wait_for_rings
+
+    directory = directory.resolve()
+    if manifest_path(directory).exists():
+        try:
+            running = [e for e in daemons_of(read_manifest(directory)) if is_running(e)]
+        except NoCluster:
+            running = []
+        if running:
+            names = ", ".join(f"{e.name} (pid {e.pid})" for e in running[:3])
+            raise click.ClickException(
+                f"a cluster is already up in {directory}: {names}"
+                f"{' ...' if len(running) > 3 else ''}; stop it with "
+                f"`pubsub cluster down --dir {directory}` first"
+            )
+        # A stopped cluster's leftovers: start afresh (logs are kept, appended to).
+        for sub in ("supervisor", "nodes", "events"):
+            shutil.rmtree(directory / sub, ignore_errors=True)
+        manifest_path(directory).unlink(missing_ok=True)
+    try:
+        local = LocalCluster(
+            directory,
+            n_nodes,
+            interval=interval,
+            base_port=base_port,
+            metrics=metrics,
+            events_dir=directory / "events" if events else None,
+        )
+    except (ClusterError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
+        local.start()
+        for i in range(n_nodes):
+            for topic in topics:
+                local.subscribe(i, topic)
+        snapshots = wait_for_rings(local, {t: set(local.node_refs) for t in topics}) if wait else {}
+    except ClusterError as exc:
+        local.stop()
+        raise click.ClickException(f"cluster did not come up: {exc}") from None
+    except BaseException:
+        local.stop()
+        raise
+    # Leave the daemons running: they are in their own sessions, and nothing stops them
+    # when this command exits.
+    atexit.unregister(local.stop)
+    click.echo(f"cluster up in {directory}: supervisor {local.supervisor_ref}, {n_nodes} nodes")
+    for daemon in [local.supervisor, *local.nodes]:
+        click.echo(f"  {daemon.name:<10} {daemon.ref:<21} pid {daemon.pid}")
+    click.echo(f"  logs in {local.logs_dir}; topics: {', '.join(topics) or 'none'}")
+    for topic in topics if wait else []:
+        click.echo()
+        click.echo(render_ring(local, topic, snapshots[topic]))
+    click.echo()
+    click.echo(
+        f"try: pubsub publish {topics[0] if topics else 'news'} hello --node {local.node_refs[0]}"
+        f"\nstop: pubsub cluster down --dir {directory}"
+    )
+
+
+@cluster.command()
+@_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON object.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=STATUS_TIMEOUT,
+              show_default=True, metavar="S", help="Seconds each daemon may take to answer.")
+@click.pass_context
+def status(ctx: click.Context, directory: Path, as_json: bool, timeout: float) -> None:
+    """Show every daemon of the cluster and every topic's ring (exit 0: all running and
+    legitimate; 3: up but not; 1: no cluster)."""
+    directory = directory.resolve()
+    report = cluster_status(directory, timeout)
+    if not report["up"]:
+        raise NoCluster(
+            f"the cluster in {directory} is not running (no daemon of its manifest runs); "
+            "start one with `pubsub cluster up`"
+        )
+    click.echo(json.dumps(report, indent=2) if as_json else format_status(report))
+    if not report["healthy"]:
+        ctx.exit(EXIT_DEGRADED)
+
+
+@cluster.command()
+@_dir_option
+def down(directory: Path) -> None:
+    """Stop every daemon of the cluster (idempotent: succeeds when nothing runs)."""
+    directory = directory.resolve()
+    try:
+        doc = read_manifest(directory)
+    except NoCluster:
+        if manifest_path(directory).exists():
+            raise
+        click.echo(f"no cluster in {directory} (no {MANIFEST}); nothing to stop")
+        return
+    entries = daemons_of(doc)
+    try:
+        stopped, killed = stop_daemons(entries)
+    except ClusterError as exc:
+        raise click.ClickException(str(exc)) from None
+    for raw in [doc["supervisor"], *doc["nodes"]]:
+        if isinstance(raw, dict):
+            raw["pid"] = None
+    doc["stopped_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    try:
+        write_manifest(directory, doc)
+    except OSError as exc:
+        raise click.ClickException(f"stopped, but cannot update the manifest: {exc}") from None
+    if not stopped and not killed:
+        click.echo(f"nothing was running in {directory}")
+        return
+    click.echo(
+        f"stopped {len(stopped) + len(killed)} daemons in {directory}"
+        + (f" ({', '.join(killed)} needed SIGKILL)" if killed else "")
+    )
+
+
+__all__ = ["cluster", "cluster_status", "format_status", "is_running", "read_manifest"]

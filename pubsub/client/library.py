@@ -1,0 +1,447 @@
+"""The client library: what an application (and the ``pubsub`` command) uses to talk to a node.
+
+Everything is asynchronous (asyncio)::
+
+    async with Client("127.0.0.1:7001") as client:
+        await client.join("news")                       # the node subscribes to the topic
+        ack = await client.publish("news", b"hello")    # durable at a member when it returns
+        async with client.subscribe("news", since=0) as sub:
+            async for delivery in sub:                  # pubsub.skipring.messages.Delivery
+                print(delivery.local_seq, delivery.payload)
+        history = await client.history("news")          # what the node holds now
+
+Publishing.  `publish` returns an `Ack` once a member of the topic holds the publication
+durably: the node itself when it subscribes to the topic, otherwise the member it handed
+the publication over to.  It raises `PublishError` with a machine-readable ``code``:
+``payload_too_large``, ``no_members`` (nobody subscribes to the topic), ``handover_failed``,
+``store_error``, ``timeout`` (no answer in time: the publication may or may not be stored),
+``connection`` (the node could not be reached or went away).  Many `publish` calls may run
+concurrently; they share one connection and are matched to their answers by number.
+
+Subscribing.  `subscribe` (optionally after asking the node to join the topic) opens a
+stream: every publication the node holds or will store, each exactly once and in the
+node's local order, numbered 1, 2, 3, ... (`Delivery.local_seq`).  By default it starts at
+the beginning (the whole history); ``since=N`` resumes after number N (what a client that
+reconnects passes: `Subscription.last_seq`), ``new_only=True`` skips the history.  If the
+connection breaks, iteration raises `ConnectionLost`; open a new subscription with
+``since=sub.last_seq`` to continue without gaps or repeats.
+
+Other failures raise `ClientError`, whose message is one line for an operator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from pubsub.kernel import wire
+from pubsub.kernel.control import ErrorReply, Hello, Reply, StatusRequest
+from pubsub.kernel.message import Message, Ref, Topic
+from pubsub.skipring.messages import (
+    Delivery,
+    Follow,
+    JoinTopic,
+    LeaveTopic,
+    PublishAck,
+    PublishFailed,
+    PublishRequest,
+)
+from pubsub.runtime.net import RequestError, request, split_ref
+
+#: Seconds a request (join, status, ...) may take.
+DEFAULT_TIMEOUT = 5.0
+#: Seconds a publication may take to be acknowledged (a hand-over may need retries).
+DEFAULT_PUBLISH_TIMEOUT = 15.0
+
+
+class ClientError(Exception):
+    """A request failed; `code` is machine-readable, the message one line for an operator."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+class PublishError(ClientError):
+    """A publication was not acknowledged (see the module docstring for the codes)."""
+
+
+class ConnectionLost(ClientError):
+    """A subscription's connection ended; resume with ``since=last_seq``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """A publication acknowledged as durable at `stored_by`.
+
+    `publisher` and `seq` name it (the node that issued it and its number there), `key`
+    is its 16-byte key, `local_seq` its local number at `stored_by` when the node we
+    published through stored it itself (None after a hand-over).
+    """
+
+    topic: str
+    publisher: str
+    seq: int
+    key: bytes
+    stored_by: str
+    local_seq: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form (`pubsub publish --json`), the key as hex."""
+        return {
+            "topic": self.topic,
+            "publisher": self.publisher,
+            "seq": self.seq,
+            "key": self.key.hex(),
+            "stored_by": self.stored_by,
+            "local_seq": self.local_seq,
+        }
+
+
+def _payload(payload: bytes | str) -> bytes:
+    data = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
+    if len(data) > wire.MAX_PAYLOAD_BYTES:
+        raise PublishError(
+            "payload_too_large",
+            f"payload_too_large: payload of {len(data)} bytes exceeds the largest a frame "
+            f"carries ({wire.MAX_PAYLOAD_BYTES} bytes)",
+        )
+    return data
+
+
+def _topic(topic: str) -> Topic:
+    try:
+        return wire.validate_topic(topic)
+    except wire.WireError as exc:
+        raise ClientError("bad_topic", exc.detail) from None
+
+
+async def _connect(
+    addr: str, timeout: float
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """An open client connection (Hello sent) to the node at `addr`; ClientError if not."""
+    try:
+        host, port = split_ref(addr)
+    except wire.WireError:
+        raise ClientError("bad_address", f"bad address {addr!r}: expected HOST:PORT") from None
+    try:
+        async with asyncio.timeout(timeout):
+            reader, writer = await asyncio.open_connection(host, port)
+    except TimeoutError:
+        raise ClientError("connection", f"cannot reach {addr} within {timeout:g} s") from None
+    except ConnectionRefusedError:
+        raise ClientError("connection", f"cannot reach {addr}: connection refused") from None
+    except OSError as exc:
+        raise ClientError("connection", f"cannot reach {addr}: {exc.strerror or exc}") from None
+    writer.write(wire.encode(Hello(ref=None, role="client")))
+    return reader, writer
+
+
+async def _read(reader: asyncio.StreamReader, max_frame: int) -> Message:
+    """The next frame; IncompleteReadError at the end, WireError for garbage."""
+    length = wire.frame_length(await reader.readexactly(wire.HEADER_SIZE), max_frame)
+    return wire.decode(await reader.readexactly(length), max_frame)
+
+
+async def _close(writer: asyncio.StreamWriter | None) -> None:
+    if writer is None:
+        return
+    writer.close()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(writer.wait_closed(), 1.0)
+
+
+class _Publisher:
+    """The connection shared by concurrent `publish` calls, answers matched by id."""
+
+    def __init__(
+        self, addr: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, max_frame: int
+    ) -> None:
+        self.addr = addr
+        self.writer = writer
+        self.max_frame = max_frame
+        self.pending: dict[int, asyncio.Future[Message]] = {}
+        self.error: ClientError | None = None
+        self.task = asyncio.get_running_loop().create_task(self._read_loop(reader))
+
+    @property
+    def usable(self) -> bool:
+        return self.error is None and not self.writer.is_closing()
+
+    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                msg = await _read(reader, self.max_frame)
+                if isinstance(msg, (PublishAck, PublishFailed)):
+                    future = self.pending.pop(msg.id, None)
+                    if future is not None and not future.done():
+                        future.set_result(msg)
+                elif isinstance(msg, ErrorReply):
+                    # Not tied to one request: the node rejected a frame (should not happen
+                    # for frames this library builds).  Fail everything in flight.
+                    self._fail(ClientError(msg.code, f"{self.addr} refused a request: {msg.detail}"))
+        except asyncio.IncompleteReadError:
+            self._fail(PublishError("connection", f"{self.addr} closed the connection"))
+        except wire.WireError as exc:
+            self._fail(PublishError("connection", f"bad frame from {self.addr}: {exc}"))
+        except (ConnectionError, OSError) as exc:
+            self._fail(PublishError("connection", f"connection to {self.addr} lost: {exc}"))
+
+    def _fail(self, error: ClientError) -> None:
+        self.error = error
+        pending, self.pending = self.pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(error)
+
+    async def close(self) -> None:
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+        self._fail(PublishError("connection", "the client was closed"))
+        await _close(self.writer)
+
+
+class Client:
+    """A connection to one node (see the module docstring)."""
+
+    def __init__(
+        self,
+        node: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        publish_timeout: float = DEFAULT_PUBLISH_TIMEOUT,
+        max_frame: int = wire.DEFAULT_MAX_FRAME,
+    ) -> None:
+        self.node = Ref(node)
+        self.timeout = timeout
+        self.publish_timeout = publish_timeout
+        self.max_frame = max_frame
+        self._publisher: _Publisher | None = None
+        self._publisher_lock = asyncio.Lock()
+        self._ids = itertools.count(1)
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the publishing connection (subscriptions are closed by their owners)."""
+        publisher, self._publisher = self._publisher, None
+        if publisher is not None:
+            await publisher.close()
+
+    # ------------------------------------------------------------------ requests
+    async def _request(self, msg: Message) -> dict[str, Any]:
+        try:
+            reply = await request(self.node, msg, self.timeout, max_frame=self.max_frame)
+        except RequestError as exc:
+            raise ClientError("connection", str(exc)) from None
+        if isinstance(reply, ErrorReply):
+            raise ClientError(reply.code, f"{self.node} refused the request: {reply.code}: {reply.detail}")
+        if not isinstance(reply, Reply):
+            raise ClientError("protocol", f"{self.node} answered with an unexpected {reply.kind!r}")
+        return reply.body
+
+    async def join(self, topic: str) -> dict[str, Any]:
+        """Ask the node to subscribe to `topic` (it joins the topic's skip ring)."""
+        return await self._request(JoinTopic(topic=_topic(topic)))
+
+    async def leave(self, topic: str) -> dict[str, Any]:
+        """Ask the node to unsubscribe from `topic`."""
+        return await self._request(LeaveTopic(topic=_topic(topic)))
+
+    async def status(self) -> dict[str, Any]:
+        """The node's status (README: `status --node`)."""
+        return await self._request(StatusRequest())
+
+    # ------------------------------------------------------------------ publishing
+    async def _publishing_connection(self) -> _Publisher:
+        async with self._publisher_lock:
+            if self._publisher is None or not self._publisher.usable:
+                if self._publisher is not None:
+                    await self._publisher.close()
+                    self._publisher = None
+                try:
+                    reader, writer = await _connect(self.node, self.timeout)
+                except ClientError as exc:
+                    raise PublishError(exc.code, str(exc)) from None
+                self._publisher = _Publisher(self.node, reader, writer, self.max_frame)
+            return self._publisher
+
+    async def publish(self, topic: str, payload: bytes | str) -> Ack:
+        """Publish `payload` (str is sent as UTF-8) on `topic`; the Ack means durable."""
+        name = _topic(topic)
+        data = _payload(payload)
+        publisher = await self._publishing_connection()
+        request_id = next(self._ids)
+        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        publisher.pending[request_id] = future
+        try:
+            publisher.writer.write(
+                wire.encode(PublishRequest(topic=name, payload=data, id=request_id), self.max_frame)
+            )
+            await publisher.writer.drain()
+            async with asyncio.timeout(self.publish_timeout):
+                answer = await future
+        except TimeoutError:
+            raise PublishError(
+                "timeout",
+                f"no acknowledgement from {self.node} within {self.publish_timeout:g} s "
+                "(the publication may or may not be stored)",
+            ) from None
+        except wire.WireError as exc:
+            raise PublishError("payload_too_large", str(exc)) from None
+        except (ConnectionError, OSError) as exc:
+            raise PublishError("connection", f"connection to {self.node} lost: {exc}") from None
+        finally:
+            publisher.pending.pop(request_id, None)
+        if isinstance(answer, PublishFailed):
+            raise PublishError(answer.code, f"{self.node}: {answer.code}: {answer.detail}")
+        assert isinstance(answer, PublishAck)
+        return Ack(
+            answer.topic, answer.publisher, answer.seq, answer.key, answer.stored_by, answer.local_seq
+        )
+
+    # ------------------------------------------------------------------ reading
+    def subscribe(
+        self, topic: str, since: int = 0, new_only: bool = False, *, join: bool = True
+    ) -> Subscription:
+        """A live stream of the topic's publications at this node (see `Subscription`).
+
+        With `join` the node is first asked to subscribe to the topic.
+        """
+        return Subscription(self, _topic(topic), since, new_only, join=join, live=True)
+
+    async def history(self, topic: str, since: int = 0) -> list[Delivery]:
+        """Every publication of `topic` the node holds now with local number > `since`."""
+        out: list[Delivery] = []
+        async with Subscription(self, _topic(topic), since, False, join=False, live=False) as sub:
+            async for delivery in sub:
+                out.append(delivery)
+        return out
+
+
+class Subscription:
+    """One Follow stream: an async iterator of `Delivery`, and an async context manager.
+
+    `last_seq` is the local number of the last delivery handed out (or `since`); `latest`
+    is what the node held when the stream began.
+    """
+
+    def __init__(
+        self, client: Client, topic: Topic, since: int, new_only: bool, *, join: bool, live: bool
+    ) -> None:
+        if since < 0:
+            raise ClientError("bad_since", f"since must not be negative, got {since}")
+        self.client = client
+        self.topic = topic
+        self.since = since
+        self.new_only = new_only
+        self.join = join
+        self.live = live
+        self.last_seq = since
+        self.latest: int | None = None
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._ended = False
+
+    async def open(self) -> Subscription:
+        """Join (if asked), connect and start the stream; idempotent."""
+        if self._reader is not None:
+            return self
+        client = self.client
+        if self.join:
+            await client.join(self.topic)
+        reader, writer = await _connect(client.node, client.timeout)
+        self._writer = writer
+        try:
+            follow = Follow(self.topic, self.since, self.new_only, self.live)
+            writer.write(wire.encode(follow, client.max_frame))
+            async with asyncio.timeout(client.timeout):
+                first = await _read(reader, client.max_frame)
+        except TimeoutError:
+            await self.close()
+            raise ClientError("timeout", f"{client.node} did not start the stream") from None
+        except (asyncio.IncompleteReadError, ConnectionError, OSError, wire.WireError) as exc:
+            await self.close()
+            raise ClientError("connection", f"{client.node}: stream failed to start: {exc}") from None
+        if isinstance(first, ErrorReply):
+            await self.close()
+            raise ClientError(first.code, f"{client.node} refused the stream: {first.detail}")
+        if not isinstance(first, Reply):
+            await self.close()
+            raise ClientError("protocol", f"{client.node} started the stream with {first.kind!r}")
+        self.since = int(first.body.get("since", self.since))
+        self.last_seq = self.since
+        self.latest = int(first.body.get("latest", 0))
+        self._reader = reader
+        return self
+
+    async def close(self) -> None:
+        """End the stream (the node notices and stops)."""
+        writer, self._writer = self._writer, None
+        self._ended = True
+        await _close(writer)
+
+    async def __aenter__(self) -> Subscription:
+        return await self.open()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def __aiter__(self) -> AsyncIterator[Delivery]:
+        return self
+
+    async def __anext__(self) -> Delivery:
+        if self._reader is None and not self._ended:
+            await self.open()
+        if self._ended or self._reader is None:
+            raise StopAsyncIteration
+        node = self.client.node
+        try:
+            msg = await _read(self._reader, self.client.max_frame)
+        except asyncio.IncompleteReadError:
+            self._ended = True
+            raise ConnectionLost(
+                "connection", f"{node} closed the stream after local #{self.last_seq}"
+            ) from None
+        except (ConnectionError, OSError, wire.WireError) as exc:
+            self._ended = True
+            raise ConnectionLost(
+                "connection", f"stream from {node} broke after local #{self.last_seq}: {exc}"
+            ) from None
+        if isinstance(msg, Delivery):
+            self.last_seq = msg.local_seq
+            return msg
+        if isinstance(msg, Reply) and msg.body.get("end"):
+            self._ended = True
+            raise StopAsyncIteration
+        if isinstance(msg, ErrorReply):
+            self._ended = True
+            raise ClientError(msg.code, f"{node} ended the stream: {msg.code}: {msg.detail}")
+        self._ended = True
+        raise ClientError("protocol", f"{node} sent an unexpected {msg.kind!r} on the stream")
+
+
+__all__ = [
+    "Ack",
+    "Client",
+    "ClientError",
+    "ConnectionLost",
+    "PublishError",
+    "Subscription",
+    "DEFAULT_PUBLISH_TIMEOUT",
+    "DEFAULT_TIMEOUT",
+]

@@ -1,0 +1,422 @@
+"""The wire format: frame codec, message schema, size limits, validation errors.
+
+This codec knows no mode's types: each mode teaches it its own field annotations with
+`register_field_type`.
+
+A frame is a 4-byte big-endian payload length followed by the payload, one msgpack map::
+
+    {"v": 1, "t": <message kind>, <field>: <value>, ...}
+
+Every field of every registered message (`pubsub.kernel.message.MESSAGE_TYPES`) is validated from
+the dataclass annotations alone, so adding a message needs no codec change:
+
+========================  ================================================================
+annotation                on the wire
+========================  ================================================================
+``Topic``                 str, 1..256 characters, no control characters
+``Ref``                   str ``"host:port"``; host 1..253 of ``[A-Za-z0-9._-]`` (this
+                          covers names and IPv4 literals), port 1..65535
+``list[str]``             an array of at most `MAX_STRINGS` (1024) strings of <= 4096 chars
+registered types          whatever `register_field_type` was told by a mode (the skip
+                          ring's labels, contacts, trie digests and publications,
+                          `pubsub.skipring.fields`; the broker mode's filters and
+                          publication attributes, `broker.cores.messages`)
+========================  ================================================================
+
+Fields the message does not have are rejected, fields it needs are required.  Anything that
+is not a valid frame raises `WireError` with a short machine-readable code (the network
+runtime counts errors by code and answers with an ``ErrorReply`` carrying it).  Nothing in
+here does I/O: `pubsub.kernel.framing.FrameDecoder` cuts a byte stream into frames with
+`frame_length` (frames over the maximum are refused *before* their body is read) and the
+runtime calls `decode` on each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import struct
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, Literal, NewType
+
+import msgpack
+
+from pubsub.kernel.message import MESSAGE_TYPES, Message, Ref, Topic
+
+#: Protocol version carried in every frame as "v".
+PROTOCOL_VERSION = 1
+#: Default largest payload accepted (the 4-byte header not included).
+DEFAULT_MAX_FRAME = 1 << 20
+#: The length prefix.
+HEADER = struct.Struct(">I")
+HEADER_SIZE = HEADER.size
+
+MAX_TOPIC_CHARS = 256
+MAX_HOST_CHARS = 253
+MAX_STR_CHARS = 4096
+MAX_BODY_DEPTH = 32
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+#: Most strings in one ``list[str]`` field.
+MAX_STRINGS = 1024
+#: Largest opaque payload a message may carry: the default frame less room for the rest of
+#: the message (topic <= 1 KiB as UTF-8, references, a key, numbers, field names).
+MAX_PAYLOAD_BYTES = DEFAULT_MAX_FRAME - 4096
+
+#: Every code `decode` / `frame_length` / `encode` can raise.
+ERROR_CODES = (
+    "bad_msgpack",
+    "not_a_map",
+    "bad_version",
+    "unknown_type",
+    "bad_field",
+    "missing_field",
+    "frame_too_large",
+    "unencodable",
+)
+
+_HOST_RE = re.compile(rf"[A-Za-z0-9._-]{{1,{MAX_HOST_CHARS}}}")
+_PORT_RE = re.compile(r"[0-9]{1,5}")
+
+
+class WireError(ValueError):
+    """A frame or field that is not valid on the wire; `code` is one of ERROR_CODES."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+
+# --- field validators (also used by the CLI and the store) -----------------------------------
+def short(value: object, limit: int = 60) -> str:
+    """`value` shown for an error message, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def validate_topic(value: object) -> Topic:
+    """A topic name: 1..256 characters, none of them a control character."""
+    if not isinstance(value, str):
+        raise WireError("bad_field", f"topic must be a string, got {short(value)}")
+    if not 1 <= len(value) <= MAX_TOPIC_CHARS:
+        raise WireError("bad_field", f"topic must have 1..{MAX_TOPIC_CHARS} characters")
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
+        raise WireError("bad_field", f"topic contains a control character: {short(value)}")
+    return Topic(value)
+
+
+def validate_ref(value: object) -> Ref:
+    """A reference "host:port" (host of [A-Za-z0-9._-], 1..253 characters; port 1..65535)."""
+    if not isinstance(value, str):
+        raise WireError("bad_field", f"reference must be a string, got {short(value)}")
+    host, sep, port = value.rpartition(":")
+    if (
+        not sep
+        or not _HOST_RE.fullmatch(host)
+        or not _PORT_RE.fullmatch(port)
+        or not 1 <= int(port) <= 65535
+    ):
+        raise WireError("bad_field", f"reference must be host:port, got {short(value)}")
+    return Ref(value)
+
+
+def validate_int(value: object) -> int:
+    """A signed 64-bit integer (booleans are not integers here)."""
+    if type(value) is not int or not INT64_MIN <= value <= INT64_MAX:
+        raise WireError("bad_field", f"expected a 64-bit integer, got {short(value)}")
+    return value
+
+
+def validate_bool(value: object) -> bool:
+    """True or false (integers are not booleans here)."""
+    if type(value) is not bool:
+        raise WireError("bad_field", f"expected true or false, got {short(value)}")
+    return value
+
+
+def validate_str(value: object) -> str:
+    """A string of at most 4096 characters."""
+    if not isinstance(value, str) or len(value) > MAX_STR_CHARS:
+        raise WireError("bad_field", f"expected a string of <= {MAX_STR_CHARS} characters")
+    return value
+
+
+def _check_json_like(value: object, depth: int) -> None:
+    """`value` is at container depth `depth` (the body map itself is depth 1)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return
+    if depth > MAX_BODY_DEPTH:
+        raise WireError("bad_field", f"lists and maps nested deeper than {MAX_BODY_DEPTH}")
+    if isinstance(value, list):
+        for item in value:
+            _check_json_like(item, depth + 1)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise WireError("bad_field", f"map keys must be strings, got {short(key)}")
+            _check_json_like(item, depth + 1)
+        return
+    raise WireError("bad_field", f"unsupported value {short(value)}")
+
+
+def validate_map(value: object) -> dict[str, Any]:
+    """A map with string keys whose values are JSON-like (nil, bool, numbers, str, list, map)."""
+    if not isinstance(value, dict):
+        raise WireError("bad_field", f"expected a map, got {short(value)}")
+    _check_json_like(value, 1)
+    return value
+
+
+def exact_bytes(value: object, size: int, what: str) -> bytes:
+    """bin of exactly `size` bytes (`what` names it in the error)."""
+    if type(value) is not bytes or len(value) != size:
+        got = f"{len(value)} bytes" if isinstance(value, bytes) else short(value)
+        raise WireError("bad_field", f"{what} must be exactly {size} bytes, got {got}")
+    return value
+
+
+def bounded_bytes(value: object, limit: int, what: str) -> bytes:
+    """bin of at most `limit` bytes (`what` names it in the error)."""
+    if type(value) is not bytes:
+        raise WireError("bad_field", f"{what} must be bytes, got {short(value)}")
+    if len(value) > limit:
+        raise WireError("bad_field", f"{what} of {len(value)} bytes exceeds {limit}")
+    return value
+
+
+def bounded_list(inner: Validator, limit: int, what: str) -> Validator:
+    """An array of at most `limit` items, each checked by `inner`."""
+    def check(value: object) -> list[Any]:
+        if not isinstance(value, list):
+            raise WireError("bad_field", f"{what} must be an array, got {short(value)}")
+        if len(value) > limit:
+            raise WireError("bad_field", f"{len(value)} {what} exceed the limit of {limit}")
+        return [inner(item) for item in value]
+
+    return check
+
+
+# --- schema: one (decoder, encoder) pair per annotation --------------------------------------
+Validator = Callable[[object], Any]
+Encoder = Callable[[Any], Any]
+
+
+def identity(value: Any) -> Any:
+    """The encoder of a field that travels as it is."""
+    return value
+
+
+def list_encoder(inner: Encoder) -> Encoder:
+    """Encode each item of a list with `inner`."""
+    def enc(value: Any) -> list[Any]:
+        return [inner(item) for item in value]
+
+    return enc
+
+
+def _optional(inner: Validator) -> Validator:
+    def check(value: object) -> Any:
+        return None if value is None else inner(value)
+
+    return check
+
+
+def _optional_encoder(inner: Encoder) -> Encoder:
+    def enc(value: Any) -> Any:
+        return None if value is None else inner(value)
+
+    return enc
+
+
+def _literal(choices: tuple[object, ...]) -> Validator:
+    def check(value: object) -> Any:
+        if not isinstance(value, str) or value not in choices:
+            raise WireError("bad_field", f"expected one of {list(choices)}, got {short(value)}")
+        return value
+
+    return check
+
+
+#: Field types taught to the codec by other packages: annotation -> (validator, encoder).
+FIELD_TYPES: dict[Any, tuple[Validator, Encoder]] = {}
+
+
+def register_field_type(annotation: Any, check: Validator, encode: Encoder) -> None:
+    """Teach the codec a field annotation defined by a mode (one validator that returns the
+    decoded value or raises WireError, one encoder to msgpack-able data).  Registering the
+    same annotation again replaces it."""
+    FIELD_TYPES[annotation] = (check, encode)
+    _SPECS.clear()
+
+
+def _schema_for(annotation: Any) -> tuple[Validator, Encoder]:
+    """The validator and encoder for one field annotation; TypeError if unsupported."""
+    registered = FIELD_TYPES.get(annotation)
+    if registered is not None:
+        return registered
+    if annotation is Topic:
+        return validate_topic, identity
+    if annotation is Ref:
+        return validate_ref, identity
+    if annotation is int:
+        return validate_int, identity
+    if annotation is bool:
+        return validate_bool, identity
+    if annotation is str:
+        return validate_str, identity
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is list and args == (str,):
+        return bounded_list(validate_str, MAX_STRINGS, "strings"), list_encoder(identity)
+    if origin is Literal and all(isinstance(a, str) for a in args):
+        return _literal(args), identity
+    if origin is dict and args and args[0] is str:
+        return validate_map, identity
+    if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
+        inner = args[0] if args[1] is type(None) else args[1]
+        check, enc = _schema_for(inner)
+        return _optional(check), _optional_encoder(enc)
+    if isinstance(annotation, NewType):
+        raise TypeError(f"no wire schema for NewType {annotation.__name__}")
+    raise TypeError(f"no wire schema for annotation {annotation!r}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """How one message field travels."""
+
+    name: str
+    check: Validator
+    encode: Encoder
+    required: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MessageSpec:
+    """How one message type travels."""
+
+    kind: str
+    cls: type
+    fields: tuple[FieldSpec, ...]
+    names: frozenset[str]
+
+
+def _build_spec(kind: str, cls: type) -> MessageSpec:
+    hints = typing.get_type_hints(cls)
+    specs = []
+    for f in dataclasses.fields(cls):
+        check, enc = _schema_for(hints[f.name])
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        specs.append(FieldSpec(f.name, check, enc, required))
+    return MessageSpec(kind, cls, tuple(specs), frozenset(s.name for s in specs))
+
+
+_SPECS: dict[str, MessageSpec] = {}
+
+
+def spec(kind: str) -> MessageSpec:
+    """The schema of a registered message kind (built on first use, then cached).
+
+    Built lazily so that messages registered after this module is imported are covered too.
+    """
+    found = _SPECS.get(kind)
+    if found is None:
+        cls = MESSAGE_TYPES.get(kind)
+        if cls is None:
+            raise WireError("unknown_type", f"unknown message type {short(kind)}")
+        found = _SPECS[kind] = _build_spec(kind, cls)
+    return found
+
+
+def check_schemas() -> None:
+    """Build every registered message's schema now; TypeError names an unsupported field."""
+    for kind in MESSAGE_TYPES:
+        spec(kind)
+
+
+# --- frames ----------------------------------------------------------------------------------
+def frame_length(header: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> int:
+    """The payload length announced by a 4-byte header; frame_too_large over `max_frame`."""
+    (length,) = HEADER.unpack(header)
+    if length > max_frame:
+        raise WireError("frame_too_large", f"frame of {length} bytes exceeds {max_frame}")
+    return length
+
+
+def encode_payload(msg: Message) -> bytes:
+    """The msgpack payload of `msg` (no length prefix)."""
+    s = spec(msg.kind)
+    if type(msg) is not s.cls:
+        raise WireError("unencodable", f"{type(msg).__name__} is not the {s.kind!r} message")
+    body: dict[str, Any] = {"v": PROTOCOL_VERSION, "t": s.kind}
+    try:
+        for f in s.fields:
+            body[f.name] = f.encode(getattr(msg, f.name))
+        return msgpack.packb(body, use_bin_type=True)
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise WireError("unencodable", f"cannot encode {s.kind}: {exc}") from None
+
+
+def encode(msg: Message, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
+    """The whole frame for `msg`: length prefix and payload.
+
+    Raises WireError("frame_too_large") rather than produce a frame a peer would refuse.
+    """
+    payload = encode_payload(msg)
+    if len(payload) > max_frame:
+        raise WireError(
+            "frame_too_large", f"{msg.kind} frame of {len(payload)} bytes exceeds {max_frame}"
+        )
+    return HEADER.pack(len(payload)) + payload
+
+
+def decode(payload: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> Message:
+    """The message in one frame's payload; raises WireError for anything invalid."""
+    n = len(payload)
+    if n > max_frame:
+        raise WireError("frame_too_large", f"frame of {n} bytes exceeds {max_frame}")
+    try:
+        obj = msgpack.unpackb(
+            payload,
+            raw=False,
+            strict_map_key=True,
+            use_list=True,
+            max_str_len=n,
+            max_bin_len=n,
+            max_array_len=n,
+            max_map_len=n // 2,
+            max_ext_len=0,
+        )
+    except Exception as exc:  # msgpack raises many types (ExtraData, FormatError, ...)
+        raise WireError("bad_msgpack", f"{type(exc).__name__}: {exc}"[:200]) from None
+    if not isinstance(obj, dict):
+        raise WireError("not_a_map", f"frame holds {type(obj).__name__}, not a map")
+    version = obj.get("v")
+    if type(version) is not int or version != PROTOCOL_VERSION:
+        raise WireError(
+            "bad_version",
+            f"protocol version {short(version)} (this side speaks {PROTOCOL_VERSION})",
+        )
+    if "t" not in obj:
+        raise WireError("missing_field", "frame has no message type 't'")
+    kind = obj["t"]
+    if not isinstance(kind, str) or kind not in MESSAGE_TYPES:
+        raise WireError("unknown_type", f"unknown message type {short(kind)}")
+    s = spec(kind)
+    extra = obj.keys() - s.names - {"v", "t"}
+    if extra:
+        raise WireError("bad_field", f"{kind} has no field(s) {short(sorted(extra))}")
+    values: dict[str, Any] = {}
+    for f in s.fields:
+        if f.name in obj:
+            try:
+                values[f.name] = f.check(obj[f.name])
+            except WireError as exc:
+                raise WireError(exc.code, f"{kind}.{f.name}: {exc.detail}") from None
+        elif f.required:
+            raise WireError("missing_field", f"{kind} needs field {f.name!r}")
+    return s.cls(**values)

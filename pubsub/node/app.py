@@ -1,0 +1,626 @@
+"""The subscriber daemon: `NodeCore` on the network runtime, with a durable publication store.
+
+Clients talk to it with control requests:
+
+* JoinTopic -> ``core.join`` (and the topic's trie is refilled from the store), LeaveTopic
+  -> ``core.leave``, StatusRequest -> the core's status, the publication section described
+  in the README and the runtime's counters under "stats";
+* PublishRequest -> answered later with PublishAck or PublishFailed (below);
+* Follow -> a stream of Delivery frames (`pubsub.node.delivery`).
+
+Topics.  With a data directory the node keeps the topics it should be subscribed to
+(``core.wanted_topics``) in ``<data>/topics.json``, rewritten atomically (temporary file,
+fsync, rename) whenever the set changes, and joins them again when it starts.  BuildSR
+state is soft: the supervisor and the neighbours rebuild it (self-stabilization).
+
+Publications are not soft.  Every publication the core stores (issued here, handed over,
+flooded or repaired by anti-entropy) is written to the store (`pubsub.node.store`, SQLite in
+``<data>/publications.sqlite3``, or in memory without a data directory) before it counts
+as delivered: arrivals are collected after each call into the core and written in one
+transaction per event-loop pass (group commit); only then are they numbered for clients,
+streamed to followers, acknowledged to publishers and -- for publications issued or
+handed over here -- flooded.  At start every stored topic's trie is rebuilt from the store.
+
+Telemetry (`pubsub.telemetry.metrics.Telemetry`, optional): observers in ``observers`` hear about
+every state change (``touched``), every Timeout (``ticked``) and every commit (``stored``,
+the rows written); they emit the event stream and count deliveries for the metrics.  A
+publication issued here is stamped with the wall clock (``published_ms``) when accepted.
+
+Sequence numbers.  The core numbers the publications this node issues.  The store records
+a reservation ``seq_reserved``; numbers are taken below it, and a new block of `SEQ_BLOCK`
+is reserved (one small transaction) before the first number beyond it is used.  A restarted
+node continues at the reservation, so it never issues a (publisher, seq) pair twice, even
+for a publication that left the node (by anti-entropy) before its commit.
+
+Publishing.  A PublishRequest whose payload exceeds ``max_payload_bytes`` fails with
+``payload_too_large``.  A member of the topic stores the publication, commits, acknowledges
+(PublishAck with its local number), then floods.  Any other node hands it over to a member
+(`pubsub.skipring.handover`: GetMember to the supervisor, HandOver to the member, whose
+HandOverAck comes after *its* commit) and acknowledges once a member holds it durably, or
+fails with ``no_members`` / ``handover_failed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, Protocol
+
+import uvloop
+
+from pubsub.runtime.datadir import prepare_data_dir
+from pubsub.skipring.antientropy import DEFAULT_BATCH_BYTES, Arrival
+from pubsub.node.delivery import Deliveries
+from pubsub.skipring.handover import HandOverClient
+from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
+from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.skipring.messages import (
+    Follow,
+    HandOver,
+    HandOverAck,
+    JoinTopic,
+    LeaveTopic,
+    MemberIs,
+    Publication,
+    PublishAck,
+    PublishFailed,
+    PublishRequest,
+)
+from pubsub.runtime.admin import open_admin
+from pubsub.runtime.net import ClientSession, LogLimiter, Runtime, Stats
+from pubsub.skipring.nodecore import NodeCore
+from pubsub.telemetry.metrics import Telemetry
+from pubsub.node.settings import DEFAULT_MAX_PAYLOAD_BYTES, FRAME_OVERHEAD, NodeSettings
+from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
+from pubsub.node.store import NewRow, PublicationStore, StoreError
+from pubsub.kernel.wire import WireError, validate_topic
+
+log = logging.getLogger(__name__)
+
+TOPICS_FILE = "topics.json"
+TOPICS_FORMAT = 1
+#: Sequence numbers reserved durably at a time (see the module docstring).
+SEQ_BLOCK = 1024
+#: Seconds before a failed store write is tried again.
+STORE_RETRY = 1.0
+
+
+class TopicFileError(RuntimeError):
+    """The topics file cannot be read or written; the message is one line for the operator."""
+
+
+class TopicFile:
+    """The durable set of wanted topics, one JSON document written atomically."""
+
+    def __init__(self, data_dir: Path | str) -> None:
+        self.dir = prepare_data_dir(Path(data_dir), TopicFileError)
+        self.path = self.dir / TOPICS_FILE
+
+    def load(self) -> set[Topic]:
+        """The stored topics (empty when there is no file yet); invalid entries are skipped."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return set()
+        except OSError as exc:
+            raise TopicFileError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        try:
+            doc = json.loads(text)
+            entries = doc["topics"]
+            if not isinstance(entries, list):
+                raise TypeError("'topics' is not a list")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise TopicFileError(f"{self.path} is not a topics file: {exc}") from None
+        topics: set[Topic] = set()
+        for entry in entries:
+            try:
+                topics.add(validate_topic(entry))
+            except WireError as exc:
+                log.warning("%s: skipping invalid topic %r: %s", self.path, entry, exc.detail)
+        return topics
+
+    def save(self, topics: set[Topic]) -> None:
+        """Replace the file with `topics` (temporary file, fsync, rename, fsync directory)."""
+        doc = {"format": TOPICS_FORMAT, "topics": sorted(topics)}
+        tmp = self.path.with_name(f".{TOPICS_FILE}.tmp")
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(doc, f, ensure_ascii=False, indent=1)
+                f.write("\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+            fd = os.open(self.dir, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise TopicFileError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+
+
+class NodeCoreLike(Protocol):
+    """The part of `pubsub.skipring.nodecore.NodeCore` the daemon uses."""
+
+    ref: Ref
+    supervisor: Ref
+    wanted_topics: set[Topic]
+    next_seq: int
+    flooding: bool
+    publications: dict[Topic, Any]
+
+    def join(self, topic: Topic) -> list[Send]: ...
+    def leave(self, topic: Topic) -> list[Send]: ...
+    def handle(self, msg: Message, now: float) -> list[Send]: ...
+    def timeout(self, now: float) -> list[Send]: ...
+    def peer_unreachable(self, ref: Ref, now: float) -> list[Send]: ...
+    def status(self) -> dict[str, object]: ...
+    def is_member(self, topic: Topic) -> bool: ...
+    def issue(self, payload: bytes, published_ms: int = 0) -> Publication: ...
+    def publish_publication(self, topic: Topic, publication: Publication) -> list[Send]: ...
+    def holds(self, topic: Topic, publication: Publication) -> bool: ...
+    def restore(self, topic: Topic, publications: Iterable[Publication]) -> int: ...
+    def drain_arrivals(self) -> list[tuple[Topic, Arrival]]: ...
+
+
+#: Run after a commit: (whether it succeeded, local numbers of what it wrote by (topic, key)).
+AfterCommit = Callable[[bool, dict[tuple[Topic, bytes], int]], None]
+
+
+class NodeApp:
+    """The `pubsub.runtime.net.Application` of the subscriber daemon."""
+
+    def __init__(
+        self,
+        ref: Ref,
+        core: NodeCoreLike,
+        stats: Stats,
+        topic_file: TopicFile | None = None,
+        *,
+        store: PublicationStore | None = None,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        handover_timeout: float = 1.5,
+        handover_attempts: int = 4,
+    ) -> None:
+        self.ref = ref
+        self.core = core
+        self.stats = stats
+        self.topic_file = topic_file
+        self.store = store if store is not None else PublicationStore(None)
+        self.max_payload_bytes = max_payload_bytes
+        self.handover = HandOverClient(
+            ref, core.supervisor, step_timeout=handover_timeout, attempts=handover_attempts
+        )
+        self.deliveries = Deliveries(self.store)
+        self.runtime: Runtime | None = None
+        self.counters: Counter[str] = Counter()
+        self._saved: set[Topic] | None = None
+        self._rows: list[NewRow] = []  # stored in the tries, not yet written
+        self._after: list[AfterCommit] = []
+        self._commit_scheduled = False
+        self._clients: dict[int, tuple[ClientSession, int]] = {}  # hand-over -> (client, id)
+        self._limiter = LogLimiter(log)
+        self.core.next_seq = max(self.core.next_seq, self.store.seq_reserved)
+        self._seq_limit = self.store.seq_reserved
+        #: Timeout actions run so far (the ``interval`` of events).
+        self.intervals = 0
+        #: Telemetry (`pubsub.telemetry.events.Observer`): told about state changes, Timeouts, commits.
+        self.observers: list[Any] = []
+
+    def attach(self, runtime: Runtime) -> None:
+        """Called by the runtime when it starts: where later answers and sends go."""
+        self.runtime = runtime
+
+    # ------------------------------------------------------------------ topics
+    def rejoin(self) -> list[Send]:
+        """Join every stored topic again (call once, before the runtime starts serving)."""
+        if self.topic_file is None:
+            return []
+        topics = self.topic_file.load()
+        self._saved = set(topics)
+        sends: list[Send] = []
+        for topic in sorted(topics):
+            sends.extend(self.join(topic))
+        if topics:
+            log.info("%s: rejoining %d stored topics", self.ref, len(topics))
+        return sends
+
+    def join(self, topic: Topic) -> list[Send]:
+        """`core.join`; a topic whose trie is new is refilled from the store."""
+        fresh = topic not in self.core.publications
+        sends = self.core.join(topic)
+        if fresh and self.store.latest(topic):
+            restored = self.core.restore(topic, self.store.publications(topic))
+            log.info("%s: %s: %d publications restored from the store", self.ref, topic, restored)
+        return sends
+
+    # ------------------------------------------------------------------ the protocol
+    def handle(self, msg: Message, now: float) -> list[Send]:
+        self._notify("touched")
+        if isinstance(msg, (MemberIs, HandOverAck)):
+            sends = self.handover.handle(msg, now)
+            self._answer_handovers()
+            return sends
+        if isinstance(msg, HandOver):
+            return self._accept_handover(msg)
+        sends = self.core.handle(msg, now)
+        self._collect()
+        return sends
+
+    def timeout(self, now: float) -> list[Send]:
+        self.intervals += 1
+        sends = self.core.timeout(now)
+        sends.extend(self.handover.timeout(now))
+        self._answer_handovers()
+        self._collect()
+        self._notify("ticked")
+        return sends
+
+    def peer_unreachable(self, ref: Ref, now: float) -> list[Send]:
+        return self.core.peer_unreachable(ref, now)
+
+    # ------------------------------------------------------------------ clients
+    def session_request(
+        self, msg: Message, session: ClientSession, now: float
+    ) -> list[Send] | None:
+        """Publish and Follow answer later or stream; everything else goes to `control`."""
+        self._notify("touched")
+        if isinstance(msg, PublishRequest):
+            return self._publish(msg, session, now)
+        if isinstance(msg, Follow):
+            if self.runtime is None:
+                session.send(ErrorReply(code="unavailable", detail="the node is not running"))
+                return []
+            self.deliveries.open(msg, session, self.runtime.spawn)
+            return []
+        return None
+
+    def control(self, msg: Message, now: float) -> tuple[Message, list[Send]]:
+        self._notify("touched")
+        if isinstance(msg, JoinTopic):
+            sends = self.join(msg.topic)
+            return self._changed("join", msg.topic), sends
+        if isinstance(msg, LeaveTopic):
+            sends = self.core.leave(msg.topic)
+            return self._changed("leave", msg.topic), sends
+        if isinstance(msg, StatusRequest):
+            return Reply(body=self.status()), []
+        return ErrorReply(
+            code="unsupported", detail=f"a node does not accept {msg.kind!r} from clients"
+        ), []
+
+    def _changed(self, action: str, topic: Topic) -> Message:
+        body: dict[str, object] = {"ok": True, "action": action, "topic": topic, "persisted": False}
+        if self.topic_file is not None:
+            wanted = set(self.core.wanted_topics)
+            if wanted != self._saved:
+                try:
+                    self.topic_file.save(wanted)
+                    self._saved = wanted
+                except TopicFileError as exc:
+                    self.stats.error("persist_error")
+                    log.error("%s", exc)
+                    body["warning"] = str(exc)
+                    return Reply(body=body)
+            body["persisted"] = True
+        return Reply(body=body)
+
+    # ------------------------------------------------------------------ publishing
+    def _publish(self, msg: PublishRequest, session: ClientSession, now: float) -> list[Send]:
+        def fail(code: str, detail: str) -> list[Send]:
+            self.counters[f"publish_failed_{code}"] += 1
+            session.send(PublishFailed(id=msg.id, code=code, detail=detail))
+            return []
+
+        size = len(msg.payload)
+        if size > self.max_payload_bytes:
+            return fail(
+                "payload_too_large",
+                f"payload of {size} bytes exceeds this node's limit of "
+                f"{self.max_payload_bytes} bytes (PUBSUB_MAX_PAYLOAD_BYTES)",
+            )
+        try:
+            self._reserve_seq()
+        except StoreError as exc:
+            self.stats.error("store_error")
+            return fail("store_error", str(exc))
+        publication = self.core.issue(msg.payload, published_ms=int(time.time() * 1000))
+        topic = msg.topic
+        if not self.core.is_member(topic):
+            request, sends = self.handover.start(topic, publication, now)
+            self._clients[request] = (session, msg.id)
+            self.counters["handovers_started"] += 1
+            return sends
+        floods = self.core.publish_publication(topic, publication)
+        self._collect()
+
+        def done(ok: bool, written: dict[tuple[Topic, bytes], int]) -> None:
+            if not ok:
+                fail("store_error", "the publication could not be written to the store")
+                return
+            self.counters["published_local"] += 1
+            session.send(
+                PublishAck(
+                    id=msg.id,
+                    topic=topic,
+                    publisher=publication.publisher,
+                    seq=publication.seq,
+                    key=publication.key,
+                    stored_by=self.ref,
+                    local_seq=written.get((topic, publication.key)),
+                )
+            )
+            self._dispatch(floods)  # durable first, then the acknowledgement, then flooding
+
+        self._after_commit(done)
+        return []
+
+    def _reserve_seq(self) -> None:
+        """Make sure the next sequence number is below the durable reservation."""
+        if not self.store.durable or self.core.next_seq < self._seq_limit:
+            return
+        limit = self.core.next_seq + SEQ_BLOCK
+        self.store.reserve_seq(limit)
+        self._seq_limit = limit
+
+    def _answer_handovers(self) -> None:
+        for outcome in self.handover.drain_outcomes():
+            client = self._clients.pop(outcome.request, None)
+            if client is None:
+                continue
+            session, client_id = client
+            p = outcome.publication
+            if outcome.ok and outcome.member is not None:
+                self.counters["handovers_succeeded"] += 1
+                session.send(
+                    PublishAck(
+                        id=client_id,
+                        topic=outcome.topic,
+                        publisher=p.publisher,
+                        seq=p.seq,
+                        key=p.key,
+                        stored_by=outcome.member,
+                        local_seq=None,
+                    )
+                )
+            else:
+                self.counters[f"publish_failed_{outcome.code}"] += 1
+                session.send(PublishFailed(id=client_id, code=outcome.code, detail=outcome.detail))
+
+    def _accept_handover(self, msg: HandOver) -> list[Send]:
+        """A non-member hands a publication to us: store it durably, answer, then flood."""
+        self.counters["handovers_received"] += 1
+
+        def answer(ok: bool, code: str = "") -> Send:
+            return Send(msg.sender, HandOverAck(msg.topic, self.ref, msg.request, ok, code))
+
+        if not self.core.is_member(msg.topic):
+            return [answer(False, "not_member")]
+        floods = self.core.publish_publication(msg.topic, msg.publication)
+        if not self.core.holds(msg.topic, msg.publication):
+            return [answer(False, "bad_publication")]
+        self._collect(via="handover")
+
+        def done(ok: bool, written: dict[tuple[Topic, bytes], int]) -> None:
+            if ok:
+                self._dispatch([answer(True), *floods])
+            else:
+                self._dispatch([answer(False, "store_error")])
+
+        self._after_commit(done)
+        return []
+
+    # ------------------------------------------------------------------ persistence
+    def _collect(self, via: str | None = None) -> None:
+        """Queue what the core stored since the last call for the next commit."""
+        arrivals = self.core.drain_arrivals()
+        if not arrivals:
+            return
+        for topic, arrival in arrivals:
+            self._rows.append(NewRow(topic, arrival.publication, via or arrival.via, arrival.hops))
+        self._schedule_commit()
+
+    def _after_commit(self, action: AfterCommit) -> None:
+        self._after.append(action)
+        self._schedule_commit()
+
+    def _schedule_commit(self) -> None:
+        if self._commit_scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()  # no event loop (a test driving the app by hand): write now
+            return
+        self._commit_scheduled = True
+        loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write every queued publication in one transaction, then run what waited for it:
+        wake streams, acknowledge, flood.  On failure the rows stay queued and are retried."""
+        self._commit_scheduled = False
+        rows, self._rows = self._rows, []
+        actions, self._after = self._after, []
+        try:
+            written = self.store.append(rows)
+        except StoreError as exc:
+            self.stats.error("store_error")
+            self._rows = rows + self._rows
+            self._log_store_error(exc)
+            for action in actions:
+                self._run_after(action, False, {})
+            self._retry_later()
+            return
+        local = {(s.topic, s.publication.key): s.local_seq for s in written}
+        for topic in {s.topic for s in written}:
+            self.deliveries.notify(topic)
+        if written:
+            self._notify("stored", written)
+        for action in actions:
+            self._run_after(action, True, local)
+
+    def _run_after(
+        self, action: AfterCommit, ok: bool, written: dict[tuple[Topic, bytes], int]
+    ) -> None:
+        try:
+            action(ok, written)
+        except Exception:  # noqa: BLE001 - one failing answer must not stop the others
+            self.stats.error("handler_error")
+            log.exception("%s: post-commit action failed", self.ref)
+
+    def _retry_later(self) -> None:
+        if not self._rows:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        loop.call_later(STORE_RETRY, self._schedule_commit)
+
+    def _log_store_error(self, exc: StoreError) -> None:
+        try:
+            self._limiter.log(("store",), logging.ERROR, "%s: %s", self.ref, exc)
+        except RuntimeError:  # no event loop
+            log.error("%s: %s", self.ref, exc)
+
+    def _notify(self, event: str, *args: Any) -> None:
+        """Tell every observer (telemetry); a failing observer is counted, never fatal."""
+        for observer in self.observers:
+            try:
+                getattr(observer, event)(*args)
+            except Exception as exc:  # noqa: BLE001 - telemetry must not stop the node
+                self.stats.error("telemetry_error")
+                try:
+                    self._limiter.log(
+                        ("telemetry", type(exc).__name__), logging.ERROR,
+                        "%s: telemetry %s failed: %r", self.ref, event, exc, exc_info=True,
+                    )
+                except RuntimeError:  # no event loop
+                    log.exception("%s: telemetry %s failed", self.ref, event)
+
+    def _dispatch(self, sends: list[Send]) -> None:
+        if sends and self.runtime is not None:
+            self.runtime.dispatch(sends)
+
+    # ------------------------------------------------------------------ status
+    def status(self) -> dict[str, Any]:
+        """The core's status with per-topic publication details, the node's publication
+        section and the runtime counters (README: `status --node`)."""
+        body: dict[str, Any] = dict(self.core.status())
+        streams = self.deliveries.counts()
+        totals: Counter[str] = Counter()
+        by_topic: dict[str, dict[str, int]] = {}
+        for topic, entry in (body.get("topics") or {}).items():
+            core = self.core.publications.get(topic)
+            if core is None or not isinstance(entry, dict):
+                continue
+            counters = {k: v for k, v in sorted(core.counters.items()) if v}
+            # Only values that change with the publications held (not with every round),
+            # so that two looks at a quiet node compare equal.
+            section = dict(entry.get("publications") or {})
+            section["latest_local_seq"] = self.store.latest(topic)
+            section["rejected_malformed"] = counters.get("rejected_malformed", 0)
+            entry["publications"] = section
+            by_topic[topic] = counters
+            totals.update(counters)
+        body["publications"] = {
+            "store": self.store.location,
+            "durable": self.store.durable,
+            "sync": self.store.sync,
+            "flooding": bool(self.core.flooding),
+            "max_payload_bytes": self.max_payload_bytes,
+            "next_seq": self.core.next_seq,
+            "seq_reserved": self.store.seq_reserved,
+            "stored": {t: n for t, n in sorted(self.store.topics().items())},
+            "unwritten": len(self._rows),
+            "commits": self.store.commits,
+            "streams": sum(streams.values()),
+            "streams_by_topic": {t: n for t, n in sorted(streams.items())},
+            "streams_opened": self.deliveries.opened,
+            "delivered": self.deliveries.delivered,
+            "handovers_pending": len(self.handover.pending),
+            "handover": {k: v for k, v in sorted(self.handover.counters.items()) if v},
+            "node": {k: v for k, v in sorted(self.counters.items()) if v},
+            "rejected_malformed": totals.get("rejected_malformed", 0),
+            "counters": dict(sorted(totals.items())),
+            "topic_counters": by_topic,
+        }
+        body["stats"] = self.stats.snapshot()
+        return body
+
+
+async def serve_node(
+    listen: Ref,
+    supervisor: Ref,
+    runtime_settings: RuntimeSettings,
+    settings: NodeSettings,
+    telemetry: TelemetrySettings | None = None,
+    admin: AdminSettings | None = None,
+) -> None:
+    """Run a subscriber on `listen` until SIGTERM/SIGINT (with `admin`, also its admin
+    listener for `pubsub chaos`; AdminError if it cannot be opened).
+
+    Raises TopicFileError or StoreError when the data directory, topics file or store is
+    unusable, MetricsError / EventsError when the metrics endpoint or the events directory
+    (`telemetry`) is, and OSError when `listen` cannot be bound.
+    """
+    topic_file = TopicFile(settings.data_dir) if settings.data_dir is not None else None
+    store = PublicationStore(settings.data_dir, sync=settings.store_sync)
+    try:
+        core = NodeCore(
+            listen,
+            supervisor,
+            rng=random.Random(),
+            flooding=settings.flooding,
+            # anti-entropy batches must fit in a frame, whatever PUBSUB_MAX_FRAME_BYTES is
+            publish_batch_bytes=min(
+                DEFAULT_BATCH_BYTES, runtime_settings.max_frame_bytes - FRAME_OVERHEAD
+            ),
+        )
+        stats = Stats()
+        app = NodeApp(
+            listen,
+            core,
+            stats,
+            topic_file,
+            store=store,
+            max_payload_bytes=settings.max_payload_bytes,
+            handover_timeout=settings.handover_timeout,
+            handover_attempts=settings.handover_attempts,
+        )
+        initial = app.rejoin()
+        runtime = Runtime(app, runtime_settings, stats=stats)
+        extras = await Telemetry.start("node", app, stats, telemetry or TelemetrySettings())
+        admin_server = open_admin(admin, runtime, node=app, events=extras.events)
+
+        def started() -> None:
+            runtime.dispatch(initial)
+            if admin_server is not None:
+                admin_server.start()
+
+        try:
+            await runtime.serve_until_signal(on_start=started)
+            app.flush()
+        finally:
+            await extras.stop()
+    finally:
+        store.close()
+
+
+def run_node(
+    listen: Ref,
+    supervisor: Ref,
+    runtime_settings: RuntimeSettings,
+    settings: NodeSettings,
+    telemetry: TelemetrySettings | None = None,
+    admin: AdminSettings | None = None,
+) -> None:
+    """`serve_node` on a fresh uvloop event loop."""
+    uvloop.run(serve_node(listen, supervisor, runtime_settings, settings, telemetry, admin))

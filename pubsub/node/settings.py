@@ -1,0 +1,59 @@
+"""The subscriber daemon's settings (`PUBSUB_*` environment variables, flags), read with
+`pubsub.runtime.settings.load` like every daemon's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from pubsub.kernel.wire import DEFAULT_MAX_FRAME, MAX_PAYLOAD_BYTES
+from pubsub.runtime.settings import ENV_PREFIX, RuntimeSettings, SettingsError
+
+#: Default largest payload a client may publish (PUBSUB_MAX_PAYLOAD_BYTES).
+DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
+#: Bytes of a frame reserved for everything but the payload (topic, references, key, ...).
+FRAME_OVERHEAD = DEFAULT_MAX_FRAME - MAX_PAYLOAD_BYTES
+
+
+
+class NodeSettings(BaseSettings):
+    """The subscriber daemon."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    data_dir: Path | None = Field(
+        None,
+        description="directory of the node's topics file and publication store "
+        "(without it everything is kept in memory)",
+    )
+    flooding: bool = Field(True, description="flood new publications (§4.3) besides anti-entropy")
+    max_payload_bytes: int = Field(
+        DEFAULT_MAX_PAYLOAD_BYTES,
+        ge=0,
+        le=MAX_PAYLOAD_BYTES,
+        description="largest payload a client may publish through this node",
+    )
+    store_sync: Literal["full", "normal"] = Field(
+        "full",
+        description="SQLite synchronous mode of the publication store: full survives a "
+        "machine crash, normal only a process crash",
+    )
+    handover_timeout: float = Field(
+        1.5, gt=0, description="seconds one hand-over step may take before the next attempt"
+    )
+    handover_attempts: int = Field(4, ge=1, description="hand-over attempts before failing")
+
+
+def check_node_limits(node: NodeSettings, runtime: RuntimeSettings) -> None:
+    """SettingsError unless the largest payload fits in the largest frame with room for the
+    rest of a PublishNew or Delivery frame."""
+    room = runtime.max_frame_bytes - FRAME_OVERHEAD
+    if node.max_payload_bytes > room:
+        raise SettingsError(
+            "invalid configuration: max_payload_bytes (PUBSUB_MAX_PAYLOAD_BYTES): "
+            f"{node.max_payload_bytes} does not fit in a frame of "
+            f"{runtime.max_frame_bytes} bytes (PUBSUB_MAX_FRAME_BYTES); at most {max(room, 0)}"
+        )

@@ -1,0 +1,316 @@
+"""A node's durable publication store: SQLite in WAL mode, one file in the node's data dir.
+
+What it keeps
+    Every publication the node stores, per topic, numbered by a *local sequence number*
+    1, 2, 3, ... in the order this node stored them (`append`).  That number is what
+    clients resume from (``Follow(since=N)``), so it is assigned once, inside the
+    transaction that writes the row, and never reused.  Alongside: the node's publication
+    sequence-number *reservation* (`reserve_seq`), so that a restarted node never issues a
+    (publisher, seq) pair twice.
+
+Tables::
+
+    publications(topic, local_seq, key, publisher, seq, payload, via, hops, stored_at_ms,
+                 published_ms, PRIMARY KEY (topic, local_seq), UNIQUE (topic, key))
+    meta(name PRIMARY KEY, value)            -- "seq_reserved"
+
+``published_ms`` (the publication's own timestamp, `Publication.published_ms`) was added
+after the first layout; a store without the column gets it (``DEFAULT 0``, unknown) when it
+is opened, and older code, which names its columns, still reads and writes such a store.
+
+Durability
+    `append` writes a batch in one transaction.  With ``sync="full"`` (the default) SQLite
+    syncs the write-ahead log at every commit, so a committed publication survives a
+    crash of the machine; ``"normal"`` survives a crash of the process only (kill -9) and
+    is much cheaper.  The node acknowledges a publication, and delivers it to its clients,
+    only after the commit that wrote it.
+
+Without a data directory the same tables live in an in-memory SQLite database: nothing
+survives the process, everything else behaves the same.
+
+Rows read back are validated (a hand-edited or damaged file); bad rows are skipped with
+a warning, never handed to the trie.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pubsub.runtime.datadir import prepare_data_dir
+from pubsub.kernel.message import Ref, Topic
+from pubsub.skipring.messages import Payload, Publication, PublicationKey
+from pubsub.skipring.trie import HASH_BYTES
+from pubsub.kernel.wire import WireError, validate_ref, validate_topic
+
+log = logging.getLogger(__name__)
+
+DB_NAME = "publications.sqlite3"
+#: Layout version, in SQLite's user_version.
+FORMAT = 1
+
+SyncMode = Literal["full", "normal"]
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened, read or written; the message is one line for the operator."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """One stored publication with its place in this node's delivery order."""
+
+    topic: Topic
+    local_seq: int
+    publication: Publication
+    via: str
+    hops: int | None
+    stored_at_ms: int
+
+    @property
+    def published_ms(self) -> int:
+        """The publication's own timestamp (0 when unknown)."""
+        return self.publication.published_ms
+
+
+@dataclass(frozen=True, slots=True)
+class NewRow:
+    """A publication to append: the topic, the publication, how it arrived."""
+
+    topic: Topic
+    publication: Publication
+    via: str
+    hops: int | None = None
+
+
+class PublicationStore:
+    """The publications of one node (file in `data_dir`, or in memory when it is None)."""
+
+    def __init__(self, data_dir: Path | str | None, *, sync: SyncMode = "full") -> None:
+        if sync not in ("full", "normal"):
+            raise ValueError(f"sync must be 'full' or 'normal', got {sync!r}")
+        self.path: Path | None = None if data_dir is None else Path(data_dir) / DB_NAME
+        if self.path is not None:
+            prepare_data_dir(self.path.parent, StoreError)
+        where = ":memory:" if self.path is None else str(self.path)
+        try:
+            self._db = sqlite3.connect(where, isolation_level=None)
+            if self.path is not None:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute(f"PRAGMA synchronous={sync.upper()}")
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, FORMAT):
+                raise StoreError(f"{where} has layout version {version}, this node reads {FORMAT}")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS publications ("
+                " topic TEXT NOT NULL, local_seq INTEGER NOT NULL, key BLOB NOT NULL,"
+                " publisher TEXT NOT NULL, seq INTEGER NOT NULL, payload BLOB NOT NULL,"
+                " via TEXT NOT NULL, hops INTEGER, stored_at_ms INTEGER NOT NULL,"
+                " published_ms INTEGER NOT NULL DEFAULT 0,"
+                " PRIMARY KEY (topic, local_seq), UNIQUE (topic, key))"
+            )
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(publications)")}
+            if "published_ms" not in columns:  # a store written before the column existed
+                self._db.execute(
+                    "ALTER TABLE publications ADD COLUMN published_ms INTEGER NOT NULL DEFAULT 0"
+                )
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)"
+            )
+            self._db.execute(f"PRAGMA user_version = {FORMAT}")
+            self._latest: dict[Topic, int] = {
+                Topic(topic): int(latest)
+                for topic, latest in self._db.execute(
+                    "SELECT topic, MAX(local_seq) FROM publications GROUP BY topic"
+                )
+            }
+            row = self._db.execute("SELECT value FROM meta WHERE name = 'seq_reserved'").fetchone()
+            self._seq_reserved = int(row[0]) if row else 0
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open publication store {where}: {exc}") from None
+        self.sync = sync
+        self.commits = 0
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def durable(self) -> bool:
+        """Whether the store survives the process (it has a file)."""
+        return self.path is not None
+
+    @property
+    def location(self) -> str:
+        """The file, or ":memory:"."""
+        return ":memory:" if self.path is None else str(self.path)
+
+    @property
+    def seq_reserved(self) -> int:
+        """Sequence numbers below this may have been used; a restarted node starts here."""
+        return self._seq_reserved
+
+    def latest(self, topic: Topic) -> int:
+        """The highest local sequence number of `topic` (0 when nothing is stored)."""
+        return self._latest.get(topic, 0)
+
+    def topics(self) -> dict[Topic, int]:
+        """Every topic with stored publications, and its latest local sequence number."""
+        return dict(self._latest)
+
+    # ------------------------------------------------------------------ writing
+    def reserve_seq(self, upto: int) -> None:
+        """Record durably that sequence numbers below `upto` may be in use (one transaction)."""
+        if upto <= self._seq_reserved:
+            return
+        try:
+            self._db.execute(
+                "INSERT INTO meta (name, value) VALUES ('seq_reserved', ?)"
+                " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                (upto,),
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot write {self.location}: {exc}") from None
+        self._seq_reserved = upto
+        self.commits += 1
+
+    def append(self, rows: Iterable[NewRow], now_ms: int | None = None) -> list[Stored]:
+        """Write `rows` in one transaction, numbering each new one with the next local
+        sequence number of its topic.  A publication the topic already holds (same key) is
+        skipped.  Returns what was written, in order.  StoreError (and nothing written) on
+        failure.
+        """
+        batch = list(rows)
+        if not batch:
+            return []
+        stamp = int(time.time() * 1000) if now_ms is None else now_ms
+        latest = dict(self._latest)
+        written: list[Stored] = []
+        try:
+            self._db.execute("BEGIN")
+            try:
+                for row in batch:
+                    p = row.publication
+                    local_seq = latest.get(row.topic, 0) + 1
+                    cursor = self._db.execute(
+                        "INSERT OR IGNORE INTO publications (topic, local_seq, key, publisher,"
+                        " seq, payload, via, hops, stored_at_ms, published_ms)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            row.topic,
+                            local_seq,
+                            p.key,
+                            p.publisher,
+                            p.seq,
+                            p.payload,
+                            row.via,
+                            row.hops,
+                            stamp,
+                            p.published_ms,
+                        ),
+                    )
+                    if cursor.rowcount == 1:
+                        latest[row.topic] = local_seq
+                        written.append(Stored(row.topic, local_seq, p, row.via, row.hops, stamp))
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot write {self.location}: {exc}") from None
+        self._latest = latest
+        self.commits += 1
+        return written
+
+    # ------------------------------------------------------------------ reading
+    def read(
+        self, topic: Topic, after: int = 0, limit: int = 256, max_bytes: int = 1 << 20
+    ) -> list[Stored]:
+        """Publications of `topic` with local sequence number > `after`, in that order.
+
+        At most `limit` of them, and no more once their payloads reach `max_bytes` (at
+        least one is returned if any exists).  Damaged rows are skipped with a warning.
+        """
+        try:
+            cursor = self._db.execute(
+                "SELECT local_seq, key, publisher, seq, payload, via, hops, stored_at_ms,"
+                " published_ms FROM publications WHERE topic = ? AND local_seq > ? ORDER BY local_seq LIMIT ?",
+                (topic, after, limit),
+            )
+            out: list[Stored] = []
+            size = 0
+            for row in cursor:
+                stored = self._decode(topic, row)
+                if stored is None:
+                    continue
+                out.append(stored)
+                size += len(stored.publication.payload)
+                if size >= max_bytes:
+                    break
+            return out
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read {self.location}: {exc}") from None
+
+    def publications(self, topic: Topic) -> Iterator[Publication]:
+        """Every stored publication of `topic` (for rebuilding its trie), in local order."""
+        after = 0
+        while True:
+            batch = self.read(topic, after, limit=1024, max_bytes=1 << 24)
+            if not batch:
+                return
+            for stored in batch:
+                yield stored.publication
+            after = batch[-1].local_seq
+
+    def count(self, topic: Topic) -> int:
+        """How many publications of `topic` are stored."""
+        try:
+            row = self._db.execute(
+                "SELECT COUNT(*) FROM publications WHERE topic = ?", (topic,)
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read {self.location}: {exc}") from None
+        return int(row[0])
+
+    def _decode(self, topic: Topic, row: tuple[object, ...]) -> Stored | None:
+        local_seq, key, publisher, seq, payload, via, hops, stamp, published_ms = row
+        try:
+            if type(key) is not bytes or len(key) != HASH_BYTES:
+                raise ValueError("key is not 16 bytes")
+            if type(seq) is not int or seq < 0 or type(payload) is not bytes:
+                raise ValueError("bad seq or payload")
+            if type(local_seq) is not int or type(stamp) is not int:
+                raise ValueError("bad local_seq or timestamp")
+            if type(published_ms) is not int or published_ms < 0:
+                published_ms = 0  # a damaged timestamp is only unknown, the row stays
+            publication = Publication(
+                PublicationKey(key),
+                Ref(validate_ref(publisher)),
+                seq,
+                Payload(payload),
+                published_ms,
+            )
+            return Stored(
+                validate_topic(topic),
+                local_seq,
+                publication,
+                str(via),
+                hops if type(hops) is int else None,
+                stamp,
+            )
+        except (WireError, ValueError) as exc:
+            log.warning("%s: skipping damaged row %s #%s: %s", self.location, topic, local_seq, exc)
+            return None
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> PublicationStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

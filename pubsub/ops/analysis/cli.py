@@ -1,0 +1,185 @@
+"""The `pubsub analyze` command (also what ``spark-submit pubsub/ops/analysis/job.py`` runs).
+
+Importing this module does not import pyspark: the rest of the `pubsub` command works
+without the ``analysis`` extra, and `analyze` says what is missing when it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+
+class AnalysisError(click.ClickException):
+    """A problem an operator can fix (missing Java or pyspark, bad paths): one line, exit 1."""
+
+
+def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not value > 0:
+        raise click.BadParameter("must be a positive number of seconds")
+    return value
+
+
+def _non_negative(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if not value >= 0:
+        raise click.BadParameter("must be zero or a positive number of seconds")
+    return value
+
+
+@click.command("analyze", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--stream", is_flag=True, help="Live mode: keep updating the outputs while event files arrive."
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Output directory [default: RUN_DIR/analysis].",
+)
+@click.option(
+    "--events-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the daemons' event files are [default: RUN_DIR/events].",
+)
+@click.option(
+    "--until-idle",
+    type=float,
+    default=30.0,
+    show_default=True,
+    callback=_positive,
+    help="Live mode: stop after this many seconds without new event files.",
+)
+@click.option(
+    "--trigger",
+    type=float,
+    default=1.0,
+    show_default=True,
+    callback=_positive,
+    help="Live mode: seconds between micro-batches.",
+)
+@click.option(
+    "--bucket",
+    type=float,
+    default=0.5,
+    show_default=True,
+    callback=_positive,
+    help="Width of the timeline's time buckets, seconds.",
+)
+@click.option(
+    "--stable",
+    type=float,
+    default=0.5,
+    show_default=True,
+    callback=_non_negative,
+    help="A topic counts as converged after a marker once it stays legitimate this "
+    "long (or until the end of the data); 0 = first legitimate instant.",
+)
+@click.option(
+    "--master",
+    default=None,
+    help="Spark master [default: local[2], or whatever spark-submit was given].",
+)
+@click.option(
+    "--shuffle-partitions",
+    type=click.IntRange(1, 1000),
+    default=2,
+    show_default=True,
+    help="spark.sql.shuffle.partitions.",
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Scratch space (checkpoint, copy of the events) [default: OUT/.work, removed at the end].",
+)
+def analyze(
+    run_dir: Path,
+    stream: bool,
+    out: Path | None,
+    events_dir: Path | None,
+    until_idle: float,
+    trigger: float,
+    bucket: float,
+    stable: float,
+    master: str | None,
+    shuffle_partitions: int,
+    work_dir: Path | None,
+) -> None:
+    """Convergence analysis of a run's event stream (PySpark): Parquet tables, summary.json
+    and an HTML report with plots under OUT.
+
+    Batch mode reads every events/*.jsonl present and exits; --stream follows a run that is
+    still going.  Needs Java 17+ and the `analysis` extra (pyspark, matplotlib, pyarrow).
+    """
+    events = (events_dir or run_dir / "events").absolute()
+    target = (out or run_dir / "analysis").absolute()
+    if not stream and not events.is_dir():
+        raise AnalysisError(
+            f"no events directory {events} (daemons write there with --events-dir); "
+            "use --stream to wait for a run that has not started yet"
+        )
+    if stream:
+        try:
+            events.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise AnalysisError(f"cannot create {events}: {exc.strerror}") from exc
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AnalysisError(f"cannot create the output directory {target}: {exc.strerror}") from exc
+    try:
+        import matplotlib  # noqa: F401
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        raise AnalysisError(f"{exc.name} is not installed: pip install -e '.[analysis]'") from exc
+
+    for noisy in ("py4j", "matplotlib"):  # their INFO lines drown the job's own progress
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from pubsub.ops.analysis.javacheck import JavaError
+    from pubsub.ops.analysis.job import Options, run_analysis
+    from pubsub.ops.analysis.session import create_session
+
+    opts = Options(
+        run_dir=run_dir.absolute(),
+        out=target,
+        events_dir=events,
+        stream=stream,
+        until_idle=until_idle,
+        trigger=trigger,
+        bucket=bucket,
+        stable=stable,
+        work_dir=work_dir.absolute() if work_dir else None,
+    )
+    try:
+        spark = create_session(master=master, shuffle_partitions=shuffle_partitions)
+    except JavaError as exc:
+        raise AnalysisError(str(exc)) from exc
+    try:
+        summary = run_analysis(spark, opts)
+    except Exception as exc:  # a failed streaming query, an unwritable output, ...
+        logging.getLogger("pubsub.ops.analysis").debug("analysis failed", exc_info=True)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise AnalysisError(
+            f"the analysis failed: {first[:500]} "
+            "(`pubsub --log-level debug analyze ...` shows the trace)"
+        ) from exc
+    finally:
+        spark.stop()
+    for name, topic in summary.get("topics", {}).items():
+        times = [
+            "not reached" if not c["reached"] else f"{c['time_to_legitimacy']:.3f} s"
+            for c in topic.get("convergence", [])
+        ]
+        click.echo(
+            f"{name}: {topic.get('members_at_end', 0)} members, "
+            f"legitimate {100 * (topic.get('legitimate_fraction') or 0):.1f}% of the time"
+            + (f"; convergence after markers: {', '.join(times)}" if times else "")
+        )
+    click.echo(f"report: {target / 'report.html'}")
+    sys.stdout.flush()

@@ -1,0 +1,447 @@
+"""The publication protocol of one subscriber for one topic (paper 000, §4.2-4.3, Alg. 5).
+
+`AntiEntropy` owns the topic's Patricia trie (`pubsub.skipring.trie`) and reacts to the four
+publication messages.  Like every core it does no I/O: entry points return the `Send`s
+to deliver, and randomness and neighbour lists come in as arguments.
+
+Anti-entropy (§4.2)
+    Every Timeout, PublishTimeout sends CheckTrie(u, root) to one random ring neighbour.
+    The receiver compares each (label, hash) tuple with its own trie:
+
+    (i)   a node with that label and the same hash: the subtries agree, no answer;
+    (ii)  an inner node with that label and another hash: answer CheckTrie with its two
+          children, so the comparison continues one level down on the other side;
+    (iii) no node with that label: some publications under it are missing here.  If the
+          trie has nodes extending the label, c is the shallowest of them; everything
+          under label + (1 - first extra bit of c) is missing, so answer
+          CheckAndPublish((c.label, c.hash), that prefix).  Otherwise everything under the
+          label is missing: CheckAndPublish((), label).
+
+    CheckAndPublish runs CheckTrie on its tuples and sends every publication under the
+    prefix back in Publish batches of bounded size; Publish stores what is new.
+
+    A leaf found with the right label and another hash cannot happen (a leaf's hash is the
+    hash of its label); such tuples are ignored and counted as ``leaf_hash_mismatch``.
+
+Flooding (§4.3)
+    A new publication is also sent as PublishNew to all ring and shortcut neighbours; a
+    receiver that did not hold it stores it and forwards it to all of its neighbours,
+    one that did drops it.  `flooding` switches this on and off; anti-entropy alone
+    still delivers everything (Theorem 5.19), flooding only makes it fast.  PublishNew
+    counts the edges it crossed in `hops` (the publisher sends 1).
+
+The empty trie
+    Its root is reported as (⊥, `EMPTY_HASH`).  A receiver whose own trie is empty treats
+    that exact pair as equal (case (i)).  One deliberate departure from Alg. 5 l.1-4: a
+    subscriber whose trie is empty skips PublishTimeout.  This loses nothing.  A round
+    started by a non-empty neighbour v fills an empty u completely in one exchange (u
+    finds no node for v's root label and no extension of it, so it asks for everything
+    under that label), and an empty u has nothing another trie lacks -- its potential
+    phi(u, w) in the proof of Theorem 5.19 is 0 -- so only rounds started by non-empty
+    tries are needed for Lemma 5.24.  What it saves is one message per subscriber and
+    timeout interval on every topic that carries no publications, so the BuildSR runs of
+    such topics are exactly what they were before publications existed.
+
+What the owner reads back
+    `new` lists every publication stored since the owner last drained it, as an
+    `Arrival` (publication, how it came: "local", "flood" or "anti-entropy", and the hop
+    count for floods).  The node daemon will deliver these to applications and persist
+    them; the simulator reads the hop counts.  `counters` counts rounds, repairs,
+    duplicates and every kind of rejected input.
+
+Input from the network is never trusted: tuples with labels longer than the key length or
+hashes that are not 16 bytes, prefixes that are not bit strings of at most the key length,
+and publications whose key does not match their content are rejected and counted; nothing
+here raises on a message.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
+
+from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.skipring.messages import (
+    CheckAndPublish,
+    CheckTrie,
+    NodeDigest,
+    NodeHash,
+    Payload,
+    Publication,
+    PublicationKey,
+    Publish,
+    PublishNew,
+)
+from pubsub.skipring.trie import (
+    EMPTY_HASH,
+    EMPTY_LABEL,
+    HASH_BYTES,
+    KEY_BITS,
+    PatriciaTrie,
+    TrieLabel,
+    TrieNode,
+    publication_key,
+)
+from pubsub.kernel.wire import MAX_PAYLOAD_BYTES
+from pubsub.skipring.fields import MAX_DIGESTS, MAX_PUBLICATIONS
+
+#: How a stored publication arrived.
+LOCAL, FLOOD, ANTI_ENTROPY = "local", "flood", "anti-entropy"
+
+#: Default size of one Publish batch: publications, and bytes of payload (plus overhead).
+DEFAULT_BATCH_PUBLICATIONS = 64
+DEFAULT_BATCH_BYTES = 256 * 1024
+#: Per-publication overhead assumed when filling a batch (key, reference, seq, framing).
+PUBLICATION_OVERHEAD = 64
+
+
+class Arrival(NamedTuple):
+    """A publication newly stored in the trie, and how it got here."""
+
+    publication: Publication
+    via: str
+    hops: int | None = None
+
+
+class AntiEntropy:
+    """Alg. 5 for one topic at one subscriber: the trie plus the four message handlers."""
+
+    def __init__(
+        self,
+        ref: Ref,
+        topic: Topic,
+        *,
+        key_bits: int = KEY_BITS,
+        flooding: bool = True,
+        flood_targets: Callable[[], Iterable[Ref]] | None = None,
+        verify_keys: bool = True,
+        batch_publications: int = DEFAULT_BATCH_PUBLICATIONS,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
+    ) -> None:
+        """`flood_targets` names the current ring and shortcut neighbours (for PublishNew).
+
+        `key_bits` < 128 makes trie keys the first `key_bits` bits of a publication's key
+        (tests replay the paper's 3-bit example that way).  `verify_keys` checks that each
+        received publication's key is `publication_key` of its content.
+        """
+        if not 1 <= batch_publications <= MAX_PUBLICATIONS:
+            raise ValueError(f"batch_publications must be 1..{MAX_PUBLICATIONS}")
+        if batch_bytes < 1:
+            raise ValueError("batch_bytes must be positive")
+        self.ref = ref
+        self.topic = topic
+        self.key_bits = key_bits
+        self.trie: PatriciaTrie[Publication] = PatriciaTrie(key_bits)
+        self.flooding = flooding
+        self.flood_targets = flood_targets
+        self.verify_keys = verify_keys
+        self.batch_publications = batch_publications
+        self.batch_bytes = batch_bytes
+        self.new: list[Arrival] = []
+        self.counters: Counter[str] = Counter()
+        self._out: list[Send] = []
+
+    # ------------------------------------------------------------------ keys and storage
+    def trie_key(self, publication: Publication) -> int:
+        """The publication's leaf label: the first `key_bits` bits of its 16-byte key."""
+        return int.from_bytes(publication.key, "big") >> (8 * HASH_BYTES - self.key_bits)
+
+    def holds(self, publication: Publication) -> bool:
+        return self.trie.contains(self.trie_key(publication))
+
+    def store(self, publication: Publication, via: str = LOCAL, hops: int | None = None) -> bool:
+        """Insert into the trie (Alg. 5 l.8-9); True and an `Arrival` in `new` if it was new."""
+        if not self.trie.insert(self.trie_key(publication), publication):
+            return False
+        self.new.append(Arrival(publication, via, hops))
+        return True
+
+    def restore(self, publications: Iterable[Publication]) -> int:
+        """Insert publications from durable storage without recording arrivals.
+
+        Each is validated like one received from the network (a damaged store must not
+        corrupt the trie); returns how many were inserted.
+        """
+        inserted = 0
+        for publication in publications:
+            if not self._valid_publication(publication):
+                continue
+            if self.trie.insert(self.trie_key(publication), publication):
+                inserted += 1
+        self.counters["restored"] += inserted
+        return inserted
+
+    def drain_new(self) -> list[Arrival]:
+        """The arrivals since the last call (and forget them)."""
+        out, self.new = self.new, []
+        return out
+
+    def publications(self, prefix: TrieLabel = EMPTY_LABEL) -> list[Publication]:
+        """Every stored publication whose trie key starts with `prefix`, in key order."""
+        return [item for _, item in self.trie.enumerate(prefix)]
+
+    # ------------------------------------------------------------------ entry points
+    def publish_timeout(self, rng: random.Random, ring_neighbours: Sequence[Ref]) -> list[Send]:
+        """PublishTimeout (Alg. 5 l.1-4): our root to one random ring neighbour.
+
+        An empty trie sends nothing (see "The empty trie" in the module docstring): its
+        owner has nothing to offer, and any neighbour's own round fills it completely.
+        """
+        if len(self.trie) == 0:
+            self.counters["rounds_skipped_empty"] += 1
+            return []
+        choices = sorted({ref for ref in ring_neighbours if ref != self.ref})
+        if not choices:
+            return []
+        counters = self.counters
+        counters["rounds"] += 1
+        counters["sent_check_trie"] += 1
+        label, digest = self.trie.root()
+        target = choices[0] if len(choices) == 1 else rng.choice(choices)
+        return [Send(target, CheckTrie(self.topic, self.ref, [NodeDigest(label, NodeHash(digest))]))]
+
+    def publish_local(
+        self, publication: Publication, flood_targets: Iterable[Ref] | None = None
+    ) -> list[Send]:
+        """A publication issued here: store it; when flooding, PublishNew to every neighbour.
+
+        §4.3: the publisher inserts p and sends PublishNew(p) to all ring and shortcut
+        neighbours (`flood_targets`, or the callback given at construction).
+        """
+        if not self._valid_publication(publication):
+            return []
+        if not self.store(publication, LOCAL, 0):
+            self.counters["publish_local_duplicates"] += 1
+            return []
+        self.counters["published"] += 1
+        if self.flooding:
+            self._flood(publication, 1, flood_targets)
+        return self._flush()
+
+    def handle(self, msg: Message, flood_targets: Iterable[Ref] | None = None) -> list[Send]:
+        """React to CheckTrie, CheckAndPublish, Publish or PublishNew for this topic."""
+        kind = type(msg)
+        if kind is CheckTrie:
+            self.check_trie(msg.sender, msg.tuples)  # type: ignore[attr-defined]
+        elif kind is CheckAndPublish:
+            self.check_and_publish(msg.sender, msg.tuples, msg.prefix)  # type: ignore[attr-defined]
+        elif kind is Publish:
+            self.publish(msg.publications)  # type: ignore[attr-defined]
+        elif kind is PublishNew:
+            self.publish_new(msg.publication, msg.hops, flood_targets)  # type: ignore[attr-defined]
+        else:
+            self._reject("unknown_message")
+        return self._flush()
+
+    # ------------------------------------------------------------------ Alg. 5
+    def check_trie(self, sender: Ref, tuples: object) -> None:
+        """CheckTrie (Alg. 5 l.11-23): compare each tuple with our trie, answer the sender."""
+        self.counters["check_trie_received"] += 1
+        if self._equal_root(tuples):
+            return  # case (i) at the root: the common case once all tries agree
+        digests = self._valid_tuples(sender, tuples)
+        if digests is None:
+            return
+        self._compare(sender, digests)
+
+    def check_and_publish(self, sender: Ref, tuples: object, prefix: object) -> None:
+        """CheckAndPublish (Alg. 5 l.25-28): CheckTrie on the tuples, then every
+        publication under `prefix` to the sender in Publish batches."""
+        self.counters["check_and_publish_received"] += 1
+        digests = self._valid_tuples(sender, tuples)
+        if digests is None:
+            return
+        if not isinstance(prefix, TrieLabel):
+            self._reject("bad_prefix")
+            return
+        if prefix.length > self.key_bits:
+            self._reject("prefix_too_long")
+            return
+        self._compare(sender, digests)
+        self._send_publications(sender, self.trie.enumerate(prefix))
+
+    def publish(self, publications: object) -> None:
+        """Publish (Alg. 5 l.6-9): store every publication we do not hold yet."""
+        if not isinstance(publications, list) or len(publications) > MAX_PUBLICATIONS:
+            self._reject("bad_publish")
+            return
+        for publication in publications:
+            if not self._valid_publication(publication):
+                continue  # one corrupted publication must not block the rest of the batch
+            if self.store(publication, ANTI_ENTROPY):
+                self.counters["repairs"] += 1
+            else:
+                self.counters["publish_duplicates"] += 1
+
+    def publish_new(
+        self, publication: object, hops: object, flood_targets: Iterable[Ref] | None = None
+    ) -> None:
+        """PublishNew (Alg. 5 l.30-34): store and forward a new publication, or drop it."""
+        if type(hops) is not int or hops < 0:
+            self._reject("bad_hops")
+            return
+        if not self._valid_publication(publication):
+            return
+        assert isinstance(publication, Publication)
+        if not self.store(publication, FLOOD, hops):
+            self.counters["dropped_duplicates"] += 1
+            return
+        self.counters["stored_by_flooding"] += 1
+        if self.flooding:
+            self._flood(publication, hops + 1, flood_targets)
+
+    # ------------------------------------------------------------------ the comparison
+    def _equal_root(self, tuples: object) -> bool:
+        """Whether `tuples` is exactly our root's (label, hash): nothing to compare then."""
+        if type(tuples) is not list or len(tuples) != 1:
+            return False
+        item = tuples[0]
+        if not isinstance(item, tuple) or len(item) != 2:
+            return False
+        label, digest = item
+        root = self.trie.root_node()
+        if root is None:
+            return type(label) is TrieLabel and label.length == 0 and digest == EMPTY_HASH
+        return (
+            type(label) is TrieLabel
+            and digest == root.hash
+            and label.length == root.length
+            and label.value == root.value
+        )
+
+    def _compare(self, sender: Ref, digests: list[NodeDigest]) -> None:
+        """Cases (i)-(iii) for every tuple; children of case (ii) go out in shared batches."""
+        trie = self.trie
+        children: list[NodeDigest] = []
+        for label, digest in digests:
+            node = trie.search(label)
+            if node is not None:
+                if node.hash == digest:
+                    continue  # (i) equal subtries
+                pair = trie.children(node)
+                if pair is None:
+                    self.counters["leaf_hash_mismatch"] += 1  # impossible for honest peers
+                    continue
+                children.extend(_digest(child) for child in pair)  # (ii)
+                continue
+            if len(trie) == 0 and label == EMPTY_LABEL and digest == EMPTY_HASH:
+                continue  # (i) two empty tries
+            extension = trie.minimal_extension(label)  # (iii)
+            self.counters["missing_found"] += 1
+            if extension is not None:
+                first_extra = extension.label.bit(label.length)
+                self._send(
+                    sender,
+                    CheckAndPublish(
+                        self.topic, self.ref, [_digest(extension)], label.append(1 - first_extra)
+                    ),
+                )
+            else:
+                self._send(sender, CheckAndPublish(self.topic, self.ref, [], label))
+        for start in range(0, len(children), MAX_DIGESTS):
+            self._send(sender, CheckTrie(self.topic, self.ref, children[start : start + MAX_DIGESTS]))
+
+    def _send_publications(self, dest: Ref, items: Iterable[tuple[int, Publication]]) -> None:
+        """Publish batches of at most `batch_publications` and about `batch_bytes` each.
+
+        A single publication larger than `batch_bytes` still travels, alone.
+        """
+        batch: list[Publication] = []
+        size = 0
+        for _, publication in items:
+            cost = len(publication.payload) + PUBLICATION_OVERHEAD
+            if batch and (len(batch) >= self.batch_publications or size + cost > self.batch_bytes):
+                self._send(dest, Publish(self.topic, batch))
+                batch, size = [], 0
+            batch.append(publication)
+            size += cost
+        if batch:
+            self._send(dest, Publish(self.topic, batch))
+
+    def _flood(
+        self, publication: Publication, hops: int, flood_targets: Iterable[Ref] | None
+    ) -> None:
+        if flood_targets is None:
+            flood_targets = self.flood_targets() if self.flood_targets is not None else ()
+        for ref in dict.fromkeys(flood_targets):
+            if ref != self.ref:
+                self._send(ref, PublishNew(self.topic, publication, hops))
+
+    # ------------------------------------------------------------------ validation
+    def _valid_tuples(self, sender: object, tuples: object) -> list[NodeDigest] | None:
+        """The tuples as digests, or None (counted) if the request is malformed."""
+        if not isinstance(sender, str) or not sender:
+            self._reject("bad_sender")
+            return None
+        if not isinstance(tuples, (list, tuple)) or len(tuples) > MAX_DIGESTS:
+            self._reject("bad_tuples")
+            return None
+        digests: list[NodeDigest] = []
+        for item in tuples:
+            if not isinstance(item, tuple) or len(item) != 2:
+                self._reject("bad_tuples")
+                return None
+            label, digest = item
+            if not isinstance(label, TrieLabel):
+                self._reject("bad_label")
+                return None
+            if label.length > self.key_bits:
+                self._reject("label_too_long")
+                return None
+            if type(digest) is not bytes or len(digest) != HASH_BYTES:
+                self._reject("bad_hash")
+                return None
+            digests.append(NodeDigest(label, NodeHash(digest)))
+        return digests
+
+    def _valid_publication(self, publication: object) -> bool:
+        if (
+            not isinstance(publication, Publication)
+            or type(publication.key) is not bytes
+            or len(publication.key) != HASH_BYTES
+            or not isinstance(publication.publisher, str)
+            or type(publication.seq) is not int
+            or not isinstance(publication.payload, bytes)
+            or len(publication.payload) > MAX_PAYLOAD_BYTES
+        ):
+            self._reject("bad_publication")
+            return False
+        if self.verify_keys and publication.key != publication_key(
+            publication.publisher, publication.seq, publication.payload
+        ):
+            self._reject("key_mismatch")
+            return False
+        return True
+
+    def _reject(self, reason: str) -> None:
+        self.counters["rejected_malformed"] += 1
+        self.counters[f"rejected_{reason}"] += 1
+
+    # ------------------------------------------------------------------ plumbing
+    def status(self) -> dict[str, object]:
+        """JSON-able summary: number of publications and the root (label, hash)."""
+        label, digest = self.trie.root()
+        return {"count": len(self.trie), "root": [label.bits, digest.hex()]}
+
+    def _send(self, dest: Ref, msg: Message) -> None:
+        if msg.kind == "publish":
+            self.counters["publications_sent"] += len(msg.publications)  # type: ignore[attr-defined]
+        self.counters[f"sent_{msg.kind}"] += 1
+        self._out.append(Send(dest, msg))
+
+    def _flush(self) -> list[Send]:
+        out, self._out = self._out, []
+        return out
+
+
+def _digest(node: TrieNode[Publication]) -> NodeDigest:
+    return NodeDigest(node.label, NodeHash(node.hash))
+
+
+def make_publication(publisher: Ref, seq: int, payload: bytes) -> Publication:
+    """A publication with its key computed from its content (`publication_key`)."""
+    return Publication(
+        PublicationKey(publication_key(publisher, seq, payload)), publisher, seq, Payload(payload)
+    )

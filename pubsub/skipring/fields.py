@@ -1,0 +1,173 @@
+"""The skip ring's field types on the wire, taught to the kernel codec (`pubsub.kernel.wire`).
+
+========================  ================================================================
+annotation                on the wire
+========================  ================================================================
+``Label``                 str of 0/1, 1..64 characters (decoded to `Label`)
+``Contact``               ``[label_bits, ref]`` (decoded to `Contact`)
+``Flag``                  one of the Literal's strings ("CYC", "LIN"; the codec's Literal)
+``TrieLabel``             str of 0/1, 0..128 characters (a trie node label or a prefix)
+``NodeDigest``            ``[label_bits, hash]``; hash is bin of exactly 16 bytes
+``PublicationKey``        bin of exactly 16 bytes
+``Payload``               bin of at most `MAX_PAYLOAD_BYTES`
+``Publication``           ``[key, publisher, seq, payload, published_ms]``: key bin of 16
+                          bytes, publisher a ``Ref``, seq an integer 0..2^63-1, payload bin
+                          of at most `MAX_PAYLOAD_BYTES` (the frame size less room for the
+                          envelope), published_ms an integer 0..2^63-1 (Unix ms when first
+                          accepted; optional on input, 0 = unknown)
+``list[NodeDigest]``      an array of at most `MAX_DIGESTS` (64) digests
+``list[Publication]``     an array of at most `MAX_PUBLICATIONS` (256) publications
+========================  ================================================================
+
+`register` is called once by the package (`pubsub.skipring.__init__`), so that importing
+any skip-ring module makes its messages decodable.  The validators are also used by the
+CLI and the stores.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pubsub.kernel.wire import (
+    MAX_PAYLOAD_BYTES,
+    WireError,
+    bounded_bytes,
+    bounded_list,
+    exact_bytes,
+    identity,
+    list_encoder,
+    register_field_type,
+    short,
+    validate_int,
+    validate_ref,
+)
+from pubsub.skipring.labels import MAX_LABEL_BITS, Label, LabelError
+from pubsub.skipring.messages import (
+    Contact,
+    NodeDigest,
+    NodeHash,
+    Payload,
+    Publication,
+    PublicationKey,
+)
+from pubsub.skipring.trie import HASH_BYTES, KEY_BITS, TrieLabel
+
+#: Most (label, hash) tuples in one CheckTrie / CheckAndPublish.
+MAX_DIGESTS = 64
+#: Most publications in one Publish.
+MAX_PUBLICATIONS = 256
+
+
+def validate_label(value: object) -> Label:
+    """A label: a string of 1..64 characters 0/1."""
+    if not isinstance(value, str) or len(value) > MAX_LABEL_BITS:
+        raise WireError("bad_field", f"label must be 1..{MAX_LABEL_BITS} bits, got {short(value)}")
+    try:
+        return Label(value)
+    except LabelError as exc:
+        raise WireError("bad_field", str(exc)) from None
+
+
+def validate_contact(value: object) -> Contact:
+    """A contact [label_bits, ref]."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise WireError("bad_field", f"contact must be [label, ref], got {short(value)}")
+    return Contact(validate_label(value[0]), validate_ref(value[1]))
+
+
+def validate_trie_label(value: object) -> TrieLabel:
+    """A trie label or prefix: a string of 0..128 characters 0/1 ("" is the root's ⊥)."""
+    if not isinstance(value, str):
+        raise WireError("bad_field", f"a trie label must be a bit string, got {short(value)}")
+    if len(value) > KEY_BITS:
+        raise WireError(
+            "bad_field", f"a label longer than the key length ({len(value)} > {KEY_BITS} bits)"
+        )
+    if value.strip("01"):
+        raise WireError("bad_field", f"a trie label must be a bit string, got {short(value)}")
+    return TrieLabel.from_bits(value)
+
+
+def validate_node_hash(value: object) -> NodeHash:
+    """A trie node hash: bin of exactly 16 bytes."""
+    return NodeHash(exact_bytes(value, HASH_BYTES, "a node hash"))
+
+
+def validate_publication_key(value: object) -> PublicationKey:
+    """A publication key: bin of exactly 16 bytes."""
+    return PublicationKey(exact_bytes(value, HASH_BYTES, "a publication key"))
+
+
+def validate_digest(value: object) -> NodeDigest:
+    """A CheckTrie tuple [label_bits, hash]."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise WireError("bad_field", f"a trie tuple must be [label, hash], got {short(value)}")
+    return NodeDigest(validate_trie_label(value[0]), validate_node_hash(value[1]))
+
+
+def validate_payload(value: object) -> Payload:
+    """Publication payload: bin of at most MAX_PAYLOAD_BYTES."""
+    return Payload(bounded_bytes(value, MAX_PAYLOAD_BYTES, "a payload"))
+
+
+def validate_publication(value: object) -> Publication:
+    """A publication [key, publisher, seq, payload, published_ms] (see the table above);
+    the four-element form of older peers decodes with published_ms 0 (unknown)."""
+    if not isinstance(value, (list, tuple)) or len(value) not in (4, 5):
+        raise WireError(
+            "bad_field",
+            "a publication must be [key, publisher, seq, payload] with an optional "
+            f"published_ms, got {short(value)}",
+        )
+    key = validate_publication_key(value[0])
+    seq = validate_int(value[2])
+    if seq < 0:
+        raise WireError("bad_field", f"a sequence number must not be negative, got {seq}")
+    published_ms = validate_int(value[4]) if len(value) == 5 else 0
+    if published_ms < 0:
+        raise WireError("bad_field", f"published_ms must not be negative, got {published_ms}")
+    return Publication(
+        key, validate_ref(value[1]), seq, validate_payload(value[3]), published_ms
+    )
+
+
+def _encode_label(value: Label) -> str:
+    return value.bits
+
+
+def _encode_contact(value: Contact) -> list[str]:
+    return [value.label.bits, value.ref]
+
+
+def _encode_trie_label(value: TrieLabel) -> str:
+    return value.bits
+
+
+def _encode_digest(value: NodeDigest) -> list[Any]:
+    return [value.label.bits, value.hash]
+
+
+def _encode_publication(value: Publication) -> list[Any]:
+    return [value.key, value.publisher, value.seq, value.payload, value.published_ms]
+
+
+def register() -> None:
+    """Teach the kernel codec every skip-ring field type (idempotent)."""
+    register_field_type(Label, validate_label, _encode_label)
+    register_field_type(Contact, validate_contact, _encode_contact)
+    register_field_type(TrieLabel, validate_trie_label, _encode_trie_label)
+    register_field_type(NodeHash, validate_node_hash, identity)
+    register_field_type(PublicationKey, validate_publication_key, identity)
+    register_field_type(Payload, validate_payload, identity)
+    register_field_type(NodeDigest, validate_digest, _encode_digest)
+    register_field_type(Publication, validate_publication, _encode_publication)
+    register_field_type(
+        list[NodeDigest],
+        bounded_list(validate_digest, MAX_DIGESTS, "trie tuples"),
+        list_encoder(_encode_digest),
+    )
+    register_field_type(
+        list[Publication],
+        bounded_list(validate_publication, MAX_PUBLICATIONS, "publications"),
+        list_encoder(_encode_publication),
+    )

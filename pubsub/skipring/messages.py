@@ -1,0 +1,364 @@
+"""The messages of the skip-ring mode: BuildSR (paper 000, Appendix A) and its clients.
+
+Cores exchange these plain dataclasses (`pubsub.kernel.message`); the simulator passes them
+as they are and the network runtime turns them into msgpack frames (`pubsub.kernel.wire`).
+Field types are annotated with the NewTypes below, which `pubsub.skipring.fields` teaches
+the codec, so that every field of every message is validated from the annotations alone.
+
+Names follow the paper: Introduce, Check, Linearize, RemoveConnections (Alg. 1-2),
+IntroduceShortcut and SetData (Alg. 4), Subscribe, Unsubscribe, GetConfiguration (Alg. 3),
+and for publications CheckTrie, CheckAndPublish, Publish and PublishNew (Alg. 5, §4.2-4.3).
+
+Beyond the paper, the daemons exchange a few messages of their own: the clients' control
+requests (join, leave, publish, follow), the deliveries a node streams to a
+following client, and the hand-over of a publication issued at a node that does not
+subscribe to its topic (GetMember / MemberIs with the supervisor, HandOver / HandOverAck
+with a member).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple, NewType
+
+from pubsub.kernel.message import Message, Ref, Topic, message
+from pubsub.skipring.labels import Label
+from pubsub.skipring.trie import TrieLabel
+
+#: The BuildRing flag: CYC for messages that close the ring, LIN for linearization.
+Flag = Literal["CYC", "LIN"]
+CYC: Flag = "CYC"
+LIN: Flag = "LIN"
+
+
+@dataclass(slots=True)
+class Contact:
+    """A tuple (label_v, v): what one node believes about another (§2.2)."""
+
+    label: Label
+    ref: Ref
+
+    def __repr__(self) -> str:
+        return f"({self.label.bits},{self.ref})"
+
+
+# --- subscriber <-> subscriber (Alg. 1, 2, 4) -------------------------------------------------
+@message("introduce")
+class Introduce(Message):
+    """Introduce(c, flag): the receiver learns contact c (Alg. 2, Introduce)."""
+
+    topic: Topic
+    contact: Contact
+    flag: Flag
+
+
+@message("check")
+class Check(Message):
+    """Check(sender, label, flag): "am I right that your label is `label`?" (Alg. 1, Check)."""
+
+    topic: Topic
+    sender: Contact
+    label: Label
+    flag: Flag
+
+
+@message("linearize")
+class Linearize(Message):
+    """Linearize(v): a contact delegated along the sorted list (Alg. 1, Linearize)."""
+
+    topic: Topic
+    contact: Contact
+
+
+@message("remove_connections")
+class RemoveConnections(Message):
+    """RemoveConnections(u): the receiver deletes every reference to u (Alg. 1 l.30)."""
+
+    topic: Topic
+    ref: Ref
+
+
+@message("introduce_shortcut")
+class IntroduceShortcut(Message):
+    """IntroduceShortcut(l, v): a shortcut partner for label l (Alg. 4, IntroduceShortcut)."""
+
+    topic: Topic
+    contact: Contact
+
+
+# --- supervisor -> subscriber ------------------------------------------------------------------
+@message("set_data")
+class SetData(Message):
+    """SetData(pred, label, succ): a configuration; all None means "you are not a member"."""
+
+    topic: Topic
+    pred: Contact | None
+    label: Label | None
+    succ: Contact | None
+
+
+@message("ping")
+class Ping(Message):
+    """The supervisor's liveness probe of a suspected subscriber (§3.3)."""
+
+    nonce: int
+
+
+# --- subscriber -> supervisor ------------------------------------------------------------------
+@message("subscribe")
+class Subscribe(Message):
+    """Subscribe(v) (Alg. 3)."""
+
+    topic: Topic
+    ref: Ref
+
+
+@message("unsubscribe")
+class Unsubscribe(Message):
+    """Unsubscribe(v) (Alg. 3)."""
+
+    topic: Topic
+    ref: Ref
+
+
+@message("get_configuration")
+class GetConfiguration(Message):
+    """GetConfiguration(v): send v its configuration (Alg. 3); v may be a third party."""
+
+    topic: Topic
+    ref: Ref
+
+
+@message("suspect")
+class SuspectCrash(Message):
+    """A hint that `ref` stopped answering; the supervisor verifies before acting (§3.3)."""
+
+    ref: Ref
+
+
+@message("pong")
+class Pong(Message):
+    """The answer to Ping, naming the node that answers."""
+
+    nonce: int
+    ref: Ref
+
+
+# --- clients <-> daemons (control plane) -------------------------------------------------------
+@message("join")
+class JoinTopic(Message):
+    """Client -> node: run BuildSR for this topic (pubsub subscribe)."""
+
+    topic: Topic
+
+
+@message("leave")
+class LeaveTopic(Message):
+    """Client -> node: unsubscribe from this topic (pubsub unsubscribe)."""
+
+    topic: Topic
+
+
+# --- publications (Alg. 5, §4.2-4.3) ---------------------------------------------------------
+#: A trie node's hash: exactly 16 bytes (xxh3-128, `pubsub.skipring.trie`).
+NodeHash = NewType("NodeHash", bytes)
+#: A publication's key: exactly 16 bytes, `pubsub.skipring.trie.publication_key` of its content.
+PublicationKey = NewType("PublicationKey", bytes)
+#: The application's bytes inside a publication (bounded by the frame size on the wire).
+Payload = NewType("Payload", bytes)
+
+
+class NodeDigest(NamedTuple):
+    """One (label, hash) tuple of CheckTrie: a trie node without its edges (§4.2)."""
+
+    label: TrieLabel
+    hash: NodeHash
+
+    def __repr__(self) -> str:
+        return f"({self.label.bits or '⊥'},{self.hash.hex()[:8]})"
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """One publication: its key, who issued it, the issuer's sequence number, the payload.
+
+    Not a message by itself; Publish and PublishNew carry publications.  The key is
+    `pubsub.skipring.trie.publication_key(publisher, seq, payload)` and is the publication's leaf
+    label in every trie (§4.2: the key generated from the issuer's ID and the content).
+    """
+
+    key: PublicationKey
+    publisher: Ref
+    seq: int
+    payload: Payload
+    #: Wall-clock milliseconds (Unix) when the first node accepted it from a client; 0 when
+    #: unknown.  Carried with the publication everywhere, but not part of its key or identity.
+    published_ms: int = field(default=0, compare=False)
+
+    def __repr__(self) -> str:
+        return f"Publication({self.key.hex()[:8]} {self.publisher}#{self.seq} {len(self.payload)}B)"
+
+
+@message("check_trie")
+class CheckTrie(Message):
+    """CheckTrie(sender, tuples): "here are some of my trie nodes; compare" (Alg. 5 l.11)."""
+
+    topic: Topic
+    sender: Ref
+    tuples: list[NodeDigest]
+
+
+@message("check_and_publish")
+class CheckAndPublish(Message):
+    """CheckAndPublish(sender, tuples, pf): CheckTrie plus "send me everything under pf"
+    (Alg. 5 l.25)."""
+
+    topic: Topic
+    sender: Ref
+    tuples: list[NodeDigest]
+    prefix: TrieLabel
+
+
+@message("publish")
+class Publish(Message):
+    """Publish(P): publications the receiver lacks, in one bounded batch (Alg. 5 l.6)."""
+
+    topic: Topic
+    publications: list[Publication]
+
+
+@message("publish_new")
+class PublishNew(Message):
+    """PublishNew(p): a fresh publication flooded over ring and shortcut edges (§4.3,
+    Alg. 5 l.30); `hops` counts the edges it has crossed, for measurements."""
+
+    topic: Topic
+    publication: Publication
+    hops: int
+
+
+# --- publications: clients <-> node (control plane) ------------------------------------------
+@message("publish_request")
+class PublishRequest(Message):
+    """Client -> node: publish `payload` on `topic`.  `id` is the client's own number for
+    the request; the answer (PublishAck or PublishFailed) carries it back, so a client may
+    have many requests outstanding on one connection."""
+
+    topic: Topic
+    payload: Payload
+    id: int
+
+
+@message("publish_ack")
+class PublishAck(Message):
+    """Node -> client: the publication is durable at `stored_by` (a member of the topic).
+
+    `publisher` and `seq` name the publication (the node that issued it and its sequence
+    number there), `key` is its 16-byte key; `local_seq` is its number in `stored_by`'s
+    delivery order when the publishing node stored it itself, else None.
+    """
+
+    id: int
+    topic: Topic
+    publisher: Ref
+    seq: int
+    key: PublicationKey
+    stored_by: Ref
+    local_seq: int | None
+
+
+@message("publish_failed")
+class PublishFailed(Message):
+    """Node -> client: the request `id` was not published; `code` says why, machine-readably
+    (payload_too_large, no_members, handover_failed, store_error, ...)."""
+
+    id: int
+    code: str
+    detail: str
+
+
+@message("follow")
+class Follow(Message):
+    """Client -> node: stream the topic's publications with local sequence number > `since`
+    as Delivery frames on this connection (everything when since = 0).
+
+    `new_only` starts after what the node holds now instead.  With `live` the stream goes on
+    until the client closes the connection; without it, it ends after the publications
+    held at the time of the request with a Reply whose body has ``"end": true``.
+    """
+
+    topic: Topic
+    since: int
+    new_only: bool
+    live: bool
+
+
+@message("delivery")
+class Delivery(Message):
+    """Node -> following client: one publication, numbered `local_seq` (1, 2, ... per topic,
+    in the order this node stored them; durable, so a client resumes with since = the last
+    number it processed).  `stored_at_ms` is the node's wall clock when it stored it;
+    `published_ms` is the publication's own timestamp (`Publication.published_ms`, 0 when
+    unknown)."""
+
+    topic: Topic
+    local_seq: int
+    publisher: Ref
+    seq: int
+    key: PublicationKey
+    payload: Payload
+    stored_at_ms: int
+    published_ms: int = 0
+
+
+# --- publications: node <-> supervisor and node <-> node (hand-over) ----------------------------
+@message("get_member")
+class GetMember(Message):
+    """Node -> supervisor: name one current member of `topic` (for a hand-over); the answer
+    MemberIs goes to `ref` and carries `nonce` back.  `avoid` is a member that just failed
+    to take a hand-over: named only if it is the only one."""
+
+    topic: Topic
+    ref: Ref
+    nonce: int
+    avoid: Ref | None = None
+
+
+@message("member_is")
+class MemberIs(Message):
+    """Supervisor -> node: a member of `topic`, or None when the topic has no members."""
+
+    topic: Topic
+    member: Ref | None
+    nonce: int
+
+
+@message("hand_over")
+class HandOver(Message):
+    """Node -> member: store this publication as if you had issued it (durably, then flood
+    it), and answer `sender` with HandOverAck(request)."""
+
+    topic: Topic
+    sender: Ref
+    publication: Publication
+    request: int
+
+
+@message("hand_over_ack")
+class HandOverAck(Message):
+    """Member -> node: the outcome of HandOver `request`.  ok means `member` holds the
+    publication durably; otherwise `code` says why not (not_member, bad_publication,
+    store_error)."""
+
+    topic: Topic
+    member: Ref
+    request: int
+    ok: bool
+    code: str
+
+
+#: Publication messages (all carry a topic; `NodeCore` routes them to the topic's trie).
+PUBLICATION_MESSAGES = (CheckTrie, CheckAndPublish, Publish, PublishNew)
+
+#: Messages that only subscribers receive from other subscribers or the supervisor.
+TOPIC_MESSAGES = (Introduce, Check, Linearize, RemoveConnections, IntroduceShortcut, SetData)

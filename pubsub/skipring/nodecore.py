@@ -1,0 +1,288 @@
+"""A subscriber process without I/O: one BuildSR instance per subscribed topic (paper 000, §4).
+
+`NodeCore` routes each protocol message to the `SkipRingNode` of its topic and implements
+the parts of §4 and §4.1 that sit above a single ring:
+
+* join: start a BuildSR instance for the topic (it asks the supervisor to Subscribe);
+* leave: keep running until the supervisor grants permission (SetData with ⊥, Lemma 4.1),
+  then release every connection and delete the instance.  Until then Unsubscribe is
+  repeated every Timeout, so a lost request cannot strand the node;
+* a message for a topic this node does not run is answered with RemoveConnections, so
+  stale neighbours forget us (Lemma 4.1); a configuration for such a topic is answered with
+  Unsubscribe so that the supervisor's database forgets us too;
+* a peer the runtime cannot reach is dropped from every instance and reported to the
+  supervisor, which verifies the report before removing anyone (§3.3).
+
+Next to each BuildSR instance runs the topic's publication core (`AntiEntropy`, §4.2-4.3,
+Alg. 5), created with the instance and dropped with it.  Its Timeout sends the trie root
+to a random ring neighbour (cyclic left or right), and its flood targets are the
+instance's contacts: ring neighbours and shortcuts (E_R and E_S).  `publish` issues a
+publication from this process with a per-process sequence number; `drain_arrivals`
+hands the publications stored since the last call to whoever delivers and persists them.
+
+For the daemon: `issue` numbers a publication without storing it (for a topic this
+process does not run, whose publication is handed over to a member),
+`publish_publication` stores and spreads an issued or handed-over publication, and `restore`
+refills a topic's trie from durable storage without reporting the publications as new.
+
+The daemon (`pubsub.node.app`) and the simulator (`pubsub.sim`) drive this same class.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+
+from pubsub.skipring.antientropy import DEFAULT_BATCH_BYTES, AntiEntropy, Arrival, make_publication
+from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.skipring.messages import (
+    Check,
+    CheckAndPublish,
+    CheckTrie,
+    Introduce,
+    IntroduceShortcut,
+    Linearize,
+    PUBLICATION_MESSAGES,
+    Ping,
+    Pong,
+    Publication,
+    RemoveConnections,
+    SetData,
+    SuspectCrash,
+    Unsubscribe,
+)
+from pubsub.skipring.buildsr import SkipRingNode
+from pubsub.kernel.wire import MAX_PAYLOAD_BYTES
+
+
+def _carried_ref(msg: Message) -> Ref | None:
+    """The node a BuildSR message speaks for, to tell it we are not in that ring."""
+    if isinstance(msg, (Introduce, Linearize, IntroduceShortcut)):
+        return msg.contact.ref
+    if isinstance(msg, Check):
+        return msg.sender.ref
+    if isinstance(msg, (CheckTrie, CheckAndPublish)):
+        return msg.sender  # a peer that thinks we are its ring neighbour
+    return None
+
+
+class NodeCore:
+    """All BuildSR instances of one subscriber process."""
+
+    def __init__(
+        self,
+        ref: Ref,
+        supervisor: Ref,
+        *,
+        rng: random.Random,
+        flooding: bool = True,
+        publish_batch_bytes: int = DEFAULT_BATCH_BYTES,
+    ) -> None:
+        self.ref = ref
+        self.supervisor = supervisor
+        self.rng = rng
+        self.instances: dict[Topic, SkipRingNode] = {}
+        self.publications: dict[Topic, AntiEntropy] = {}
+        self.wanted_topics: set[Topic] = set()
+        self.leaving: set[Topic] = set()
+        self._flooding = flooding
+        #: Payload bytes per anti-entropy Publish batch; the daemon keeps it within a frame.
+        self.publish_batch_bytes = publish_batch_bytes
+        #: Sequence number of the next publication issued by this process.
+        self.next_seq = 0
+        #: Counters of the publication cores of topics this process left (metrics stay
+        #: monotonic when a topic's core is dropped).
+        self.retired_counters: Counter[str] = Counter()
+
+    # ------------------------------------------------------------------ client intents
+    def join(self, topic: Topic) -> list[Send]:
+        """Subscribe this process to `topic` (its instance asks the supervisor on Timeout)."""
+        self.wanted_topics.add(topic)
+        self.leaving.discard(topic)
+        instance = self.instances.get(topic)
+        if instance is None:
+            instance = self.instances[topic] = SkipRingNode(self.ref, topic, self.supervisor)
+        self.anti_entropy(topic)  # the topic's publication core lives next to its instance
+        if instance.label is None:
+            return instance.timeout(self.rng)  # Subscribe right away rather than next tick
+        return []
+
+    def leave(self, topic: Topic) -> list[Send]:
+        """Unsubscribe from `topic`; the instance lives on until the supervisor agrees."""
+        self.wanted_topics.discard(topic)
+        if topic not in self.instances:
+            return []
+        self.leaving.add(topic)
+        return [Send(self.supervisor, Unsubscribe(topic, self.ref))]
+
+    # ------------------------------------------------------------------ protocol
+    def handle(self, msg: Message, now: float) -> list[Send]:
+        """Dispatch one protocol message."""
+        if isinstance(msg, Ping):
+            return [Send(self.supervisor, Pong(msg.nonce, self.ref))]
+        topic = getattr(msg, "topic", None)
+        if topic is None:
+            return []
+        instance = self.instances.get(topic)
+        if instance is None:
+            return self._not_a_member(msg)
+        if isinstance(msg, SetData) and msg.label is None and topic in self.leaving:
+            sends = instance.release()  # permission to leave (§4.1 step 4, Lemma 4.1)
+            del self.instances[topic]
+            retired = self.publications.pop(topic, None)
+            if retired is not None:
+                self.retired_counters.update(retired.counters)
+            self.leaving.discard(topic)
+            return sends
+        if isinstance(msg, PUBLICATION_MESSAGES):
+            return self.anti_entropy(topic).handle(msg)
+        return instance.handle(msg)
+
+    def _not_a_member(self, msg: Message) -> list[Send]:
+        if isinstance(msg, SetData):
+            if msg.label is None:
+                return []
+            return [Send(self.supervisor, Unsubscribe(msg.topic, self.ref))]
+        ref = _carried_ref(msg)
+        if ref is None or ref == self.ref:
+            return []
+        return [Send(ref, RemoveConnections(msg.topic, self.ref))]  # type: ignore[attr-defined]
+
+    def timeout(self, now: float) -> list[Send]:
+        """Timeout of every instance; leaving instances repeat their Unsubscribe.
+
+        Each instance with a label also runs PublishTimeout (Alg. 5 l.1-4) with its ring
+        neighbours as they stand after BuildSR's own Timeout.
+        """
+        sends: list[Send] = []
+        for topic, instance in self.instances.items():
+            if topic in self.leaving:
+                sends.append(Send(self.supervisor, Unsubscribe(topic, self.ref)))
+                if instance.label is None:
+                    continue  # never re-subscribe a topic we are leaving
+            sends.extend(instance.timeout(self.rng))
+            if instance.label is not None:
+                ring = [c.ref for c in (instance.cyclic_left(), instance.cyclic_right()) if c]
+                sends.extend(self.anti_entropy(topic).publish_timeout(self.rng, ring))
+        return sends
+
+    # ------------------------------------------------------------------ publications
+    @property
+    def flooding(self) -> bool:
+        """Whether new publications are flooded (§4.3) in addition to anti-entropy."""
+        return self._flooding
+
+    @flooding.setter
+    def flooding(self, on: bool) -> None:
+        self._flooding = on
+        for core in self.publications.values():
+            core.flooding = on
+
+    def anti_entropy(self, topic: Topic) -> AntiEntropy:
+        """The publication core of a topic we run (created on first use)."""
+        core = self.publications.get(topic)
+        if core is None:
+            if topic not in self.instances:
+                raise KeyError(topic)
+            core = self.publications[topic] = AntiEntropy(
+                self.ref,
+                topic,
+                flooding=self.flooding,
+                flood_targets=lambda: self._flood_targets(topic),
+                batch_bytes=self.publish_batch_bytes,
+            )
+        return core
+
+    def _flood_targets(self, topic: Topic) -> Iterator[Ref]:
+        """PublishNew goes to every ring and shortcut neighbour (§4.3: E_R ∪ E_S)."""
+        instance = self.instances.get(topic)
+        return iter(()) if instance is None else instance.contacts()
+
+    def publish(self, topic: Topic, payload: bytes) -> list[Send]:
+        """Issue a publication on `topic` from this process (§4.2 and, if on, §4.3).
+
+        ValueError if we do not run the topic or the payload is too large for a frame.
+        """
+        if not self.is_member(topic):
+            raise ValueError(f"not subscribed to topic {topic!r}")
+        return self.publish_publication(topic, self.issue(payload))
+
+    def is_member(self, topic: Topic) -> bool:
+        """Whether we run `topic` and are not leaving it (publications may be stored here)."""
+        return topic in self.instances and topic not in self.leaving
+
+    def issue(self, payload: bytes, published_ms: int = 0) -> Publication:
+        """A new publication of this process: the next sequence number, not stored anywhere.
+
+        `published_ms` is the time it was accepted (the daemon passes its wall clock; the
+        core reads no clock).  ValueError if the payload is too large for a frame.
+        """
+        if len(payload) > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES}")
+        publication = make_publication(self.ref, self.next_seq, bytes(payload))
+        if published_ms:
+            publication = replace(publication, published_ms=published_ms)
+        self.next_seq += 1
+        return publication
+
+    def publish_publication(self, topic: Topic, publication: Publication) -> list[Send]:
+        """Store and spread a publication as its publisher does (§4.3: store, then
+        PublishNew to every neighbour when flooding): one `issue` made here, or one another
+        process handed over because it does not run the topic.
+
+        ValueError if we are not a member of `topic`.  A malformed publication is rejected
+        and counted by the topic's core; `holds` tells afterwards whether it is stored.
+        """
+        if not self.is_member(topic):
+            raise ValueError(f"not subscribed to topic {topic!r}")
+        return self.anti_entropy(topic).publish_local(publication)
+
+    def holds(self, topic: Topic, publication: Publication) -> bool:
+        """Whether the topic's trie holds `publication`."""
+        core = self.publications.get(topic)
+        return core is not None and core.holds(publication)
+
+    def restore(self, topic: Topic, publications: Iterable[Publication]) -> int:
+        """Refill a topic we run from storage; returns how many were new to its trie.
+
+        They are not reported by `drain_arrivals` (they are stored already).
+        """
+        return self.anti_entropy(topic).restore(publications)
+
+    def drain_arrivals(self) -> list[tuple[Topic, Arrival]]:
+        """Publications stored since the last call, per topic, in arrival order."""
+        out: list[tuple[Topic, Arrival]] = []
+        for topic, core in self.publications.items():
+            out.extend((topic, arrival) for arrival in core.drain_new())
+        return out
+
+    def publication_counters(self) -> Counter[str]:
+        """The publication cores' counters summed over every topic since the start, those
+        of topics already left included (never decreases)."""
+        total = Counter(self.retired_counters)
+        for core in self.publications.values():
+            total.update(core.counters)
+        return total
+
+    def peer_unreachable(self, ref: Ref, now: float) -> list[Send]:
+        """The runtime gave up on `ref`: forget it everywhere and hint the supervisor (§3.3)."""
+        if ref == self.supervisor:
+            return []
+        for instance in self.instances.values():
+            instance.forget(ref)
+        return [Send(self.supervisor, SuspectCrash(ref))]
+
+    # ------------------------------------------------------------------ inspection
+    def status(self) -> dict[str, object]:
+        """JSON-able state: per topic the BuildSR variables (README: `status --node`)."""
+        topics: dict[str, object] = {}
+        for topic, instance in sorted(self.instances.items()):
+            entry = instance.status()
+            entry["leaving"] = topic in self.leaving
+            core = self.publications.get(topic)
+            if core is not None:
+                entry["publications"] = core.status()
+            topics[topic] = entry
+        return {"ref": self.ref, "supervisor": self.supervisor, "topics": topics}

@@ -1,0 +1,392 @@
+"""A Patricia trie with Merkle hashes over fixed-length binary keys (paper 000, §4.2).
+
+Every subscriber keeps its publications for a topic in one of these tries; the
+anti-entropy protocol (`pubsub.skipring.antientropy`, Alg. 5) compares two tries by exchanging
+(label, hash) pairs of their nodes.
+
+Shape
+-----
+Keys are bit strings of one fixed length ``key_bits`` (128 for real publication keys, see
+`publication_key`; tests use 3-bit keys to replay Figure 2).  Chains of single-child nodes
+are compressed, so every inner node has exactly two children.  Each node carries a
+*label*:
+
+* a leaf's label is its whole key (``key_bits`` bits);
+* an inner node's label is the longest common prefix of its two children's labels, hence
+  strictly shorter than ``key_bits``.  Child 0 continues with bit 0 after that prefix,
+  child 1 with bit 1.
+
+Labels are `TrieLabel` values: an immutable pair (``value``, ``length``) of integers, the
+label's bits read as a big-endian number plus the number of bits, so that "01" and "010"
+differ.  Prefix tests and bit lookups are integer shifts; ``.bits`` gives the "0"/"1"
+string used on the wire.  The empty label ``TrieLabel(0, 0)`` (the paper's ⊥) is the
+root's label whenever the stored keys do not all share a first bit.
+
+Hashes
+------
+All hashes are 16-byte xxh3-128 digests:
+
+* leaf: ``xxh3_128(key bytes)``, the key as a big-endian integer in ``ceil(key_bits / 8)``
+  bytes -- for 128-bit keys exactly the 16 key bytes;
+* inner node: ``xxh3_128(hash(child 0) || hash(child 1))`` (a Merkle hash: §4.2 hashes
+  the concatenation of the children's hashes).
+
+Equal hashes at equal labels mean equal key sets below (up to hash collisions), which is
+what CheckTrie case (i) relies on.  An insertion recomputes only the hashes on the path
+from the new leaf to the root: O(depth) digest computations, counted in
+``hash_computations`` so that tests can assert the bound without timing anything.
+
+Empty trie
+----------
+An empty trie has no nodes: `search` and `minimal_extension` find nothing, and `root`
+reports the pair (``TrieLabel(0, 0)``, `EMPTY_HASH`) with ``EMPTY_HASH`` = 16 zero bytes
+(not the digest of anything stored).  A peer that receives this pair finds either a
+root with label ⊥ and a different hash (case (ii)) or no such node (case (iii)), and
+either way ends up sending everything it holds.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Generic, TypeVar
+
+import xxhash
+
+#: Length of publication keys and of the longest label a trie node can have.
+KEY_BITS = 128
+#: Length of every node hash (xxh3-128).
+HASH_BYTES = 16
+#: The hash reported for the root of an empty trie.
+EMPTY_HASH = bytes(HASH_BYTES)
+
+V = TypeVar("V")
+
+_digest = xxhash.xxh3_128_digest
+
+
+class TrieLabel:
+    """A bit string of 0..KEY_BITS bits kept as (value, length); immutable and hashable.
+
+    ``value`` is the bits read as a big-endian unsigned integer, so ``value < 2**length``.
+    """
+
+    __slots__ = ("value", "length")
+
+    value: int
+    length: int
+
+    def __init__(self, value: int, length: int) -> None:
+        if length < 0 or value < 0 or value >> length:
+            raise ValueError(f"not a {length}-bit label value: {value}")
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "length", length)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("TrieLabel is immutable")
+
+    @classmethod
+    def from_bits(cls, bits: str) -> TrieLabel:
+        """The label spelled by a string of "0"/"1" ("" is the empty label)."""
+        if bits.strip("01"):
+            raise ValueError(f"not a bit string: {bits!r}")
+        return cls(int(bits, 2) if bits else 0, len(bits))
+
+    @property
+    def bits(self) -> str:
+        """The "0"/"1" spelling (the wire form)."""
+        return format(self.value, "b").zfill(self.length) if self.length else ""
+
+    def bit(self, i: int) -> int:
+        """Bit i, counted from 0 at the left."""
+        if not 0 <= i < self.length:
+            raise IndexError(i)
+        return (self.value >> (self.length - 1 - i)) & 1
+
+    def startswith(self, prefix: TrieLabel) -> bool:
+        """Whether `prefix` is a (not necessarily proper) prefix of this label."""
+        shift = self.length - prefix.length
+        return shift >= 0 and self.value >> shift == prefix.value
+
+    def append(self, bit: int) -> TrieLabel:
+        """This label followed by one more bit."""
+        return TrieLabel((self.value << 1) | (bit & 1), self.length + 1)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, TrieLabel)
+            and other.length == self.length
+            and other.value == self.value
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.value, self.length))
+
+    def __repr__(self) -> str:
+        return f"TrieLabel({self.bits!r})"
+
+    def __str__(self) -> str:
+        return self.bits or "⊥"
+
+    def __reduce__(self) -> tuple[type, tuple[int, int]]:
+        return (TrieLabel, (self.value, self.length))
+
+
+EMPTY_LABEL = TrieLabel(0, 0)
+
+
+class TrieNode(Generic[V]):
+    """One node: a leaf (holding a key and its value) or an inner node with two children.
+
+    ``value``/``length`` spell the node's label (see `TrieLabel`); ``hash`` is kept up to
+    date by `PatriciaTrie.insert`.  Treat nodes as read-only outside this module.
+    """
+
+    __slots__ = ("value", "length", "hash", "children", "item")
+
+    def __init__(
+        self,
+        value: int,
+        length: int,
+        hash_: bytes,
+        children: list[TrieNode[V]] | None,
+        item: V | None,
+    ) -> None:
+        self.value = value
+        self.length = length
+        self.hash = hash_
+        self.children = children
+        self.item = item
+
+    @property
+    def label(self) -> TrieLabel:
+        return TrieLabel(self.value, self.length)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.children is None
+
+    def __repr__(self) -> str:
+        kind = "leaf" if self.children is None else "inner"
+        return f"TrieNode({kind} {self.label.bits!r} {self.hash.hex()[:8]})"
+
+
+class PatriciaTrie(Generic[V]):
+    """A Patricia trie over ``key_bits``-bit keys with Merkle hashes (module docstring)."""
+
+    def __init__(self, key_bits: int = KEY_BITS) -> None:
+        if not 1 <= key_bits <= KEY_BITS:
+            raise ValueError(f"key length must be 1..{KEY_BITS} bits, got {key_bits}")
+        self.key_bits = key_bits
+        self._key_bytes = (key_bits + 7) // 8
+        self._root: TrieNode[V] | None = None
+        self._size = 0
+        #: Digests computed so far (leaf and inner); insert adds O(depth) to it.
+        self.hash_computations = 0
+
+    # ------------------------------------------------------------------ keys and hashes
+    def key_int(self, key: int | bytes | TrieLabel) -> int:
+        """A key as an integer below 2**key_bits; ValueError if it does not fit.
+
+        Accepts an int, a `TrieLabel` of exactly ``key_bits`` bits, or bytes of exactly
+        ``key_bits`` bits (only when key_bits is a multiple of 8, e.g. 16 bytes for 128).
+        """
+        if isinstance(key, TrieLabel):
+            if key.length != self.key_bits:
+                raise ValueError(f"key must have {self.key_bits} bits, got {key.length}")
+            return key.value
+        if isinstance(key, (bytes, bytearray)):
+            if len(key) * 8 != self.key_bits:
+                raise ValueError(f"key must be {self.key_bits} bits, got {len(key)} bytes")
+            return int.from_bytes(key, "big")
+        if isinstance(key, int) and not isinstance(key, bool) and key >= 0 and not key >> self.key_bits:
+            return key
+        raise ValueError(f"key must be an integer in [0, 2**{self.key_bits}), got {key!r}")
+
+    def leaf_hash(self, key: int) -> bytes:
+        """h(key) of §4.2: xxh3-128 of the key's big-endian bytes."""
+        self.hash_computations += 1
+        return _digest(key.to_bytes(self._key_bytes, "big"))
+
+    def _inner_hash(self, node: TrieNode[V]) -> bytes:
+        children = node.children
+        assert children is not None
+        self.hash_computations += 1
+        return _digest(children[0].hash + children[1].hash)
+
+    # ------------------------------------------------------------------ updates
+    def insert(self, key: int | bytes | TrieLabel, item: V) -> bool:
+        """Store `item` under `key`; False (and nothing changes) if the key is present.
+
+        Walks down once, splices in the new leaf (and one new inner node unless the trie
+        was empty), then recomputes the hashes of the nodes on the walked path only.
+        """
+        k = self.key_int(key)
+        kb = self.key_bits
+        node = self._root
+        if node is None:
+            self._root = TrieNode(k, kb, self.leaf_hash(k), None, item)
+            self._size = 1
+            return True
+        path: list[TrieNode[V]] = []
+        parent_slot: tuple[list[TrieNode[V]], int] | None = None
+        while True:
+            top = k >> (kb - node.length)
+            diff = top ^ node.value
+            if diff:
+                # The key leaves this node's label after `common` bits: split here.
+                common = node.length - diff.bit_length()
+                leaf = TrieNode(k, kb, self.leaf_hash(k), None, item)
+                branch = (k >> (kb - 1 - common)) & 1
+                pair = [node, leaf] if branch else [leaf, node]
+                inner = TrieNode(k >> (kb - common), common, b"", pair, None)
+                inner.hash = self._inner_hash(inner)
+                if parent_slot is None:
+                    self._root = inner
+                else:
+                    parent_slot[0][parent_slot[1]] = inner
+                break
+            if node.length == kb:
+                return False  # the same key is stored already
+            children = node.children
+            assert children is not None
+            path.append(node)
+            branch = (k >> (kb - 1 - node.length)) & 1
+            parent_slot = (children, branch)
+            node = children[branch]
+        for ancestor in reversed(path):
+            ancestor.hash = self._inner_hash(ancestor)
+        self._size += 1
+        return True
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def size(self) -> int:
+        """Number of stored keys."""
+        return self._size
+
+    def __len__(self) -> int:
+        return self._size
+
+    def root(self) -> tuple[TrieLabel, bytes]:
+        """(label, hash) of the root; (⊥, EMPTY_HASH) for the empty trie."""
+        if self._root is None:
+            return EMPTY_LABEL, EMPTY_HASH
+        return self._root.label, self._root.hash
+
+    def root_node(self) -> TrieNode[V] | None:
+        return self._root
+
+    def _leaf_for(self, k: int) -> TrieNode[V] | None:
+        kb = self.key_bits
+        node = self._root
+        while node is not None:
+            if k >> (kb - node.length) != node.value:
+                return None
+            if node.children is None:
+                return node
+            node = node.children[(k >> (kb - 1 - node.length)) & 1]
+        return None
+
+    def contains(self, key: int | bytes | TrieLabel) -> bool:
+        return self._leaf_for(self.key_int(key)) is not None
+
+    __contains__ = contains
+
+    def get(self, key: int | bytes | TrieLabel) -> V | None:
+        """The item stored under `key`, or None."""
+        leaf = self._leaf_for(self.key_int(key))
+        return None if leaf is None else leaf.item
+
+    def _descend(self, label: TrieLabel) -> TrieNode[V] | None:
+        """The shallowest node whose label has `label` as a (not necessarily proper) prefix.
+
+        In a Patricia trie the nodes extending a given bit string form one subtree (or
+        none), so this node is unique.  None when no stored key starts with `label`.
+        """
+        if label.length > self.key_bits:
+            return None
+        node = self._root
+        while node is not None:
+            if node.length >= label.length:
+                # Does this node's label extend `label`?
+                return node if node.value >> (node.length - label.length) == label.value else None
+            # node's label is shorter: it must be a prefix of `label` to go on.
+            if label.value >> (label.length - node.length) != node.value:
+                return None
+            assert node.children is not None  # leaves have key_bits >= label.length
+            node = node.children[(label.value >> (label.length - 1 - node.length)) & 1]
+        return None
+
+    def search(self, label: TrieLabel) -> TrieNode[V] | None:
+        """SearchNode of Alg. 5 l.13: the node whose label is exactly `label`, or None."""
+        node = self._descend(label)
+        return node if node is not None and node.length == label.length else None
+
+    def minimal_extension(self, label: TrieLabel) -> TrieNode[V] | None:
+        """The node of least label length whose label has `label` as a proper prefix.
+
+        This is node c of CheckTrie case (iii) (Alg. 5 l.19).  It is unique whenever no
+        node is labelled exactly `label` -- the only situation CheckTrie asks.  If a node
+        *is* labelled `label`, both of its children would qualify; this returns None then
+        (and for a leaf, which has no extension at all).
+        """
+        node = self._descend(label)
+        return node if node is not None and node.length > label.length else None
+
+    def children(self, node: TrieNode[V]) -> tuple[TrieNode[V], TrieNode[V]] | None:
+        """(child 0, child 1) of an inner node; None for a leaf."""
+        if node.children is None:
+            return None
+        return node.children[0], node.children[1]
+
+    def enumerate(self, prefix: TrieLabel = EMPTY_LABEL) -> Iterator[tuple[int, V]]:
+        """Every (key, item) whose key starts with `prefix`, in increasing key order."""
+        start = self._descend(prefix)
+        if start is None:
+            return
+        stack = [start]
+        while stack:
+            node = stack.pop()
+            if node.children is None:
+                yield node.value, node.item  # type: ignore[misc]
+            else:
+                stack.append(node.children[1])
+                stack.append(node.children[0])
+
+    def items(self) -> Iterator[tuple[int, V]]:
+        return self.enumerate(EMPTY_LABEL)
+
+    def keys(self) -> Iterator[int]:
+        for key, _ in self.enumerate(EMPTY_LABEL):
+            yield key
+
+    def depth(self) -> int:
+        """Number of nodes on the longest root-to-leaf path (0 for the empty trie)."""
+        best = 0
+        stack = [(self._root, 1)] if self._root is not None else []
+        while stack:
+            node, d = stack.pop()
+            best = max(best, d)
+            if node.children is not None:
+                stack.extend((child, d + 1) for child in node.children)
+        return best
+
+
+_PUBLISHER_LEN = struct.Struct(">I")
+_SEQ = struct.Struct(">q")
+
+
+def publication_key(publisher: str, seq: int, payload: bytes) -> bytes:
+    """The 16-byte key of a publication: xxh3-128 over (publisher, seq, payload).
+
+    The encoding is unambiguous: the publisher reference as UTF-8 preceded by its length
+    (4 bytes, big-endian), the sequence number as a signed 64-bit big-endian integer, then
+    the payload, which runs to the end and so needs no length.  Equal payloads from one
+    publisher under different sequence numbers get different keys (ARCHITECTURE: hashes).
+    """
+    name = publisher.encode("utf-8")
+    return _digest(_PUBLISHER_LEN.pack(len(name)) + name + _SEQ.pack(seq) + payload)

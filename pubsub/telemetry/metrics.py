@@ -1,0 +1,609 @@
+"""Prometheus metrics of the daemons, their HTTP endpoint, and the telemetry wiring.
+
+Every daemon started with ``--metrics-port PORT`` serves ``GET /metrics`` (the Prometheus
+text format) on ``--metrics-host`` (default 127.0.0.1).  Each daemon has its own
+`CollectorRegistry`, so several daemons may run in one process (the tests do).
+
+Nothing is counted twice: the collectors read what the daemon keeps anyway -- the
+runtime's `pubsub.runtime.net.Stats`, the cores' status and counters -- when Prometheus scrapes.
+Only what exists nowhere else is counted here: deliveries by arrival path with their
+latency (`DeliveryMetrics`, an `Observer` of the node) and the supervisor's configuration
+requests and sends (counted by `supervisor.app.SupervisorApp`).
+
+The endpoint is served by the daemon's own event loop (`MetricsServer`, a minimal HTTP/1.1
+responder), so a scrape reads the state between two protocol steps, never while one runs
+in another thread.
+
+Label values come from bounded sets only: message kinds (the registered messages), error
+codes and rejection reasons (fixed in the code), arrival paths (local, handover, flood,
+antientropy) and topics.  Topics are chosen by users, so at most ``metrics_max_topics``
+(default 64) topics get their own ``topic`` value, the first ones seen, for the life of the
+process; any further topic is folded into ``topic="_other"`` (sums; the largest label
+length).  No label carries a peer's reference.  The table of metrics is in the README.
+
+`Telemetry` starts what the settings ask for (the endpoint, the event stream of
+`pubsub.telemetry.events`) for one daemon and stops it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import json
+import logging
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from pubsub.telemetry.events import VIA_NAMES, EventWriter, NodeEvents, Observer, SupervisorEvents
+
+log = logging.getLogger(__name__)
+
+#: The value of the ``topic`` label for topics beyond the cap.
+OTHER_TOPIC = "_other"
+#: The Prometheus text format served (version 0.0.4 is what every Prometheus 2.x reads).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: Upper bounds (s) of the delivery latency histogram's buckets.
+LATENCY_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+)
+#: Arrival paths of a stored publication, as label values.
+VIAS = ("local", "handover", "flood", "antientropy")
+#: Seconds a client of the metrics endpoint may take to send its request.
+REQUEST_TIMEOUT = 5.0
+#: Longest request head (request line and headers) the endpoint reads.
+MAX_REQUEST_BYTES = 16 * 1024
+
+
+class MetricsError(RuntimeError):
+    """The metrics endpoint cannot start; the message is one line for the operator."""
+
+
+class TopicLabels:
+    """Maps topics to ``topic`` label values: the first `cap` topics seen keep their own
+    value for the life of the process, later ones share `OTHER_TOPIC`."""
+
+    def __init__(self, cap: int = 64) -> None:
+        if cap < 1:
+            raise ValueError("the topic label cap must be at least 1")
+        self.cap = cap
+        self._own: set[str] = set()
+
+    def __call__(self, topic: str) -> str:
+        if topic in self._own:
+            return topic
+        if len(self._own) < self.cap:
+            self._own.add(topic)
+            return topic
+        return OTHER_TOPIC
+
+
+class LatencyHistogram:
+    """Cumulative histogram of latencies (s) per arrival path, read by a collector."""
+
+    def __init__(self, buckets: Sequence[float] = LATENCY_BUCKETS) -> None:
+        self.bounds = tuple(sorted(buckets))
+        self.counts: dict[str, list[int]] = {}
+        self.sums: Counter[str] = Counter()
+
+    def observe(self, via: str, seconds: float) -> None:
+        counts = self.counts.setdefault(via, [0] * (len(self.bounds) + 1))
+        counts[bisect.bisect_left(self.bounds, seconds)] += 1
+        self.sums[via] += seconds
+
+    def family(self, name: str, documentation: str) -> HistogramMetricFamily:
+        family = HistogramMetricFamily(name, documentation, labels=["via"])
+        for via, counts in sorted(self.counts.items()):
+            cumulative, running = [], 0
+            for bound, count in zip((*self.bounds, float("inf")), counts, strict=True):
+                running += count
+                cumulative.append((_bound(bound), running))
+            family.add_metric([via], cumulative, sum_value=self.sums[via])
+        return family
+
+
+def _bound(value: float) -> str:
+    return "+Inf" if value == float("inf") else repr(float(value))
+
+
+class DeliveryMetrics(Observer):
+    """Publications a node stored for the first time, by arrival path, and their latency
+    from ``published_ms`` (when the first node accepted it) to this node's commit."""
+
+    def __init__(self) -> None:
+        self.delivered: Counter[str] = Counter()
+        self.latency = LatencyHistogram()
+        self.unknown_published = 0
+
+    def stored(self, rows: Sequence[Any]) -> None:
+        for row in rows:
+            via = VIA_NAMES.get(row.via, row.via)
+            self.delivered[via] += 1
+            published = row.publication.published_ms
+            if published:
+                self.latency.observe(via, max(0.0, (row.stored_at_ms - published) / 1000))
+            else:
+                self.unknown_published += 1
+
+
+# ------------------------------------------------------------------------------- collectors
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, value=value)
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+def _by_label(
+    family: CounterMetricFamily | GaugeMetricFamily, values: Mapping[str, float]
+) -> CounterMetricFamily | GaugeMetricFamily:
+    for key, value in sorted(values.items()):
+        family.add_metric([key], value)
+    return family
+
+
+class RuntimeCollector:
+    """The network runtime's counters (`pubsub.runtime.net.Stats`), for every daemon."""
+
+    def __init__(self, stats: Any, role: str, ref: str, app: Any = None) -> None:
+        self.stats = stats
+        self.role = role
+        self.ref = ref
+        self.app = app
+        self.events: EventWriter | None = None
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.stats
+        info = GaugeMetricFamily(
+            "pubsub_daemon_info", "This daemon: its role and reference (value 1).",
+            labels=["role", "ref"],
+        )
+        info.add_metric([self.role, self.ref], 1)
+        yield info
+        yield _by_label(
+            CounterMetricFamily(
+                "pubsub_messages_sent", "Frames written to peers and clients, by message type.",
+                labels=["type"],
+            ),
+            s.frames_out,
+        )
+        yield _by_label(
+            CounterMetricFamily(
+                "pubsub_messages_received", "Valid frames read, by message type.", labels=["type"]
+            ),
+            s.frames_in,
+        )
+        yield _by_label(
+            CounterMetricFamily(
+                "pubsub_sent_bytes", "Bytes of frames written (with the 4-byte header), by type.",
+                labels=["type"],
+            ),
+            s.bytes_out,
+        )
+        yield _by_label(
+            CounterMetricFamily(
+                "pubsub_received_bytes", "Bytes of valid frames read (with the header), by type.",
+                labels=["type"],
+            ),
+            s.bytes_in,
+        )
+        yield _by_label(
+            CounterMetricFamily(
+                "pubsub_frame_errors",
+                "Rejected input and runtime failures, by code (bad_msgpack, truncated_frame, "
+                "frame_too_large, unknown_type, bad_field, handler_error, ...).",
+                labels=["code"],
+            ),
+            s.errors,
+        )
+        yield _counter(
+            "pubsub_dropped_sends", "Frames dropped (queue full, peer unreachable, stopping).",
+            s.dropped_sends,
+        )
+        yield _counter(
+            "pubsub_peers_unreachable",
+            "Times a peer was reported unreachable after repeated failed connects.",
+            s.peers_unreachable,
+        )
+        yield _gauge("pubsub_connections_open", "Open TCP connections.", s.connections_open)
+        if self.app is not None:
+            yield _counter(
+                "pubsub_timeout_intervals", "Timeout actions run since the start.",
+                getattr(self.app, "intervals", 0),
+            )
+        if self.events is not None:
+            counts = self.events.counters()
+            yield _counter(
+                "pubsub_events_written", "Events moved into the run directory.", counts["written"]
+            )
+            yield _counter(
+                "pubsub_events_dropped", "Events lost to disk errors.", counts["dropped"]
+            )
+            yield _counter(
+                "pubsub_events_write_errors",
+                "Disk errors of the event stream (open, write, rename).",
+                counts["errors"],
+            )
+
+
+def _degree(ref: str, entry: Mapping[str, Any]) -> int:
+    """Distinct other nodes one topic's state references (ring, list and shortcut edges)."""
+    refs: set[str] = set()
+    for key in ("left", "right", "ring"):
+        pair = entry.get(key)
+        if isinstance(pair, (list, tuple)) and len(pair) == 2 and pair[1] is not None:
+            refs.add(str(pair[1]))
+    for holder in (entry.get("shortcuts") or {}).values():
+        if holder is not None:
+            refs.add(str(holder))
+    refs.discard(ref)
+    return len(refs)
+
+
+class NodeCollector:
+    """A node's per-topic state and publication counters (`pubsub.node.app.NodeApp`)."""
+
+    def __init__(self, app: Any, topics: TopicLabels, deliveries: DeliveryMetrics) -> None:
+        self.app = app
+        self.topics = topics
+        self.deliveries = deliveries
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        app = self.app
+        status = app.core.status()
+        running: Mapping[str, Any] = status.get("topics") or {}
+        length: dict[str, int] = {}
+        degree: Counter[str] = Counter()
+        trie: Counter[str] = Counter()
+        for topic, entry in sorted(running.items()):
+            value = self.topics(topic)
+            bits = entry.get("label")
+            length[value] = max(length.get(value, 0), len(bits) if bits else 0)
+            degree[value] += _degree(app.ref, entry)
+            trie[value] += int((entry.get("publications") or {}).get("count", 0) or 0)
+        yield _gauge("pubsub_node_topics", "Topics this node runs.", len(running))
+        yield _by_label(
+            GaugeMetricFamily(
+                "pubsub_node_label_length",
+                "Length of this node's label in the topic's skip ring (0 while it has none).",
+                labels=["topic"],
+            ),
+            length,
+        )
+        yield _by_label(
+            GaugeMetricFamily(
+                "pubsub_node_degree",
+                "Distinct nodes this node references for the topic (ring and shortcut edges).",
+                labels=["topic"],
+            ),
+            degree,
+        )
+        yield _by_label(
+            GaugeMetricFamily(
+                "pubsub_trie_publications", "Publications in the topic's Patricia trie.",
+                labels=["topic"],
+            ),
+            trie,
+        )
+        counters = app.core.publication_counters()
+        yield _counter(
+            "pubsub_antientropy_rounds", "Anti-entropy rounds started (CheckTrie of the root).",
+            counters.get("rounds", 0),
+        )
+        yield _counter(
+            "pubsub_antientropy_repairs",
+            "Publications received through anti-entropy (Publish) that were missing here.",
+            counters.get("repairs", 0),
+        )
+        rejected = {
+            key.removeprefix("rejected_"): value
+            for key, value in counters.items()
+            if key.startswith("rejected_") and key != "rejected_malformed"
+        }
+        yield _by_label(
+            CounterMetricFamily(
+                "pubsub_publications_rejected",
+                "Malformed publication messages rejected, by reason.",
+                labels=["reason"],
+            ),
+            rejected,
+        )
+        yield _by_label(
+            CounterMetricFamily(
+                "pubsub_publications_delivered",
+                "Publications this node stored for the first time (durably), by arrival path.",
+                labels=["via"],
+            ),
+            {via: self.deliveries.delivered.get(via, 0) for via in VIAS}
+            | dict(self.deliveries.delivered),
+        )
+        yield self.deliveries.latency.family(
+            "pubsub_delivery_latency_seconds",
+            "Seconds from a publication's acceptance by its first node (published_ms) to "
+            "its commit at this node, by arrival path.",
+        )
+        yield _counter(
+            "pubsub_client_deliveries", "Delivery frames written to client streams.",
+            app.deliveries.delivered,
+        )
+        yield _gauge(
+            "pubsub_client_streams", "Open client streams (Follow).",
+            sum(app.deliveries.counts().values()),
+        )
+        yield _counter("pubsub_store_commits", "Store transactions since the start.",
+                       app.store.commits)
+
+
+class SupervisorCollector:
+    """The supervisor's databases and its configuration traffic."""
+
+    def __init__(self, app: Any, topics: TopicLabels) -> None:
+        self.app = app
+        self.topics = topics
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        app = self.app
+        status = app.core.status()
+        running: Mapping[str, Any] = status.get("topics") or {}
+        members: Counter[str] = Counter()
+        legit: dict[str, int] = {}
+        for topic, entry in sorted(running.items()):
+            value = self.topics(topic)
+            members[value] += int(entry.get("n", 0))
+            ok = 1 if entry.get("legitimate_database") else 0
+            legit[value] = min(legit.get(value, 1), ok)
+        yield _gauge("pubsub_supervisor_topics", "Topics in the supervisor's database.",
+                     len(running))
+        yield _by_label(
+            GaugeMetricFamily(
+                "pubsub_topic_members", "Subscribers in the topic's database (n).",
+                labels=["topic"],
+            ),
+            members,
+        )
+        yield _by_label(
+            GaugeMetricFamily(
+                "pubsub_topic_legitimate_database",
+                "1 when the topic's labels are exactly l(0..n-1), each with its own subscriber.",
+                labels=["topic"],
+            ),
+            legit,
+        )
+        counters = getattr(app, "counters", {})
+        yield _counter(
+            "pubsub_supervisor_configuration_requests",
+            "GetConfiguration requests received.",
+            counters.get("configuration_requests", 0),
+        )
+        sent = CounterMetricFamily(
+            "pubsub_supervisor_configurations_sent",
+            "SetData sent: kind=configuration (a label and neighbours) or kind=none (⊥: not "
+            "a member, or permission to leave).",
+            labels=["kind"],
+        )
+        sent.add_metric(["configuration"], counters.get("configurations_sent", 0))
+        sent.add_metric(["none"], counters.get("configurations_none", 0))
+        yield sent
+        yield _counter(
+            "pubsub_supervisor_crashes_detected", "Subscribers removed as crashed.",
+            int(status.get("crashes_detected", 0)),
+        )
+        yield _gauge(
+            "pubsub_supervisor_suspects", "Subscribers being probed after a crash hint.",
+            len(status.get("suspects") or ()),
+        )
+
+
+def registry_for(*collectors: Any) -> CollectorRegistry:
+    """A registry of its own (not the global one) holding `collectors`."""
+    registry = CollectorRegistry(auto_describe=False)
+    for collector in collectors:
+        registry.register(collector)
+    return registry
+
+
+def parse_http_request_head(head: bytes) -> tuple[str, str]:
+    """(method, path without query) of an HTTP request head; ValueError if malformed."""
+    line = head.split(b"\r\n", 1)[0].decode("latin-1")
+    parts = line.split()
+    if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+        raise ValueError(f"bad request line {line[:80]!r}")
+    return parts[0], parts[1].split("?", 1)[0]
+
+
+class MetricsServer:
+    """``GET /metrics`` on the daemon's event loop (HTTP/1.1, one request per connection)."""
+
+    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
+        self.registry = registry
+        self.host = host
+        self.port = port
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.scrapes = 0
+        self.bad_requests = 0
+
+    async def start(self) -> None:
+        """Bind and serve; MetricsError if the address cannot be bound."""
+        try:
+            self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        except OSError as exc:
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise MetricsError(
+                f"cannot serve metrics on {self.host}:{self.port}: {reason.lower()}"
+            ) from None
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+        log.info("metrics on http://%s:%d/metrics", self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._tasks):
+                task.cancel()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+            self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        try:
+            async with asyncio.timeout(REQUEST_TIMEOUT):
+                head = await reader.readuntil(b"\r\n\r\n")
+            if len(head) > MAX_REQUEST_BYTES:
+                raise ValueError("request head too long")
+            method, path = parse_http_request_head(head)
+            if method not in ("GET", "HEAD"):
+                status, body, ctype = "405 Method Not Allowed", b"only GET\n", "text/plain"
+            elif path not in ("/metrics", "/"):
+                status, body, ctype = "404 Not Found", b"see /metrics\n", "text/plain"
+            else:
+                self.scrapes += 1
+                status, body, ctype = "200 OK", generate_latest(self.registry), CONTENT_TYPE
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + (b"" if method == "HEAD" else body)
+            )
+            await writer.drain()
+        except (TimeoutError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            self.bad_requests += 1
+            with contextlib.suppress(Exception):
+                writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        except (ConnectionError, OSError):
+            pass
+        except Exception:  # noqa: BLE001 - a failing collector must not stop the daemon
+            self.bad_requests += 1
+            log.exception("metrics scrape failed")
+            with contextlib.suppress(Exception):
+                writer.write(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")
+        finally:
+            writer.close()
+            if task is not None:
+                self._tasks.discard(task)
+
+
+# ------------------------------------------------------------------------------- wiring
+class Telemetry:
+    """The metrics endpoint and the event stream of one daemon, as `settings` ask.
+
+    ``await Telemetry.start("node", app, stats, settings)`` adds the observers to
+    ``app.observers`` and starts the endpoint; ``await telemetry.stop()`` closes the event
+    stream (the last file is moved into place) and the endpoint.
+    """
+
+    def __init__(self) -> None:
+        self.server: MetricsServer | None = None
+        self.registry: CollectorRegistry | None = None
+        self.events: EventWriter | None = None
+        self.observers: list[Observer] = []
+
+    @classmethod
+    async def start(cls, role: str, app: Any, stats: Any, settings: Any) -> Telemetry:
+        """MetricsError / EventsError (one line) when the endpoint or run dir is unusable."""
+        self = cls()
+        observers: list[Observer] = getattr(app, "observers", [])
+        topics = TopicLabels(settings.metrics_max_topics)
+        runtime = RuntimeCollector(stats, role, app.ref, app)
+        if role == "node":
+            deliveries = DeliveryMetrics()
+            collectors: list[Any] = [runtime, NodeCollector(app, topics, deliveries)]
+            self.observers.append(deliveries)
+        else:
+            collectors = [runtime, SupervisorCollector(app, topics)]
+        if settings.events_dir is not None:
+            self.events = EventWriter(
+                settings.events_dir,
+                role,
+                app.ref,
+                rotate_seconds=settings.events_rotate_seconds,
+                rotate_bytes=settings.events_rotate_bytes,
+            )
+            runtime.events = self.events
+            if role == "node":
+                self.observers.append(
+                    NodeEvents(self.events, app, stats, settings.events_snapshot_every)
+                )
+            else:
+                sup = SupervisorEvents(self.events, app, stats, settings.events_snapshot_every)
+                sup.start()
+                self.observers.append(sup)
+        if settings.metrics_port:
+            self.registry = registry_for(*collectors)
+            self.server = MetricsServer(self.registry, settings.metrics_host, settings.metrics_port)
+            try:
+                await self.server.start()
+            except MetricsError:
+                if self.events is not None:
+                    self.events.close()
+                raise
+        observers.extend(self.observers)
+        return self
+
+    async def stop(self) -> None:
+        for observer in self.observers:
+            try:
+                observer.close()
+            except Exception:  # noqa: BLE001 - stopping must go on
+                log.exception("closing telemetry failed")
+        if self.server is not None:
+            await self.server.stop()
+
+
+def parse_families(text: str) -> dict[str, Any]:
+    """name -> metric family of an exposition (for tests and tools)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {family.name: family for family in text_string_to_metric_families(text)}
+
+
+def samples(text: str) -> Iterable[tuple[str, dict[str, str], float]]:
+    """(sample name, labels, value) of every sample of an exposition."""
+    for family in parse_families(text).values():
+        for sample in family.samples:
+            yield sample.name, dict(sample.labels), float(sample.value)
+
+
+def prometheus_config(
+    target_files: Sequence[str | Any],
+    *,
+    scrape_interval: str = "5s",
+    job: str = "pubsub",
+) -> str:
+    """A minimal Prometheus configuration (YAML) scraping the file_sd `target_files`
+    (e.g. a cluster's ``prometheus-targets.json``); deploy/prometheus.yml is the annotated
+    one for operators."""
+    files = ", ".join(json.dumps(str(f)) for f in target_files)
+    return (
+        "global:\n"
+        f"  scrape_interval: {scrape_interval}\n"
+        f"  scrape_timeout: {scrape_interval}\n"
+        f"  evaluation_interval: {scrape_interval}\n"
+        "scrape_configs:\n"
+        f"  - job_name: {json.dumps(job)}\n"
+        "    file_sd_configs:\n"
+        f"      - files: [{files}]\n"
+        f"        refresh_interval: {scrape_interval}\n"
+    )

@@ -1,0 +1,178 @@
+"""The supervisor daemon: `SupervisorCore` and its durable database on the network runtime.
+
+At start the database in the data directory is loaded into the core.  After every call into
+the core (a message, a Timeout, an unreachable peer) the changes the core reports through
+``drain_changes()`` are written in one transaction *before* the resulting messages are
+handed to the runtime, so a configuration is never sent for a database state that was not
+stored.  If a write fails the changes are kept (newest value per (topic, label)) and retried
+after the next call; the failure is counted as ``store_error`` and logged.
+
+Clients may ask for status (StatusRequest): the core's status plus the runtime's counters
+under "stats".  Nothing else is accepted from clients.
+
+Telemetry (`pubsub.telemetry.metrics.Telemetry`, optional): the app counts configuration requests and
+SetData sends for the metrics, and tells its observers which topics' databases changed and
+when a Timeout ran (``supervisor`` and ``messages`` events, docs/events.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import Counter
+from typing import Any, Protocol
+
+import uvloop
+
+from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
+from pubsub.kernel.message import Message, Ref, Send
+from pubsub.skipring.messages import GetConfiguration, SetData
+from pubsub.telemetry.metrics import Telemetry
+from pubsub.runtime.admin import open_admin
+from pubsub.runtime.net import Runtime, Stats
+from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
+from supervisor.settings import SupervisorSettings
+from supervisor.core import SupervisorCore
+from supervisor.store import StoreError, SupervisorStore
+
+log = logging.getLogger(__name__)
+
+
+class SupervisorCoreLike(Protocol):
+    """The part of `supervisor.core.SupervisorCore` the daemon uses."""
+
+    def handle(self, msg: Message, now: float) -> list[Send]: ...
+    def timeout(self, now: float) -> list[Send]: ...
+    def peer_unreachable(self, ref: Ref, now: float) -> list[Send]: ...
+    def status(self) -> dict[str, object]: ...
+    def drain_changes(self) -> list[tuple[str, str, str | None]]: ...
+
+
+class SupervisorApp:
+    """The `pubsub.runtime.net.Application` of the supervisor daemon."""
+
+    def __init__(
+        self, ref: Ref, core: SupervisorCoreLike, store: SupervisorStore, stats: Stats
+    ) -> None:
+        self.ref = ref
+        self.core = core
+        self.store = store
+        self.stats = stats
+        self._pending: dict[tuple[str, str], str | None] = {}
+        #: Configuration traffic for the metrics: configuration_requests (GetConfiguration
+        #: received), configurations_sent (SetData with a label), configurations_none (⊥).
+        self.counters: Counter[str] = Counter()
+        #: Timeout actions run so far (the ``interval`` of events).
+        self.intervals = 0
+        #: Telemetry (`pubsub.telemetry.events.Observer`): told about database changes and Timeouts.
+        self.observers: list[Any] = []
+
+    def handle(self, msg: Message, now: float) -> list[Send]:
+        if isinstance(msg, GetConfiguration):
+            self.counters["configuration_requests"] += 1
+        return self._persisted(self.core.handle(msg, now))
+
+    def timeout(self, now: float) -> list[Send]:
+        self.intervals += 1
+        sends = self._persisted(self.core.timeout(now))
+        self._notify("ticked")
+        return sends
+
+    def peer_unreachable(self, ref: Ref, now: float) -> list[Send]:
+        return self._persisted(self.core.peer_unreachable(ref, now))
+
+    def control(self, msg: Message, now: float) -> tuple[Message, list[Send]]:
+        if isinstance(msg, StatusRequest):
+            body = dict(self.core.status())
+            body["stats"] = self.stats.snapshot()
+            body["unsaved_changes"] = len(self._pending)
+            return Reply(body=body), []
+        return ErrorReply(
+            code="unsupported", detail=f"the supervisor does not accept {msg.kind!r} from clients"
+        ), []
+
+    def flush(self) -> None:
+        """Write every change the core has reported and not yet stored."""
+        changes = self.core.drain_changes()
+        for topic, label, ref in changes:
+            self._pending[(topic, label)] = ref
+        if changes:
+            self._notify("changed", {topic for topic, _, _ in changes})
+        if not self._pending:
+            return
+        try:
+            self.store.apply((topic, label, ref) for (topic, label), ref in self._pending.items())
+        except StoreError as exc:
+            self.stats.error("store_error")
+            log.error("%s (%d changes kept for the next attempt)", exc, len(self._pending))
+            return
+        self._pending.clear()
+
+    def _persisted(self, sends: list[Send]) -> list[Send]:
+        self.flush()
+        for _, msg in sends:
+            if isinstance(msg, SetData):
+                key = "configurations_none" if msg.label is None else "configurations_sent"
+                self.counters[key] += 1
+        return sends
+
+    def _notify(self, event: str, *args: Any) -> None:
+        """Tell every observer (telemetry); a failing observer is counted, never fatal."""
+        for observer in self.observers:
+            try:
+                getattr(observer, event)(*args)
+            except Exception:  # noqa: BLE001 - telemetry must not stop the supervisor
+                self.stats.error("telemetry_error")
+                log.exception("%s: telemetry %s failed", self.ref, event)
+
+
+async def serve_supervisor(
+    listen: Ref,
+    runtime_settings: RuntimeSettings,
+    settings: SupervisorSettings,
+    telemetry: TelemetrySettings | None = None,
+    admin: AdminSettings | None = None,
+) -> None:
+    """Run a supervisor on `listen` until SIGTERM/SIGINT (with `admin`, also its admin
+    listener for `pubsub chaos`; AdminError if it cannot be opened).
+
+    Raises StoreError when the database cannot be opened, MetricsError / EventsError when
+    the metrics endpoint or the events directory (`telemetry`) is unusable, and OSError
+    when `listen` cannot be bound.
+    """
+    store = SupervisorStore(settings.data_dir)
+    try:
+        core = SupervisorCore(listen, config_budget=settings.config_budget, rng=random.Random())
+        rows = store.load()
+        core.load(rows)
+        log.info("%s: loaded %d members from %s", listen, len(rows), store.path)
+        stats = Stats()
+        app = SupervisorApp(listen, core, store, stats)
+        extras = await Telemetry.start(
+            "supervisor", app, stats, telemetry or TelemetrySettings()
+        )
+        runtime = Runtime(app, runtime_settings, stats=stats)
+        admin_server = open_admin(admin, runtime, supervisor=app, events=extras.events)
+        try:
+            await runtime.serve_until_signal(
+                on_start=None if admin_server is None else admin_server.start
+            )
+            app.flush()
+        finally:
+            await extras.stop()
+    finally:
+        store.close()
+
+
+def run_supervisor(
+    listen: Ref,
+    runtime_settings: RuntimeSettings,
+    settings: SupervisorSettings,
+    telemetry: TelemetrySettings | None = None,
+    admin: AdminSettings | None = None,
+) -> None:
+    """`serve_supervisor` on a fresh uvloop event loop."""
+    uvloop.run(serve_supervisor(listen, runtime_settings, settings, telemetry, admin))
+
+
+__all__ = ["SupervisorApp", "StoreError", "run_supervisor", "serve_supervisor"]

@@ -1,0 +1,439 @@
+"""The SCOT broker daemon, its client library and CLI in one process: real runtimes on
+127.0.0.1, real TCP, the client library.  (Nine OS processes: tests/broker/test_broker_integration.py.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from broker.client import BrokerClient, BrokerRefused, Subscription, advertisement_id, to_filter
+from broker.cli import format_broker_status
+from broker.cores.control import BrokerHeartbeat
+from broker.app import BrokerApp, BrokerSettings, parse_link_rate
+from broker.cores.language import Filter
+from broker.links import OutLink
+from broker.cores.messages import Attrs, ClientPublish, PadresPublish, ScotPublish
+from broker.cores.topology import Scot, scot, scot3x3
+from pubsub.kernel import wire
+from pubsub.cli.main import main
+from pubsub.client.library import ClientError, ConnectionLost
+from pubsub.kernel.control import Hello
+from pubsub.kernel.message import Message, Ref
+from pubsub.runtime.net import Runtime, Stats
+from pubsub.runtime.settings import RuntimeSettings
+from tests.integration.test_daemons import bound_socket, ref_of, wait_until
+
+FAST = RuntimeSettings(
+    timeout_interval=0.05, reconnect_backoff_min=0.01, reconnect_backoff_max=0.05, flush_timeout=0.2
+)
+#: The path a-b times K_2: brokers a,0 b,0 (cluster 0) and a,1 b,1 (cluster 1).
+PATH2 = scot([["a", "b"]], 2)
+ADV = 'symbol = "IBM" and price >= 0'
+
+
+@contextlib.asynccontextmanager
+async def brokers(
+    topo: Scot, *, skip: tuple[str, ...] = (), **settings: Any
+) -> AsyncIterator[tuple[Scot, dict[str, BrokerApp]]]:
+    """Every broker of `topo` (except `skip`, whose address stays unused) on its own runtime."""
+    socks = {bid: bound_socket() for bid in topo.brokers}
+    topo = topo.with_addresses({bid: ref_of(s) for bid, s in socks.items()})
+    apps: dict[str, BrokerApp] = {}
+    runtimes: list[Runtime] = []
+    try:
+        for bid in topo.brokers:
+            if bid in skip:
+                socks[bid].close()
+                continue
+            stats = Stats()
+            conf = BrokerSettings(broker_topology=Path("in-memory.json"), broker_id=bid, **settings)
+            app = BrokerApp(topo, conf, stats, Ref(topo.address(bid)))
+            rt = Runtime(app, FAST, stats=stats, sock=socks[bid])
+            await rt.start()
+            runtimes.append(rt)
+            apps[bid] = app
+        yield topo, apps
+    finally:
+        for rt in runtimes:
+            await rt.stop()
+        for sock in socks.values():
+            sock.close()
+
+
+async def drain(sub: Subscription, quiet: float = 0.3) -> list[dict[str, Any]]:
+    """Every delivery until none arrives for `quiet` seconds (only after the network is idle)."""
+    out = []
+    with contextlib.suppress(TimeoutError):
+        while True:
+            out.append(dict((await sub.get(quiet)).attrs))
+    return out
+
+
+def idle(apps: dict[str, BrokerApp]) -> Callable[[], Any]:
+    async def check() -> bool:
+        return all(link.queue_len() == 0 for app in apps.values() for link in app.links.values())
+
+    return check
+
+
+# --- delivery, ownership, refusals ------------------------------------------------------------------
+async def test_publications_reach_exactly_the_matching_subscribers_once() -> None:
+    async with brokers(scot3x3()) as (topo, apps):
+        addr = topo.address
+        pub = BrokerClient(addr("b,0"), client_id="pub1")
+        body = await pub.advertise(ADV)
+        assert body["id"] == advertisement_id(to_filter(ADV)) and body["uid"] == "b,0/a1"
+        filters = {
+            "b,0": 'symbol = "IBM" and price > 100',  # the publisher's own host broker
+            "a,0": "price <= 100",
+            "c,1": 'symbol = "IBM"',
+            "a,2": "price > 150",
+            "c,2": 'symbol = "HP"',  # overlaps no advertisement
+        }
+        clients = {bid: BrokerClient(addr(bid)) for bid in filters}
+        subs = {bid: await clients[bid].subscribe(f) for bid, f in filters.items()}
+        # Settled: every cluster's PRTs hold its subscriptions, the CIV names clusters 1 and 2.
+        await wait_until(
+            lambda: _true(apps["b,0"].core.civ("b,0/a1") == "111"
+                          and all(apps[b].core.prt_size == 2 for b in topo.cluster(0))
+                          and all(apps[b].core.prt_size == 2 for b in topo.cluster(2))),
+            what="subscriptions and CIV bits",
+        )
+        prices = [50, 100, 101.5, 151, 200]
+        for p in prices:
+            await pub.publish({"symbol": "IBM", "price": p})
+        await wait_until(idle(apps), what="empty queues")
+        for bid, sub in subs.items():
+            flt = to_filter(filters[bid])
+            got = sorted(d["price"] for d in await drain(sub))
+            assert got == sorted(p for p in prices if flt.matches({"symbol": "IBM", "price": p})), bid
+        delivered = sum(app.counters["deliveries"] for app in apps.values())
+        assert delivered == 2 + 3 + 5 + 2 + 0  # one Deliver frame per (subscriber, publication)
+        for c in [pub, *clients.values()]:
+            await c.close()
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def test_refusals_are_answered_and_counted() -> None:
+    async with brokers(PATH2) as (topo, apps):
+        async with BrokerClient(topo.address("a,0"), client_id="p") as client:
+            with pytest.raises(BrokerRefused) as err:
+                await client.publish({"symbol": "IBM", "price": 1})
+            assert err.value.code == "not_advertised"
+            await client.advertise(ADV, "x")
+            with pytest.raises(BrokerRefused, match="duplicate_id"):
+                await client.advertise(ADV, "x")
+            with pytest.raises(BrokerRefused, match="not_advertised"):  # an attribute the adv lacks
+                await client.publish({"symbol": "IBM", "price": 1, "volume": 3})
+            assert await client.publish({"symbol": "IBM", "price": 1})
+            with pytest.raises(BrokerRefused, match="unknown_id"):
+                await client.unadvertise(adv_id="nope")
+            with pytest.raises(BrokerRefused, match="unknown_id"):
+                await client.unsubscribe("nope")
+            with pytest.raises(BrokerRefused, match="bad_id"):
+                await client.subscribe("price > 1", sub_id="")
+            await client.unadvertise(adv_id="x")
+            with pytest.raises(BrokerRefused, match="not_advertised"):
+                await client.publish({"symbol": "IBM", "price": 1})
+            status = await client.status()
+        bad = BrokerClient(topo.address("a,0"), client_id="~c1")  # reserved for connections
+        with pytest.raises(BrokerRefused, match="bad_client"):
+            await bad.advertise(ADV)
+        await bad.close()
+        assert status["refused"] == {"duplicate_id": 1, "not_advertised": 3, "unknown_id": 2, "bad_id": 1}
+        assert apps["a,0"].counters["refused_bad_client"] == 1
+
+
+async def test_advertisements_outlive_the_connection_and_subscriptions_do_not() -> None:
+    async with brokers(PATH2) as (topo, apps):
+        async with BrokerClient(topo.address("a,0"), client_id="pub") as client:
+            await client.advertise(ADV)
+        sub_client = BrokerClient(topo.address("b,1"))
+        sub = await sub_client.subscribe("price > 10")
+        await wait_until(lambda: _true(apps["a,1"].core.prt_size == 1 and apps["a,0"].core.civ("a,0/a1") == "11"),
+                         what="subscription in cluster 1")
+        async with BrokerClient(topo.address("a,0"), client_id="pub") as client:  # a new connection
+            await client.publish({"symbol": "IBM", "price": 11})
+        assert (await sub.get(5.0)).attrs == {"symbol": "IBM", "price": 11}
+        await sub_client.close()  # the subscription ends with its connection
+        await wait_until(
+            lambda: _true(all(apps[b].core.prt_size == 0 for b in topo.cluster(1))
+                          and apps["a,0"].core.civ("a,0/a1") == "01"),
+            what="unsubscribe on close and CIV_UNSET",
+        )
+        assert apps["b,1"].counters["unsubscribed_on_close"] == 1
+
+
+async def test_peers_cannot_inject_client_operations_or_the_other_protocol() -> None:
+    async with brokers(PATH2) as (topo, apps):
+        host, port = topo.address("a,0").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        frames: list[Message] = [
+            Hello(ref=Ref(topo.address("b,0")), role="peer"),
+            ClientPublish("p", "1", Attrs({"price": 1})),
+            PadresPublish("1", "p", Attrs({"price": 1}), "t", 0, "b,0"),
+            BrokerHeartbeat("z,9"),
+            ScotPublish("1", "p", Attrs({"price": 1}), 0, 0, "c,0"),  # not a neighbour
+        ]
+        writer.write(b"".join(wire.encode(f) for f in frames))
+        await writer.drain()
+        app = apps["a,0"]
+        await wait_until(lambda: _true(app.core.counters["not_a_neighbour"] == 1), what="frames handled")
+        assert app.counters["rejected_peer_message"] == 2
+        assert app.counters["rejected_peer_message_broker_publish"] == 1
+        assert app.counters["heartbeat_from_stranger"] == 1
+        writer.close()
+
+
+# --- links: LST reports, rate limits, congestion, dead neighbours -------------------------------------
+async def test_outlink_rate_limit_keeps_order_and_reports_windows() -> None:
+    sent: list[Message] = []
+    link = OutLink("b,1", "127.0.0.1:1", "iLink", sent.append, lambda: 0, bound=5, rate=50.0)
+    task = asyncio.get_running_loop().create_task(link.run())
+    msgs = [BrokerHeartbeat(str(i)) for i in range(7)]
+    assert [link.put(m) for m in msgs] == [True] * 5 + [False] * 2  # bounded queue
+    assert link.window() == (5, 7, 0)
+    await wait_until(lambda: _true(len(sent) == 2), what="two sends at 50/s")
+    assert link.queue_len() >= 2  # the limit holds the rest back
+    link.set_rate(None)  # lifting it flushes in order
+    assert sent == msgs[:5] and link.dropped == 2 and link.window() == (0, 0, 5)
+    link.put(msgs[5])
+    assert sent[-1] is msgs[5]  # unlimited and empty: straight through
+    with pytest.raises(ValueError):
+        link.set_rate(0)
+    task.cancel()
+
+
+async def test_a_rate_limited_ilink_fills_up_is_congested_and_recovers() -> None:
+    async with brokers(PATH2) as (topo, apps):
+        pub = BrokerClient(topo.address("a,0"), client_id="pub")
+        await pub.advertise(ADV)
+        subscriber = BrokerClient(topo.address("a,1"))
+        sub = await subscriber.subscribe('symbol = "IBM"')
+        await wait_until(lambda: _true(apps["a,0"].core.civ("a,0/a1") == "11"), what="CIV")
+        reply = await pub.set_link_rate("a,1", 2)
+        assert reply == {"ok": True, "op": "link_rate", "link": "a,1", "rate": 2.0}
+        for i in range(30):
+            await pub.publish({"symbol": "IBM", "price": i})
+        host = apps["a,0"]
+
+        async def congested() -> bool:
+            status = await pub.status()
+            return status["links"]["a,1"]["congested"] and status["links"]["a,1"]["queue_len"] > 10
+
+        await wait_until(congested, what="the throttled iLink congested (Eq. 3)")
+        status = await pub.status()
+        assert status["links"]["a,1"]["rate_limit"] == 2.0
+        assert "yes" in next(line for line in format_broker_status(status).splitlines() if "a,1" in line and "iLink" in line)
+        # Published while the iLink is congested, with one TSC and no other target link:
+        # Case III (the extra copy goes into the congested iLink, its bit cleared).
+        for i in range(30, 35):
+            await pub.publish({"symbol": "IBM", "price": i})
+        assert host.core.counters["idr_case_3"] >= 5
+        await pub.set_link_rate("a,1", None)
+        await wait_until(idle(apps), what="queues drained")
+        got = [d["price"] for d in await drain(sub)]
+        assert sorted(got) == list(range(35))  # nothing lost, nothing twice
+        await pub.close()
+        await subscriber.close()
+
+
+async def test_control_requests_are_validated() -> None:
+    async with brokers(PATH2) as (topo, apps):
+        async with BrokerClient(topo.address("a,0")) as client:
+            with pytest.raises(ClientError, match="bad_link"):
+                await client.set_link_rate("b,1", 3)  # not a neighbour of a,0
+            with pytest.raises(ClientError, match="bad_rate"):
+                await client.set_link_rate("b,0", -1)
+            assert (await client.status())["links"]["b,0"]["rate_limit"] is None
+
+
+async def test_a_missing_neighbour_is_reported_unreachable() -> None:
+    async with brokers(PATH2, skip=("b,0",), broker_heartbeat=0.05) as (topo, apps):
+        async with BrokerClient(topo.address("a,0")) as client:
+
+            async def reported() -> bool:
+                status = await client.status()
+                return status["unreachable"] == ["b,0"] and status["links"]["b,0"]["state"] == "unreachable"
+
+            await wait_until(reported, what="b,0 reported unreachable")
+            status = await client.status()
+            assert status["links"]["a,1"]["state"] == "up"
+            assert status["daemon_counters"]["neighbour_unreachable_reports"] >= 1
+
+
+async def test_a_subscriber_sees_its_broker_go_away() -> None:
+    async with brokers(PATH2) as (topo, apps):
+        client = BrokerClient(topo.address("b,1"))
+        sub = await client.subscribe("price > 1")
+    with pytest.raises(ConnectionLost):  # the broker stopped: the stream ends with an error
+        await sub.get(5.0)
+    await client.close()
+
+
+async def test_status_reports_tables_links_and_message_counts() -> None:
+    async with brokers(PATH2, broker_protocol="padres") as (topo, apps):
+        async with BrokerClient(topo.address("a,0"), client_id="p") as client:
+            await client.advertise(ADV)
+            await wait_until(lambda: _true(all(a.core.srt_size == 1 for a in apps.values())), what="flooding")
+            status = await client.status()
+        assert status["protocol"] == "padres" and status["settings"]["routing"] == "tid-s"
+        assert status["tables"] == {"clt": None, "srt": 1, "prt": 0}
+        assert set(status["links"]) == {"b,0", "a,1"}
+        for link in status["links"].values():
+            assert {"queue_len", "congested", "state", "rate_limit", "sent", "dropped", "window"} <= set(link)
+        assert status["messages"]["out"]["padres_adv"] == 2
+        assert status["clients"]["advertisements"] == 1
+        text = format_broker_status(status)
+        assert "SRT 1" in text and "padres/tid-s" in text
+
+
+def test_parse_link_rate() -> None:
+    assert parse_link_rate("b,1=2.5") == ("b,1", 2.5)
+    for bad in ("b,1", "b=1", "b,1=x", "b,1=0", "b,1=-3", "b,1=inf"):
+        with pytest.raises(ValueError):
+            parse_link_rate(bad)
+
+
+# --- the command line --------------------------------------------------------------------------------
+def _topology_file(tmp_path: Path, addresses: bool = True, **extra: Any) -> Path:
+    body: dict[str, Any] = {"factor": [["a", "b"]], "m": 2, **extra}
+    if addresses:
+        body["addresses"] = {f"{x},{i}": f"127.0.0.1:{7000 + 2 * n + i}" for n, x in enumerate("ab") for i in range(2)}
+    path = tmp_path / "topo.json"
+    path.write_text(json.dumps(body))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--id", "a,0"], "broker_topology (--topology / PUBSUB_BROKER_TOPOLOGY): required"),
+        (["TOPO", "--id", "x,0"], "x,0 is not a broker of"),
+        (["TOPO", "--id", "a0"], "broker_id (--id / PUBSUB_BROKER_ID)"),
+        (["TOPO", "--id", "a,0", "--listen", "127.0.0.1:1"], "differs from the address of a,0"),
+        (["TOPO", "--id", "a,0", "--link-rate", "b,1=3"], "b,1 is not a neighbour of a,0"),
+        (["TOPO", "--id", "a,0", "--link-rate", "b,0"], "is not LINK=RATE"),
+        (["TOPO", "--id", "a,0", "--tau", "-1"], "broker_tau (--tau / PUBSUB_BROKER_TAU)"),
+        (["TOPO", "--id", "a,0", "--tw", "0"], "broker_tw (--tw / PUBSUB_BROKER_TW)"),
+    ],
+)
+def test_broker_command_rejects_bad_configuration(tmp_path: Path, args: list[str], expected: str) -> None:
+    topology = ["--topology", str(_topology_file(tmp_path))]
+    full = ["broker", *[part for a in args for part in (topology if a == "TOPO" else [a])]]
+    result = CliRunner().invoke(main, full)
+    assert result.exit_code == 2, result.output
+    assert expected in result.output
+    assert "Traceback" not in result.output
+
+
+def test_broker_command_rejects_bad_topology_files(tmp_path: Path) -> None:
+    runner = CliRunner()
+    no_addresses = _topology_file(tmp_path, addresses=False)
+    result = runner.invoke(main, ["broker", "--topology", str(no_addresses), "--id", "a,0"])
+    assert result.exit_code == 2 and 'has no "addresses" map' in result.output
+    cyclic = tmp_path / "cyclic.json"
+    cyclic.write_text(json.dumps({"factor": [["a", "b"], ["b", "c"], ["c", "a"]], "m": 1}))
+    result = runner.invoke(main, ["broker", "--topology", str(cyclic), "--id", "a,0"])
+    assert result.exit_code == 2 and "not acyclic" in result.output
+    result = runner.invoke(main, ["broker", "--topology", str(tmp_path / "missing.json"), "--id", "a,0"])
+    assert result.exit_code == 2 and "cannot read topology file" in result.output
+
+
+def test_broker_command_reports_a_port_in_use(tmp_path: Path) -> None:
+    taken = bound_socket()
+    taken.listen()
+    try:
+        port = taken.getsockname()[1]
+        path = tmp_path / "t.json"
+        path.write_text(json.dumps({"factor": [], "vertices": ["a"], "m": 1, "addresses": {"a,0": f"127.0.0.1:{port}"}}))
+        result = CliRunner().invoke(main, ["broker", "--topology", str(path), "--id", "a,0"])
+    finally:
+        taken.close()
+    assert result.exit_code == 1, result.output
+    assert f"broker a,0 cannot listen on 127.0.0.1:{port}: address already in use" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["subscribe", "--filter", "price > 1"], "--filter belongs to broker mode"),
+        (["subscribe", "news", "--broker", "127.0.0.1:1", "--filter", "price > 1"], "TOPIC is not used with --broker"),
+        (["subscribe", "--broker", "127.0.0.1:1", "--since", "3", "--filter", "p > 1"], "--since is not used"),
+        (["subscribe", "--broker", "127.0.0.1:1"], "broker mode needs --filter"),
+        (["subscribe", "--broker", "127.0.0.1:1", "--filter", "price >"], "expected a value after price >"),
+        (["subscribe", "--node", "127.0.0.1:1"], "Missing argument 'TOPIC'"),
+        (["subscribe", "news"], "Missing option '--node'"),
+        (["publish", "--attrs", "price=1"], "--attrs belongs to broker mode"),
+        (["publish", "news", "--node", "127.0.0.1:1", "--client", "x"], "--client belongs to broker mode"),
+        (["publish", "--broker", "127.0.0.1:1", "--attrs", "price"], "expected '=' after price"),
+        (["publish", "news", "hi", "--broker", "127.0.0.1:1"], "TOPIC is not used with --broker"),
+        (["publish", "--broker", "127.0.0.1:1", "--node", "127.0.0.1:2"], "--node is not used with --broker"),
+        (["status", "--broker", "127.0.0.1:1", "--node", "127.0.0.1:2"], "exactly one of --supervisor, --node and --broker"),
+        (["status"], "exactly one of --supervisor, --node and --broker"),
+        (["unadvertise", "--broker", "127.0.0.1:1"], "exactly one of --id and --filter"),
+        (["advertise", "--broker", "127.0.0.1:1", "--filter", "symbol = IBM"], "strings are double-quoted"),
+        (["link-rate", "--broker", "127.0.0.1:1", "b,1=fast"], "is not a number"),
+    ],
+)
+def test_mixed_or_missing_options_are_usage_errors(args: list[str], expected: str) -> None:
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert expected in result.output
+
+
+def test_broker_commands_against_nothing_fail_fast_with_one_line() -> None:
+    sock = bound_socket()
+    addr = ref_of(sock)
+    sock.close()  # nobody listens there
+    runner = CliRunner()
+    for args in (
+        ["status", "--broker", addr],
+        ["advertise", "--broker", addr, "--filter", "price > 1"],
+        ["publish", "--broker", addr, "--attrs", "price=1"],
+        ["subscribe", "--broker", addr, "--filter", "price > 1"],
+    ):
+        result = runner.invoke(main, args)
+        assert result.exit_code == 1, (args, result.output)
+        assert f"cannot reach {addr}: connection refused" in result.output
+        assert "Traceback" not in result.output
+
+
+def test_help_describes_broker_mode() -> None:
+    runner = CliRunner()
+    for command, words in (
+        ("subscribe", ["--broker", "--filter", "Broker mode"]),
+        ("publish", ["--broker", "--attrs", "--client"]),
+        ("status", ["--broker", "CLT/SRT/PRT"]),
+        ("broker", ["--topology", "--id", "--listen", "--protocol", "--tau", "--tw", "--link-rate"]),
+        ("advertise", ["--filter", "--client"]),
+    ):
+        out = runner.invoke(main, [command, "--help"]).output
+        for word in words:
+            assert word in out, (command, word)
+
+
+def test_broker_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PUBSUB_BROKER_LINK_RATES", '{"b,0": 4}')
+    monkeypatch.setenv("PUBSUB_BROKER_TAU", "3")
+    conf = BrokerSettings(broker_topology=tmp_path / "t.json", broker_id="a,0")
+    assert conf.broker_link_rates == {"b,0": 4.0} and conf.broker_tau == 3.0
+    monkeypatch.setenv("PUBSUB_BROKER_LINK_RATES", '{"b,0": 0}')
+    result = CliRunner().invoke(main, ["broker", "--topology", str(_topology_file(tmp_path)), "--id", "a,0"])
+    assert result.exit_code == 2 and "broker_link_rates" in result.output
+
+
+def test_filter_helpers() -> None:
+    assert to_filter('symbol = "IBM"') == Filter.from_wire([["symbol", "=", "IBM"]])
+    assert advertisement_id(to_filter("a > 1 and b = 2")) == advertisement_id(to_filter("b = 2 and a > 1"))

@@ -1,0 +1,342 @@
+"""Integration: a 3x3 SCOT (path a-b-c times K_3) of nine broker processes on 127.0.0.1.
+
+A scenario module (tests/conftest.py keeps it on one worker, in file order): the steps share
+one OctopiA/IDR SCOT (`broker.localscot.LocalScot`).  Clients go through the command line
+(`python -m pubsub.cli.main advertise / subscribe --broker / publish --broker / status --broker /
+link-rate`) and, for timed bursts, the client library.  Subscribers are long-running
+``pubsub subscribe --broker ... --json`` processes whose output is collected line by line.
+
+1. static delivery: every subscriber receives exactly the matching publications, once;
+2. one iLink throttled (``pubsub link-rate``) until it is congested (Eq. 3), then a burst:
+   IDR sends the congested cluster's copies around it (Case I, through another cluster),
+   and after the limit is lifted every publication is delivered exactly once;
+3. ``kill -9`` of one broker: its subscriber's command fails, the CLI against it fails fast,
+   its neighbours report it unreachable, and publications whose paths avoid it still arrive.
+
+A last test runs the PADRES-style baseline on its own 3x3 SCOT.  Every wait is bounded;
+every process is stopped in ``finally`` / fixture teardown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.client import BrokerClient
+from broker.cores.language import Filter, parse_filter
+from broker.localscot import LocalScot
+from broker.cores.topology import scot3x3
+from pubsub.ops.localcluster import ClusterError, poll
+
+pytestmark = pytest.mark.integration
+
+PUBLISHER = "pub1"
+HOST_BROKER = "b,0"
+ADV = 'symbol = "IBM" and price >= 0 and seq >= 0'
+#: Subscriber name -> (host broker, filter).  a,1 is the broker killed in step 3.
+SUBSCRIBERS = {
+    "S_a0": ("a,0", 'symbol = "IBM" and price > 100'),
+    "S_c0": ("c,0", 'symbol = "HP"'),  # overlaps no advertisement: never receives anything
+    "S_c1": ("c,1", 'symbol = "IBM"'),
+    "S_a1": ("a,1", 'symbol = "IBM" and price > 180'),
+    "S_a2": ("a,2", "price <= 100"),
+    "S_b2": ("b,2", "price > 150"),
+}
+WAIT = 30.0
+
+
+class CliSubscriber:
+    """``pubsub subscribe --broker B --filter F --json`` as a process, its output collected."""
+
+    def __init__(self, scot: LocalScot, bid: str, filter_text: str) -> None:
+        self.bid = bid
+        self.filter: Filter = parse_filter(filter_text)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pubsub.cli.main", "subscribe", "--broker", scot.address(bid),
+             "--filter", filter_text, "--json"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        self.lines: list[dict[str, Any]] = []
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._read_out, daemon=True).start()
+        threading.Thread(target=self._read_err, daemon=True).start()
+
+    def _read_out(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._lock:
+                self.lines.append(json.loads(line))
+
+    def _read_err(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            with self._lock:
+                self.errors.append(line.rstrip())
+
+    @property
+    def started(self) -> bool:
+        with self._lock:
+            return any(" subscribed s1 " in line for line in self.errors)
+
+    def seqs(self) -> Counter[int]:
+        """How often each publication (by its seq attribute) was delivered."""
+        with self._lock:
+            return Counter(int(d["attrs"]["seq"]) for d in self.lines)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+
+def publication(seq: int) -> dict[str, Any]:
+    return {"symbol": "IBM", "price": 40 + 5 * (seq % 30), "seq": seq}
+
+
+def expected(sub: CliSubscriber, seqs: list[int]) -> Counter[int]:
+    return Counter(s for s in seqs if sub.filter.matches(publication(s)))
+
+
+class State:
+    scot: LocalScot
+    subs: dict[str, CliSubscriber]
+    published: list[int]
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[State]:
+    st = State()
+    st.scot = LocalScot(tmp_path_factory.mktemp("scot"), scot3x3(), protocol="octopia", routing="idr")
+    st.subs = {}
+    st.published = []
+    try:
+        st.scot.start()
+        yield st
+    finally:
+        for sub in st.subs.values():
+            sub.stop()
+        st.scot.stop()
+
+
+def wait_deliveries(st: State, names: list[str]) -> None:
+    """Until every named subscriber printed at least what it must receive (bounded)."""
+
+    def problems() -> list[str]:
+        out = []
+        for name in names:
+            sub = st.subs[name]
+            missing = expected(sub, st.published) - sub.seqs()
+            if missing:
+                out.append(f"{name} at {sub.bid} misses seqs {sorted(missing)[:10]}")
+        return out
+
+    poll(problems, WAIT, "deliveries")
+
+
+def wait_idle(st: State) -> None:
+    """Until no running broker has anything queued on any link."""
+
+    def problems() -> list[str]:
+        return [
+            f"{bid} -> {link}: {entry['queue_len']} queued"
+            for bid, body in st.scot.broker_statuses().items()
+            for link, entry in body["links"].items()
+            if entry["queue_len"]
+        ]
+
+    poll(problems, WAIT, "empty output queues")
+
+
+def assert_exactly_once(st: State, names: list[str]) -> None:
+    for name in names:
+        sub = st.subs[name]
+        assert sub.seqs() == expected(sub, st.published), name
+
+
+def publish_cli(st: State, seqs: list[int]) -> None:
+    lines = "".join(json.dumps(publication(s)) + "\n" for s in seqs)
+    out = st.scot.cli("publish", "--broker", st.scot.address(HOST_BROKER), "--client", PUBLISHER, "--quiet",
+                      stdin=lines)
+    assert f"published {len(seqs)} through" in out
+    st.published += seqs
+
+
+def test_subscribers_receive_exactly_the_matching_publications(state: State) -> None:
+    scot = state.scot
+    out = scot.cli("advertise", "--broker", scot.address(HOST_BROKER), "--client", PUBLISHER, "--filter", ADV)
+    assert "advertised a-" in out and f"for client {PUBLISHER} at broker {HOST_BROKER}" in out
+    for name, (bid, flt) in SUBSCRIBERS.items():
+        state.subs[name] = CliSubscriber(scot, bid, flt)
+    poll(lambda: [n for n, s in state.subs.items() if not s.started], WAIT, "subscribers started")
+
+    def settled() -> list[str]:
+        bodies = scot.broker_statuses()
+        wrong = [f"{bid}: PRT {b['prt_size']}" for bid, b in bodies.items() if b["prt_size"] != 2]
+        host = bodies[HOST_BROKER]["clt"]
+        if [e["civ"] for e in host] != ["111"]:  # both other clusters hold overlapping subscriptions
+            wrong.append(f"host CLT {host}")
+        wrong += [f"{bid}: CLT {bodies[bid]['clt_size']}" for bid in ("b,1", "b,2") if bodies[bid]["clt_size"] != 1]
+        return wrong
+
+    poll(settled, WAIT, "subscriptions and the advertisement's CIV")
+    publish_cli(state, list(range(30)))
+    names = list(SUBSCRIBERS)
+    wait_deliveries(state, names)
+    wait_idle(state)
+    assert_exactly_once(state, names)
+    assert state.subs["S_c1"].seqs() == Counter(range(30))  # the unconstrained one: all of them
+    assert not state.subs["S_c0"].seqs()
+    bodies = scot.broker_statuses()
+    # One Deliver frame per (subscriber, matching publication), network-wide: no duplicates.
+    assert sum(b["daemon_counters"].get("deliveries", 0) for b in bodies.values()) == sum(
+        sum(expected(s, state.published).values()) for s in state.subs.values()
+    )
+
+
+def test_congested_ilink_is_routed_around_and_nothing_is_lost(state: State) -> None:
+    scot = state.scot
+    host = scot.address(HOST_BROKER)
+    out = scot.cli("link-rate", "--broker", host, "b,1=2")
+    assert "link to b,1: 2 messages/s" in out
+
+    async def burst(seqs: list[int], paced: bool) -> None:
+        async with BrokerClient(host, client_id=PUBLISHER) as client:
+            if not paced:  # all at once: they reach the queue within one t_w window
+                await asyncio.gather(*(client.publish(publication(s)) for s in seqs))
+            for s in seqs if paced else ():
+                await client.publish(publication(s))
+                await asyncio.sleep(0.02)
+
+    first, second = list(range(100, 130)), list(range(130, 150))
+    asyncio.run(burst(first, paced=False))  # ~30 copies wait in the 2/s queue to C_1
+    state.published += first
+
+    def congested() -> list[str]:
+        link = scot.broker_status(HOST_BROKER)["links"]["b,1"]
+        return [] if link["congested"] else [f"b,0 -> b,1 not congested: {link}"]
+
+    poll(congested, WAIT, "the throttled iLink b,0 -> b,1 congested by Eq. 3", interval=0.05)
+    asyncio.run(burst(second, paced=True))
+    state.published += second
+    body = scot.broker_status(HOST_BROKER)
+    text = scot.cli("status", "--broker", host)
+    ilink_row = next(line for line in text.splitlines() if line.strip().startswith("b,1") and "iLink" in line)
+    assert body["links"]["b,1"]["rate_limit"] == 2.0 and "2/s" in ilink_row
+    # Case I: C_1's bit rode on the copy to C_2, whose broker b,2 forwarded it on its own iLink.
+    assert body["idr"]["case_1"] > 0
+    assert scot.broker_status("b,2")["links"]["b,1"]["sent_by_kind"].get("scot_pub", 0) > 0
+    assert "IDR: case I" in text
+    scot.cli("link-rate", "--broker", host, "b,1=off")
+    names = list(SUBSCRIBERS)
+    wait_deliveries(state, names)
+    wait_idle(state)
+    assert_exactly_once(state, names)
+    bodies = scot.broker_statuses()
+    assert sum(b["daemon_counters"].get("deliveries", 0) for b in bodies.values()) == sum(
+        sum(expected(s, state.published).values()) for s in state.subs.values()
+    )
+    assert bodies[HOST_BROKER]["links"]["b,1"]["rate_limit"] is None
+    assert sum(b["dropped"]["queue_full"] for b in bodies.values()) == 0
+
+
+def test_a_killed_broker_is_reported_and_the_rest_keeps_working(state: State) -> None:
+    scot = state.scot
+    dead = "a,1"
+    victim = state.subs.pop("S_a1")
+    try:
+        scot.kill_broker(dead)  # kill -9
+        # Its subscriber's command ends with a clear error instead of hanging.
+        victim.proc.wait(timeout=WAIT)
+        assert victim.proc.returncode == 1
+        poll(lambda: [] if any("closed the connection" in e for e in victim.errors) else victim.errors,
+             5, "the subscriber's error message")
+    finally:
+        victim.stop()
+    address = scot.address(dead)
+    for args in (["status", "--broker", address], ["publish", "--broker", address, "--attrs", "seq=1"]):
+        with pytest.raises(ClusterError, match=f"cannot reach {address}: connection refused"):
+            scot.cli(*args, timeout=WAIT)
+
+    def reported() -> list[str]:
+        out = []
+        for bid in ("a,0", "a,2", "b,1"):  # its iLink and aLink neighbours
+            body = scot.broker_status(bid)
+            if body["unreachable"] != [dead] or body["links"][dead]["state"] != "unreachable":
+                out.append(f"{bid}: unreachable {body['unreachable']}, {dead} {body['links'][dead]['state']}")
+        return out
+
+    poll(reported, WAIT, f"the neighbours of {dead} reporting it unreachable")
+    def towards_dead() -> int:
+        return int(scot.broker_status("b,1")["links"][dead]["sent_by_kind"].get("scot_pub", 0))
+
+    before = towards_dead()
+    publish_cli(state, list(range(200, 230)))  # seq 229 (price 185) also matches the dead S_a1
+    names = list(state.subs)
+    wait_deliveries(state, names)
+    wait_idle(state)
+    assert_exactly_once(state, names)
+    # No routing table is repaired (broker failure is out of the paper's scope): b,1 still
+    # forwards S_a1's match towards a,1, where the runtime drops it.
+    assert towards_dead() == before + 1
+    assert scot.broker_status("b,1")["stats"]["dropped_sends"] > 0
+
+
+def test_padres_baseline_on_nine_processes(tmp_path: Path) -> None:
+    """The baseline on the same graph, through the client library (the CLI paths are the
+    ones exercised above): exactly the matching publications, once."""
+    scot = LocalScot(tmp_path / "padres", scot3x3(), protocol="padres")
+    filters = {"a,0": "price > 100", "c,1": 'symbol = "IBM"', "c,2": "price <= 60"}
+    seqs = list(range(20))
+
+    async def scenario() -> dict[str, list[int]]:
+        publisher = BrokerClient(scot.address(HOST_BROKER), client_id=PUBLISHER)
+        clients = {bid: BrokerClient(scot.address(bid)) for bid in filters}
+        try:
+            await publisher.advertise(ADV)
+            subs = {bid: await clients[bid].subscribe(flt) for bid, flt in filters.items()}
+            # PADRES: every subscription travels up the advertisement tree to the host broker.
+            for _ in range(int(WAIT / 0.05)):
+                if (await publisher.status())["prt_size"] == len(filters):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError(f"the subscriptions did not reach {HOST_BROKER} within {WAIT} s")
+            for s in seqs:
+                await publisher.publish(publication(s))
+            got: dict[str, list[int]] = {}
+            for bid, sub in subs.items():
+                want = sum(1 for s in seqs if sub.filter.matches(publication(s)))
+                got[bid] = [int((await sub.get(WAIT)).attrs["seq"]) for _ in range(want)]
+            return got
+        finally:
+            for client in [publisher, *clients.values()]:
+                await client.close()
+
+    try:
+        scot.start()
+        got = asyncio.run(scenario())
+        poll(lambda: [b for b, body in scot.broker_statuses().items()
+                      if any(link["queue_len"] for link in body["links"].values())], WAIT, "idle links")
+        for bid, flt in filters.items():
+            assert Counter(got[bid]) == Counter(s for s in seqs if parse_filter(flt).matches(publication(s)))
+        bodies = scot.broker_statuses()
+        deliveries = sum(b["daemon_counters"].get("deliveries", 0) for b in bodies.values())
+        assert deliveries == sum(len(v) for v in got.values())  # nothing delivered twice
+        assert all(b["srt_size"] == 1 for b in bodies.values())  # the advertisement flooded everywhere
+    finally:
+        scot.stop()

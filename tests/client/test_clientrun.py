@@ -1,0 +1,68 @@
+"""`pubsub.client.run.publish_pipelined`: the windowed publishing loop of both publish commands."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+from pubsub.client import run as clientrun
+from pubsub.client.run import publish_pipelined
+
+
+class Refused(Exception):
+    pass
+
+
+async def test_results_come_in_order_with_a_bounded_window() -> None:
+    in_flight = 0
+    most = 0
+
+    async def publish(item: int) -> int:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        await asyncio.sleep(0.001 * (item % 3))
+        in_flight -= 1
+        return item * 10
+
+    seen: list[int] = []
+    done, failure = await publish_pipelined(iter(range(100)), publish, seen.append, Refused)
+    assert (done, failure) == (100, None)
+    assert seen == [i * 10 for i in range(100)]
+    assert 1 < most <= clientrun.PUBLISH_WINDOW
+
+
+async def test_a_refused_request_stops_reading_and_the_rest_in_flight_is_awaited() -> None:
+    read: list[int] = []
+
+    def items() -> Iterator[int]:
+        for i in range(1000):
+            read.append(i)
+            yield i
+
+    async def publish(item: int) -> int:
+        await asyncio.sleep(0)
+        if item == 5:
+            raise Refused("no")
+        return item
+
+    seen: list[int] = []
+    done, failure = await publish_pipelined(items(), publish, seen.append, Refused)
+    assert isinstance(failure, Refused)
+    assert done == len(seen) and 5 not in seen and seen == sorted(seen)
+    assert len(read) <= 5 + clientrun.PUBLISH_WINDOW + 1  # stopped reading soon after
+
+
+async def test_an_item_that_fails_to_read_is_the_failure() -> None:
+    def items() -> Iterator[int]:
+        yield 1
+        yield 2
+        raise Refused("line 3: bad")
+
+    async def publish(item: int) -> int:
+        return item
+
+    seen: list[int] = []
+    done, failure = await publish_pipelined(items(), publish, seen.append, Refused)
+    assert (done, seen) == (2, [1, 2])
+    assert str(failure) == "line 3: bad"

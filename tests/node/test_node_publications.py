@@ -1,0 +1,254 @@
+"""The node daemon's publication side in one process: real runtimes on 127.0.0.1, a real
+supervisor, the client library.  (Separate OS processes: tests/integration/test_publications.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import uvloop
+
+from pubsub.kernel import wire
+from pubsub.cli.main import format_ack, format_delivery
+from pubsub.client.library import Ack, Client, ClientError, PublishError
+from pubsub.kernel.control import Hello, Reply, StatusRequest
+from pubsub.kernel.message import Ref, Topic
+from pubsub.skipring.messages import Delivery, Follow
+from pubsub.runtime.net import Runtime, Stats
+from pubsub.node.app import SEQ_BLOCK, NodeApp, TopicFile
+from pubsub.skipring.nodecore import NodeCore
+from pubsub.node.store import PublicationStore
+from tests.integration.test_daemons import (
+    FAST,
+    bound_socket,
+    members,
+    ref_of,
+    supervisor,
+    wait_until,
+)
+
+T = Topic("news")
+
+
+@contextlib.asynccontextmanager
+async def pnode(
+    sup: Ref, data: Path | None, sock: socket.socket | None = None, **options: int
+) -> AsyncIterator[tuple[Runtime, NodeApp]]:
+    """A node with a publication store in `data` (memory when None)."""
+    sock = sock or bound_socket()
+    ref = ref_of(sock)
+    stats = Stats()
+    store = PublicationStore(data, sync="normal")
+    app = NodeApp(
+        ref,
+        NodeCore(ref, sup, rng=random.Random(2)),
+        stats,
+        TopicFile(data) if data else None,
+        store=store,
+        **options,  # type: ignore[arg-type]
+    )
+    initial = app.rejoin()
+    rt = Runtime(app, FAST, stats=stats, sock=sock)
+    try:
+        await rt.start()
+        rt.dispatch(initial)
+        yield rt, app
+    finally:
+        await rt.stop()
+        app.flush()
+        store.close()
+        sock.close()
+
+
+def run(coro: object, timeout: float = 60) -> None:
+    uvloop.run(asyncio.wait_for(coro, timeout))  # type: ignore[arg-type]
+
+
+def test_ack_means_durable_and_sequence_numbers_survive_a_crash(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with supervisor(tmp_path / "sup") as (srt, _):
+            sock = bound_socket()
+            port = sock.getsockname()[1]
+            async with pnode(srt.ref, tmp_path / "n", sock) as (rt, app):
+                async with Client(rt.ref) as client:
+                    await client.join(T)
+                    acks = [await client.publish(T, f"m{i}") for i in range(3)]
+                assert [a.seq for a in acks] == [0, 1, 2]
+                assert [a.local_seq for a in acks] == [1, 2, 3]
+                assert {a.stored_by for a in acks} == {rt.ref}
+                # Acknowledged = committed: a second connection to the file sees them.
+                with PublicationStore(tmp_path / "n") as other:
+                    assert [s.publication.key for s in other.read(T)] == [a.key for a in acks]
+                    assert other.seq_reserved == SEQ_BLOCK
+            # Restart on the same data: the trie is rebuilt, numbering continues after the
+            # reservation (a number used before the crash is never issued again).
+            async with pnode(srt.ref, tmp_path / "n", bound_socket(port)) as (rt, app):
+                assert app.core.publications[T].trie.size == 3
+                async with Client(rt.ref) as client:
+                    ack = await client.publish(T, "after")
+                assert ack.seq == SEQ_BLOCK and ack.local_seq == 4
+
+    run(scenario())
+
+
+def test_streams_history_new_only_and_resume(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with (
+            supervisor(tmp_path / "sup") as (srt, _),
+            pnode(srt.ref, None) as (rt, app),
+        ):
+            client = Client(rt.ref)
+            await client.join(T)
+            for i in range(5):
+                await client.publish(T, f"m{i}")
+            async with client.subscribe(T, new_only=True) as fresh, client.subscribe(T) as full:
+                assert fresh.since == 5 and full.latest == 5
+                first = [await anext(full) for _ in range(5)]
+                assert [d.local_seq for d in first] == [1, 2, 3, 4, 5]
+                assert first[0].payload == b"m0"
+                await client.publish(T, "m5")
+                assert (await anext(fresh)).payload == b"m5"
+                assert (await anext(full)).local_seq == 6
+            # Resume after a reconnect: exactly the rest.
+            await client.publish(T, "m6")
+            async with client.subscribe(T, since=4, join=False) as again:
+                assert [(await anext(again)).local_seq for _ in range(3)] == [5, 6, 7]
+            history = await client.history(T, since=5)
+            assert [d.payload for d in history] == [b"m5", b"m6"]
+            assert await client.history(Topic("nothing")) == []
+            await client.close()
+            status = await Client(rt.ref).status()
+            assert status["publications"]["durable"] is False
+            assert status["topics"][T]["publications"]["latest_local_seq"] == 7
+
+    run(scenario())
+
+
+def test_a_stream_accepts_no_further_requests(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with supervisor(tmp_path / "sup") as (srt, _), pnode(srt.ref, None) as (rt, app):
+            host, port = rt.ref.rsplit(":", 1)
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(
+                wire.encode(Hello(ref=None, role="client"))
+                + wire.encode(Follow(T, 0, False, True))
+                + wire.encode(StatusRequest())
+            )
+            frames = []
+            for _ in range(2):
+                length = wire.frame_length(await reader.readexactly(4))
+                frames.append(wire.decode(await reader.readexactly(length)))
+            assert isinstance(frames[0], Reply) and frames[0].body["live"] is True
+            assert frames[1].code == "request_on_stream"  # type: ignore[attr-defined]
+            writer.close()
+            await wait_until(_no_streams(app), what="stream closed")
+
+    run(scenario())
+
+
+def _no_streams(app: NodeApp):  # type: ignore[no-untyped-def]
+    async def check() -> bool:
+        return app.deliveries.count() == 0
+
+    return check
+
+
+def test_a_slow_reader_costs_one_batch_and_loses_nothing(tmp_path: Path) -> None:
+    """2,000 publications of 8 KiB (16 MB) while a follower does not read: the node keeps
+    at most about one batch beyond the socket buffers for it, and the follower, once it
+    reads, gets all 2,000 in order.  (The follower's receive buffer is kept small, as a
+    slow client's would be full, so that the kernel cannot absorb the whole stream.)"""
+    count, size = 2000, 8192
+
+    async def scenario() -> None:
+        async with supervisor(tmp_path / "sup") as (srt, _), pnode(srt.ref, None) as (rt, app):
+            client = Client(rt.ref)
+            await client.join(T)
+            host, port = rt.ref.rsplit(":", 1)
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+            sock.setblocking(False)
+            await asyncio.get_running_loop().sock_connect(sock, (host, int(port)))
+            reader, writer = await asyncio.open_connection(sock=sock)
+            writer.write(
+                wire.encode(Hello(ref=None, role="client")) + wire.encode(Follow(T, 0, False, True))
+            )
+            payload = bytes(size)
+            for start in range(0, count, 100):
+                await asyncio.gather(*(client.publish(T, payload) for _ in range(100)))
+            [stream] = app.deliveries.streams[T]
+            assert stream.session.buffered() < 2 * (1 << 20)  # not 16 MB
+            assert stream.cursor < count  # the rest waits in the store
+
+            async def frame() -> object:
+                length = wire.frame_length(await reader.readexactly(4))
+                return wire.decode(await reader.readexactly(length))
+
+            assert isinstance(await frame(), Reply)
+            got = [(await frame()).local_seq for _ in range(count)]  # type: ignore[attr-defined]
+            assert got == list(range(1, count + 1))
+            writer.close()
+            await client.close()
+
+    run(scenario(), timeout=120)
+
+
+def test_publish_errors(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with (
+            supervisor(tmp_path / "sup") as (srt, _),
+            pnode(srt.ref, None, max_payload_bytes=100) as (member, _),
+            pnode(srt.ref, None, handover_timeout=0.3, handover_attempts=2) as (other, oapp),
+        ):
+            async with Client(member.ref) as client:
+                await client.join(T)
+                with pytest.raises(PublishError) as info:
+                    await client.publish(T, bytes(101))
+                assert info.value.code == "payload_too_large" and "100 bytes" in str(info.value)
+                with pytest.raises(PublishError) as info:
+                    await client.publish(T, bytes(wire.MAX_PAYLOAD_BYTES + 1))
+                assert info.value.code == "payload_too_large"
+                with pytest.raises(ClientError) as cinfo:
+                    await client.publish("", b"x")
+                assert cinfo.value.code == "bad_topic"
+
+            async def member_known() -> bool:
+                return member.ref in await members(srt.ref, T)
+
+            await wait_until(member_known, what="member")
+            async with Client(other.ref) as client:
+                ack = await client.publish(T, b"through a non-member")
+                assert ack.stored_by == member.ref and ack.publisher == other.ref
+                assert ack.local_seq is None
+                with pytest.raises(PublishError) as info:
+                    await client.publish(Topic("empty"), b"x")
+                assert info.value.code == "no_members"
+            assert oapp.handover.counters["succeeded"] == 1
+            history = await Client(member.ref).history(T)
+            assert [d.payload for d in history] == [b"through a non-member"]
+        with pytest.raises(PublishError) as info:
+            await Client(other.ref, timeout=1).publish(T, b"x")
+        assert info.value.code == "connection"
+
+    run(scenario())
+
+
+def test_cli_renders_deliveries_and_acks() -> None:
+    key = bytes(range(16))
+    text = Delivery(T, 3, Ref("h:1"), 7, key, b"two\nlines \\ here", 5)  # type: ignore[arg-type]
+    binary = Delivery(T, 4, Ref("h:1"), 8, key, b"\xff\x00", 6)  # type: ignore[arg-type]
+    assert format_delivery(text) == "#3 h:1#7 two\\nlines \\\\ here"
+    assert format_delivery(binary) == "#4 h:1#8 base64:/wA="
+    as_json = json.loads(format_delivery(binary, as_json=True))
+    assert as_json["payload"] is None and as_json["payload_base64"] == "/wA="
+    assert as_json["key"] == key.hex() and as_json["local_seq"] == 4
+    assert json.loads(format_delivery(text, as_json=True))["payload"] == "two\nlines \\ here"
+    ack = Ack("news", "h:1", 7, key, "h:2", None)
+    assert "handed over" in format_ack(ack) and "h:1#7" in format_ack(ack)
+    assert json.loads(format_ack(ack, as_json=True))["stored_by"] == "h:2"

@@ -1,0 +1,163 @@
+"""The node's publication store (`pubsub.node.store`) and the hand-over state machine
+(`pubsub.skipring.handover`), without any network."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pubsub.skipring.antientropy import make_publication
+from pubsub.skipring.handover import HandOverClient
+from pubsub.kernel.message import Ref, Topic
+from pubsub.skipring.messages import GetMember, HandOver, HandOverAck, MemberIs
+from pubsub.node.store import NewRow, PublicationStore, StoreError
+from supervisor.core import SupervisorCore
+
+T, U = Topic("news"), Topic("sports")
+ME, SUP, M1, M2 = Ref("h:1"), Ref("h:9"), Ref("h:2"), Ref("h:3")
+
+
+def pubs(n: int, publisher: str = "h:5", start: int = 0) -> list:
+    return [make_publication(Ref(publisher), start + i, f"p{start + i}".encode()) for i in range(n)]
+
+
+# --- store ---------------------------------------------------------------------------------------
+def test_local_numbers_are_contiguous_per_topic_and_skip_duplicates(tmp_path: Path) -> None:
+    with PublicationStore(tmp_path) as store:
+        a, b, c = pubs(3)
+        written = store.append([NewRow(T, a, "local"), NewRow(U, a, "flood", 2), NewRow(T, b, "flood", 1)])
+        assert [(s.topic, s.local_seq) for s in written] == [(T, 1), (U, 1), (T, 2)]
+        again = store.append([NewRow(T, a, "anti-entropy"), NewRow(T, c, "anti-entropy")])
+        assert [(s.topic, s.local_seq, s.publication) for s in again] == [(T, 3, c)]
+        assert store.latest(T) == 3 and store.latest(U) == 1 and store.latest(Topic("x")) == 0
+        assert store.topics() == {T: 3, U: 1}
+        assert [s.publication for s in store.read(T)] == [a, b, c]
+        assert [s.local_seq for s in store.read(T, after=1, limit=1)] == [2]
+        assert store.read(T, after=3) == []
+        assert store.read(U)[0].via == "flood" and store.read(U)[0].hops == 2
+        assert store.count(T) == 3
+
+
+def test_read_stops_at_max_bytes_but_returns_at_least_one(tmp_path: Path) -> None:
+    big = [make_publication(Ref("h:5"), i, bytes(1000)) for i in range(5)]
+    with PublicationStore(tmp_path) as store:
+        store.append(NewRow(T, p, "local") for p in big)
+        assert len(store.read(T, max_bytes=2500)) == 3
+        assert len(store.read(T, max_bytes=1)) == 1
+
+
+def test_everything_survives_reopening(tmp_path: Path) -> None:
+    items = pubs(50)
+    with PublicationStore(tmp_path) as store:
+        for p in items:
+            store.append([NewRow(T, p, "flood", 1)])
+        store.reserve_seq(2048)
+        store.reserve_seq(10)  # never goes back
+        assert store.seq_reserved == 2048
+    with PublicationStore(tmp_path, sync="normal") as again:
+        assert again.latest(T) == 50 and again.seq_reserved == 2048
+        assert list(again.publications(T)) == items
+        assert again.append([NewRow(T, pubs(1, start=99)[0], "local")])[0].local_seq == 51
+    assert (tmp_path / "publications.sqlite3").exists()
+
+
+def test_memory_store_forgets(tmp_path: Path) -> None:
+    store = PublicationStore(None)
+    assert not store.durable and store.location == ":memory:"
+    store.append([NewRow(T, pubs(1)[0], "local")])
+    assert store.latest(T) == 1
+    store.close()
+    assert PublicationStore(None).latest(T) == 0
+
+
+def test_damaged_rows_are_skipped(tmp_path: Path) -> None:
+    with PublicationStore(tmp_path) as store:
+        store.append(NewRow(T, p, "local") for p in pubs(3))
+    db = sqlite3.connect(tmp_path / "publications.sqlite3")
+    db.execute("UPDATE publications SET key = x'00' WHERE local_seq = 2")
+    db.execute("UPDATE publications SET publisher = 'not a ref' WHERE local_seq = 3")
+    db.commit()
+    db.close()
+    with PublicationStore(tmp_path) as store:
+        assert [s.local_seq for s in store.read(T)] == [1]
+        assert store.latest(T) == 3  # numbers are never reused
+
+
+def test_unusable_directory_and_wrong_layout(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(StoreError, match="cannot create data directory"):
+        PublicationStore(tmp_path / "file" / "sub")
+    db = sqlite3.connect(tmp_path / "publications.sqlite3")
+    db.execute("PRAGMA user_version = 7")
+    db.close()
+    with pytest.raises(StoreError, match="layout version 7"):
+        PublicationStore(tmp_path)
+    with pytest.raises(ValueError):
+        PublicationStore(None, sync="sometimes")  # type: ignore[arg-type]
+
+
+# --- hand-over -----------------------------------------------------------------------------------
+def test_handover_success() -> None:
+    h = HandOverClient(ME, SUP, step_timeout=1.0, attempts=3)
+    p = pubs(1)[0]
+    request, sends = h.start(T, p, now=0.0)
+    [(dest, ask)] = sends
+    assert dest == SUP and isinstance(ask, GetMember) and ask.ref == ME
+    [(dest, hand)] = h.handle(MemberIs(T, M1, ask.nonce), now=0.1)
+    assert dest == M1 and isinstance(hand, HandOver) and hand.publication == p
+    assert h.handle(HandOverAck(T, M2, hand.request, True, ""), now=0.2) == []  # wrong member
+    assert h.handle(HandOverAck(T, M1, hand.request, True, ""), now=0.2) == []
+    [outcome] = h.drain_outcomes()
+    assert outcome.ok and outcome.member == M1 and outcome.request == request
+    assert not h.pending and h.counters["stale_replies"] == 1
+
+
+def test_handover_no_members_fails_at_once() -> None:
+    h = HandOverClient(ME, SUP)
+    _, [(_, ask)] = h.start(T, pubs(1)[0], now=0.0)
+    h.handle(MemberIs(T, None, ask.nonce), now=0.1)
+    [outcome] = h.drain_outcomes()
+    assert not outcome.ok and outcome.code == "no_members"
+
+
+def test_handover_retries_after_refusal_and_timeout_then_gives_up() -> None:
+    h = HandOverClient(ME, SUP, step_timeout=1.0, attempts=3)
+    _, [(_, ask)] = h.start(T, pubs(1)[0], now=0.0)
+    [(_, hand)] = h.handle(MemberIs(T, M1, ask.nonce), now=0.1)
+    [(dest, ask2)] = h.handle(HandOverAck(T, M1, hand.request, False, "not_member"), now=0.2)
+    assert dest == SUP and isinstance(ask2, GetMember) and ask2.avoid == M1
+    assert h.handle(MemberIs(T, M2, ask.nonce), now=0.3) == []  # stale nonce: ignored
+    [(_, hand2)] = h.handle(MemberIs(T, M2, ask2.nonce), now=0.3)
+    assert h.timeout(now=1.0) == []  # not yet
+    [(dest, ask3)] = h.timeout(now=1.5)  # M2 did not answer: attempt 3
+    assert dest == SUP and ask3.avoid == M2
+    assert h.timeout(now=3.0) == []  # the supervisor did not answer: out of attempts
+    [outcome] = h.drain_outcomes()
+    assert not outcome.ok and outcome.code == "handover_failed"
+    assert "3 attempts" in outcome.detail and "supervisor" in outcome.detail
+    assert h.handle(HandOverAck(T, M2, hand2.request, True, ""), now=4.0) == []  # too late
+
+
+def test_supervisor_names_a_random_member_or_none() -> None:
+    core = SupervisorCore(SUP, rng=random.Random(3))
+    for ref in (M1, M2):
+        core.subscribe(T, ref)
+    core._flush()
+    seen = set()
+    for nonce in range(30):
+        [(dest, answer)] = core.handle(GetMember(T, ME, nonce), 0.0)
+        assert dest == ME and isinstance(answer, MemberIs) and answer.nonce == nonce
+        seen.add(answer.member)
+    assert seen == {M1, M2}
+    for nonce in range(10):  # another member whenever there is one
+        [(_, answer)] = core.handle(GetMember(T, ME, nonce, avoid=M1), 0.0)
+        assert answer.member == M2  # type: ignore[attr-defined]
+    core.unsubscribe(T, M2)
+    core._flush()
+    [(_, answer)] = core.handle(GetMember(T, ME, 0, avoid=M1), 0.0)
+    assert answer.member == M1  # type: ignore[attr-defined]
+    [(_, none)] = core.handle(GetMember(Topic("empty"), ME, 1), 0.0)
+    assert isinstance(none, MemberIs) and none.member is None

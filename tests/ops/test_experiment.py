@@ -1,0 +1,207 @@
+"""`pubsub experiment`: scenario validation, the runner's bookkeeping, and shipped scenarios
+played for real (local processes, event stream, PySpark analysis, report)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pubsub.ops.experiment.runner import (
+    MarkerRecord,
+    StatusCheck,
+    compare,
+    move_leftovers,
+    status_convergence,
+)
+from pubsub.ops.experiment.scenario import (
+    ScenarioError,
+    load_scenario,
+    resolve_scenario,
+    shipped_scenarios,
+)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+BASE = "name: t\nnodes: 3\ntopics: {news: 2}\n"
+
+
+def test_shipped_scenarios_are_the_three_promised_and_valid() -> None:
+    shipped = shipped_scenarios()
+    assert set(shipped) == {"steady-churn", "mass-crash", "corruption"}
+    actions = {name: {s.action for s in load_scenario(p).steps} for name, p in shipped.items()}
+    assert {"join", "leave", "publish"} <= actions["steady-churn"]
+    assert "crash" in actions["mass-crash"]
+    assert {"corrupt_node", "corrupt_supervisor"} <= actions["corruption"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: t\nnodes: 3\n", "topics"),
+        (BASE + "steps: [{at: 1, action: explode}]", "steps.0.action"),
+        (BASE + "steps: [{at: 1, action: join, topic: other}]", "not in topics"),
+        (BASE + "steps: [{at: 1, action: crash, nodes: [7]}]", "node 7 does not exist"),
+        (BASE + "steps: [{at: 2, action: crash}, {at: 1, action: crash}]", "order"),
+        (BASE + "steps: [{at: 1, action: drop, duration: 2}]", "fraction"),
+        (BASE + "steps: [{at: 1, action: partition}]", "duration"),
+        (BASE + "steps: [{at: 1, action: publish}]", "needs a topic"),
+        ("name: t\nnodes: 2\ntopics: {news: 5}\n", "5 initial members"),
+        ("name: t\nnodes: 0\ntopics: {news: 0}\n", "nodes"),
+        ("- just a list", "mapping"),
+        ("name: [unclosed", "not valid YAML"),
+        (BASE + "surprise: 1", "surprise"),
+    ],
+)
+def test_bad_scenarios_are_refused_with_the_reason(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ScenarioError, match=message):
+        load_scenario(write(tmp_path, text))
+
+
+def test_unknown_scenario_name_lists_the_shipped_ones() -> None:
+    with pytest.raises(ScenarioError, match="mass-crash"):
+        resolve_scenario("no-such-scenario")
+
+
+def test_status_convergence_needs_a_stable_legitimate_stretch() -> None:
+    marker = MarkerRecord("m1", "crash", 10.0, ["a"], "news")
+    verdicts = [
+        (10.2, False),
+        (10.6, True),
+        (11.0, False),
+        (11.4, True),
+        (11.8, True),
+        (12.2, True),
+    ]
+    checks = [StatusCheck(ts, "news", ok, 3) for ts, ok in verdicts]
+    [row] = status_convergence([marker], checks, ["news"], stable=0.5)
+    assert row["time_to_legitimacy"] == pytest.approx(1.4)  # 10.6 flips back at 11.0
+    never = status_convergence([marker], [StatusCheck(10.5, "news", False, 3)], ["news"])
+    assert never[0]["time_to_legitimacy"] is None
+
+
+def test_a_marker_without_topic_is_measured_on_every_topic() -> None:
+    marker = MarkerRecord("m", "crash", 0.0, [], None)
+    checks = [StatusCheck(1.0, "a", True, 2), StatusCheck(2.0, "b", True, 2)]
+    rows = status_convergence([marker], checks, ["a", "b"], stable=0.0)
+    assert {r["topic"]: r["time_to_legitimacy"] for r in rows} == {"a": 1.0, "b": 2.0}
+
+
+def test_compare_flags_disagreement_beyond_the_tolerance() -> None:
+    record = {
+        "status_convergence": [
+            {"marker_id": "x", "topic": "news", "time_to_legitimacy": 1.0},
+            {"marker_id": "y", "topic": "news", "time_to_legitimacy": 1.0},
+            {"marker_id": "z", "topic": "news", "time_to_legitimacy": None},
+        ]
+    }
+    summary = {
+        "topics": {
+            "news": {
+                "convergence": [
+                    {
+                        "marker_id": "x",
+                        "action": "crash",
+                        "reached": True,
+                        "time_to_legitimacy": 1.3,
+                    },
+                    {
+                        "marker_id": "y",
+                        "action": "crash",
+                        "reached": True,
+                        "time_to_legitimacy": 4.0,
+                    },
+                    {
+                        "marker_id": "z",
+                        "action": "crash",
+                        "reached": False,
+                        "time_to_legitimacy": None,
+                    },
+                ]
+            }
+        }
+    }
+    rows = {r["marker_id"]: r["agree"] for r in compare(record, summary, tolerance=0.5)}
+    assert rows == {"x": True, "y": False, "z": True}
+
+
+def test_leftover_files_of_crashed_daemons_are_moved_into_place(tmp_path: Path) -> None:
+    (tmp_path / ".inprogress").mkdir()
+    (tmp_path / ".inprogress" / "node-a-1-000003.jsonl").write_text('{"kind": "marker"}\n')
+    (tmp_path / ".inprogress" / "node-b-2-000000.jsonl").write_text("")
+    assert move_leftovers(tmp_path) == 1
+    assert (tmp_path / "node-a-1-000003.jsonl").exists()
+    assert not list((tmp_path / ".inprogress").iterdir())
+
+
+def _pids(run_dir: Path) -> list[int]:
+    pids = json.loads((run_dir / "experiment.json").read_text())["pids"]
+    assert pids, "the runner recorded no processes"
+    return [int(p) for p in pids]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is gone for our purposes
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def play(name: str, run_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pubsub.cli.main", "experiment", "run", name, "--out", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def check_run(run_dir: Path, done: subprocess.CompletedProcess[str]) -> None:
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads((run_dir / "analysis" / "summary.json").read_text())
+    comparison = json.loads((run_dir / "comparison.json").read_text())
+    assert comparison, "no marker was measured"
+    for row in comparison:
+        assert row["analysis"] is not None and row["status"] is not None, row
+        assert row["agree"], row
+    for topic, data in summary["topics"].items():
+        for conv in data["convergence"]:
+            assert conv["reached"], (topic, conv)
+    plots = list((run_dir / "analysis" / "plots").glob("*.png"))
+    assert len(plots) >= 3
+    for plot in plots:
+        data = plot.read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 2000, plot
+    assert "<img" in (run_dir / "analysis" / "report.html").read_text()
+    assert not [pid for pid in _pids(run_dir) if _alive(pid)], "a daemon outlived the run"
+
+
+@pytest.mark.integration
+def test_mass_crash_scenario_end_to_end(tmp_path: Path) -> None:
+    """One command: cluster, crash of a third, restart, analysis, report; times agree."""
+    run_dir = tmp_path / "run"
+    check_run(run_dir, play("mass-crash", run_dir))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["steady-churn", "corruption"])
+def test_other_shipped_scenarios_end_to_end(tmp_path: Path, name: str) -> None:
+    run_dir = tmp_path / "run"
+    check_run(run_dir, play(name, run_dir))

@@ -1,0 +1,368 @@
+"""The publication core (`pubsub.skipring.antientropy`, paper 000 §4.2-4.3, Alg. 5)."""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+
+import pytest
+import xxhash
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pubsub.skipring.antientropy import ANTI_ENTROPY, FLOOD, LOCAL, AntiEntropy, make_publication
+from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.skipring.messages import (
+    CheckAndPublish,
+    CheckTrie,
+    NodeDigest,
+    Payload,
+    Publication,
+    PublicationKey,
+    Publish,
+    PublishNew,
+    RemoveConnections,
+    SetData,
+)
+from pubsub.skipring.nodecore import NodeCore
+from pubsub.skipring.trie import EMPTY_HASH, EMPTY_LABEL, TrieLabel
+
+TOPIC = Topic("t")
+U, V, W = Ref("u:1"), Ref("v:1"), Ref("w:1")
+B = TrieLabel.from_bits
+
+
+def h(data: bytes) -> bytes:
+    return xxhash.xxh3_128_digest(data)
+
+
+def short_key_publication(bits: str, name: str) -> Publication:
+    """A publication whose key starts with `bits` (for tries over len(bits)-bit keys)."""
+    value = int(bits, 2) << (128 - len(bits))
+    return Publication(PublicationKey(value.to_bytes(16, "big")), Ref("p:1"), 0, Payload(name.encode()))
+
+
+P1, P2, P3, P4 = (short_key_publication(b, f"P{i}") for i, b in enumerate(("000", "010", "100", "101"), 1))
+
+
+def figure_2() -> tuple[AntiEntropy, AntiEntropy]:
+    """u holds P1..P4, v misses P4 (Figure 2), both over 3-bit keys."""
+    u = AntiEntropy(U, TOPIC, key_bits=3, verify_keys=False)
+    v = AntiEntropy(V, TOPIC, key_bits=3, verify_keys=False)
+    for p in (P1, P2, P3, P4):
+        u.store(p)
+    for p in (P1, P2, P3):
+        v.store(p)
+    u.drain_new()
+    v.drain_new()
+    return u, v
+
+
+Log = list[tuple[Ref, Ref, Message]]
+
+
+def run(cores: dict[Ref, AntiEntropy], src: Ref, sends: list[Send], log: Log | None = None) -> Log:
+    """Deliver in FIFO order until nothing is left; the (source, destination, message) log.
+
+    Every Publish is checked on delivery: it must carry nothing the receiver already holds.
+    """
+    log = [] if log is None else log
+    queue = deque((src, dest, msg) for dest, msg in sends)
+    while queue:
+        frm, dest, msg = queue.popleft()
+        log.append((frm, dest, msg))
+        receiver = cores[dest]
+        if isinstance(msg, Publish):
+            held = [p for p in msg.publications if receiver.holds(p)]
+            assert not held, f"{frm} sent {dest} publications it already holds: {held}"
+        queue.extend((dest, d, m) for d, m in receiver.handle(msg))
+    return log
+
+
+def digest(bits: str, hash_: bytes) -> NodeDigest:
+    return NodeDigest(B(bits), hash_)  # type: ignore[arg-type]
+
+
+# hashes of Figure 2 (3-bit keys are hashed as one byte)
+HP1, HP2, HP3, HP4 = (h(bytes([k])) for k in (0b000, 0b010, 0b100, 0b101))
+H0 = h(HP1 + HP2)
+H10 = h(HP3 + HP4)
+
+
+def test_figure_2_u_starts() -> None:
+    u, v = figure_2()
+    first = u.publish_timeout(random.Random(0), [V])
+    assert first == [Send(V, CheckTrie(TOPIC, U, [digest("", u.trie.root()[1])]))]
+    log = run({U: u, V: v}, U, first)
+    assert [(src, dest, msg) for src, dest, msg in log[1:]] == [
+        (V, U, CheckTrie(TOPIC, V, [digest("0", H0), digest("100", HP3)])),
+    ]  # ... and u finds both hashes equal: the chain ends there
+    assert v.trie.size == 3 and u.counters["rounds"] == 1
+
+
+def test_figure_2_v_starts() -> None:
+    u, v = figure_2()
+    first = v.publish_timeout(random.Random(0), [U])
+    log = run({U: u, V: v}, V, first)
+    assert log == [
+        (V, U, CheckTrie(TOPIC, V, [digest("", h(H0 + HP3))])),
+        (U, V, CheckTrie(TOPIC, U, [digest("0", H0), digest("10", H10)])),
+        (V, U, CheckAndPublish(TOPIC, V, [digest("100", HP3)], B("101"))),
+        (U, V, Publish(TOPIC, [P4])),
+    ]
+    assert u.trie.root() == v.trie.root() == (B(""), h(H0 + H10))
+    assert [(a.publication, a.via) for a in v.drain_new()] == [(P4, ANTI_ENTROPY)]
+    assert v.counters["repairs"] == 1 and not v.new
+
+
+def test_equal_tries_exchange_only_the_root() -> None:
+    u, v = figure_2()
+    v.store(P4)
+    for starter, other in ((u, V), (v, U)):
+        log = run({U: u, V: v}, starter.ref, starter.publish_timeout(random.Random(0), [other]))
+        assert len(log) == 1 and isinstance(log[0][2], CheckTrie)
+
+
+def test_empty_tries() -> None:
+    u = AntiEntropy(U, TOPIC, key_bits=3, verify_keys=False)
+    v = AntiEntropy(V, TOPIC, key_bits=3, verify_keys=False)
+    assert u.trie.root() == (EMPTY_LABEL, EMPTY_HASH)
+    assert u.publish_timeout(random.Random(0), [V]) == []  # nothing to offer: no round
+    assert u.counters["rounds_skipped_empty"] == 1 and u.counters["rounds"] == 0
+    empty_root = CheckTrie(TOPIC, V, [digest("", EMPTY_HASH)])
+    assert u.handle(empty_root) == []  # two empty tries are equal: no answer
+    for p in (P1, P2):  # u's root label is now "0"
+        u.store(p)
+    log = run({U: u, V: v}, U, u.publish_timeout(random.Random(0), [V]))
+    assert log[1:] == [
+        (V, U, CheckAndPublish(TOPIC, V, [], B("0"))),  # (iii) without extension
+        (U, V, Publish(TOPIC, [P1, P2])),
+    ]  # one round from the non-empty side fills the empty one
+    w = AntiEntropy(W, TOPIC, key_bits=3, verify_keys=False)
+    run({U: u, W: w}, W, [Send(U, CheckTrie(TOPIC, W, [digest("", EMPTY_HASH)]))])
+    assert w.trie.root() == u.trie.root() == v.trie.root()  # an empty root asks for all
+
+
+def test_publish_timeout_picks_a_ring_neighbour() -> None:
+    u, _ = figure_2()
+    assert u.publish_timeout(random.Random(0), []) == [] and u.counters["rounds"] == 0
+    assert u.publish_timeout(random.Random(0), [U]) == []  # never ourselves
+    seen = {u.publish_timeout(random.Random(seed), [V, W, V])[0].dest for seed in range(40)}
+    assert seen == {V, W}
+
+
+# --- convergence between two nodes ----------------------------------------------------------
+def publication_sets(key_bits: int) -> st.SearchStrategy[tuple[list[Publication], list[Publication]]]:
+    """Two sets of publications, overlapping at random."""
+    if key_bits == 128:
+        pubs = st.lists(st.binary(max_size=6), unique=True, max_size=40).map(
+            lambda payloads: [make_publication(Ref("p:1"), i, p) for i, p in enumerate(payloads)]
+        )
+    else:
+        pubs = st.lists(st.integers(0, (1 << key_bits) - 1), unique=True, max_size=40).map(
+            lambda keys: [short_key_publication(format(k, f"0{key_bits}b"), str(k)) for k in keys]
+        )
+    return pubs.flatmap(
+        lambda ps: st.tuples(
+            st.just(ps), st.lists(st.sampled_from([0, 1, 2]), min_size=len(ps), max_size=len(ps))
+        )
+    ).map(lambda pair: ([p for p, s in zip(*pair) if s != 1], [p for p, s in zip(*pair) if s != 0]))
+
+
+@pytest.mark.parametrize("key_bits", [128, 6])
+@settings(max_examples=120, deadline=None)
+@given(data=st.data())
+def test_two_nodes_converge_without_redundant_publications(key_bits: int, data: st.DataObject) -> None:
+    mine, theirs = data.draw(publication_sets(key_bits))
+    verify = key_bits == 128
+    u = AntiEntropy(U, TOPIC, key_bits=key_bits, verify_keys=verify, batch_publications=3)
+    v = AntiEntropy(V, TOPIC, key_bits=key_bits, verify_keys=verify, batch_publications=3)
+    for p in mine:
+        u.store(p)
+    for p in theirs:
+        v.store(p)
+    union = {p.key for p in mine} | {p.key for p in theirs}
+    missing = 2 * len(union) - len(mine) - len(theirs)
+    first = data.draw(st.sampled_from([U, V]))
+    rng = random.Random(0)
+    cores = {U: u, V: v}
+    rounds = 0
+    while u.trie.root() != v.trie.root():
+        # A round repairs what the parity of the trie paths puts on the starter's side
+        # (Claim 1 in the proof of Theorem 5.19), so the starters alternate.
+        starter = first if rounds % 2 == 0 else (V if first == U else U)
+        other = V if starter == U else U
+        run(cores, starter, cores[starter].publish_timeout(rng, [other]))
+        rounds += 1
+        # Lemma 5.24: every two rounds fix at least one missing subtree on some side.
+        assert rounds <= 2 * missing + 2, rounds
+    assert {p.key for p in u.publications()} == {p.key for p in v.publications()} == union
+    sent = u.counters["publications_sent"] + v.counters["publications_sent"]
+    assert sent == missing  # each missing publication travelled exactly once
+    for core in (u, v):
+        assert core.counters["rejected_malformed"] == 0 == core.counters["publish_duplicates"]
+
+
+def test_publications_travel_in_bounded_batches() -> None:
+    u = AntiEntropy(U, TOPIC, batch_publications=10, batch_bytes=2000)
+    v = AntiEntropy(V, TOPIC, batch_publications=10, batch_bytes=2000)
+    small = [make_publication(U, i, b"s") for i in range(35)]
+    big = [make_publication(U, 100 + i, b"B" * 5000) for i in range(2)]
+    for p in small + big:
+        u.store(p)
+    log = run({U: u, V: v}, U, u.publish_timeout(random.Random(0), [V]))
+    batches = [m for _, _, m in log if isinstance(m, Publish)]
+    assert sum(len(b.publications) for b in batches) == 37
+    for batch in batches:
+        assert len(batch.publications) <= 10
+        size = sum(len(p.payload) + 64 for p in batch.publications)
+        assert size <= 2000 or len(batch.publications) == 1  # an oversized one travels alone
+    assert v.trie.root() == u.trie.root()
+    with pytest.raises(ValueError):
+        AntiEntropy(U, TOPIC, batch_publications=257)
+
+
+# --- flooding --------------------------------------------------------------------------------
+def test_publish_local_floods_when_on() -> None:
+    p = make_publication(U, 0, b"news")
+    on = AntiEntropy(U, TOPIC, flood_targets=lambda: [V, W, V, U])
+    assert on.publish_local(p) == [
+        Send(V, PublishNew(TOPIC, p, 1)),
+        Send(W, PublishNew(TOPIC, p, 1)),
+    ]
+    assert on.new[0].via == LOCAL and on.publish_local(p) == []  # issued twice: nothing new
+    off = AntiEntropy(U, TOPIC, flooding=False, flood_targets=lambda: [V])
+    assert off.publish_local(p) == [] and off.holds(p)
+
+
+def test_publish_new_stores_forwards_and_drops_duplicates() -> None:
+    p = make_publication(U, 0, b"news")
+    v = AntiEntropy(V, TOPIC, flood_targets=lambda: [U, W])
+    assert v.handle(PublishNew(TOPIC, p, 1)) == [
+        Send(U, PublishNew(TOPIC, p, 2)),
+        Send(W, PublishNew(TOPIC, p, 2)),
+    ]  # the paper forwards to all neighbours, the one it came from included
+    assert v.new[-1] == (p, FLOOD, 1) and v.counters["stored_by_flooding"] == 1
+    assert v.handle(PublishNew(TOPIC, p, 2)) == []
+    assert v.counters["dropped_duplicates"] == 1 and len(v.new) == 1
+    assert v.handle(PublishNew(TOPIC, p, 1), flood_targets=[W]) == []
+    quiet = AntiEntropy(W, TOPIC, flooding=False, flood_targets=lambda: [U])
+    assert quiet.handle(PublishNew(TOPIC, p, 3)) == [] and quiet.holds(p)
+
+
+# --- malformed input: rejected, counted, never raised ----------------------------------------
+GOOD_HASH = bytes(16)
+MALFORMED: list[tuple[Message, str]] = [
+    (CheckTrie(TOPIC, U, [digest("0000", GOOD_HASH)]), "rejected_label_too_long"),
+    (CheckTrie(TOPIC, U, [digest("0", GOOD_HASH[:15])]), "rejected_bad_hash"),
+    (CheckTrie(TOPIC, U, [digest("0", "x" * 16)]), "rejected_bad_hash"),  # type: ignore[arg-type]
+    (CheckTrie(TOPIC, U, [("0", GOOD_HASH)]), "rejected_bad_label"),  # type: ignore[list-item]
+    (CheckTrie(TOPIC, U, [digest("0", GOOD_HASH)] * 65), "rejected_bad_tuples"),
+    (CheckTrie(TOPIC, U, "nonsense"), "rejected_bad_tuples"),  # type: ignore[arg-type]
+    (CheckTrie(TOPIC, U, [(B("0"),)]), "rejected_bad_tuples"),  # type: ignore[list-item]
+    (CheckTrie(TOPIC, None, []), "rejected_bad_sender"),  # type: ignore[arg-type]
+    (CheckAndPublish(TOPIC, U, [], B("1010")), "rejected_prefix_too_long"),
+    (CheckAndPublish(TOPIC, U, [], "101"), "rejected_bad_prefix"),  # type: ignore[arg-type]
+    (CheckAndPublish(TOPIC, U, [], None), "rejected_bad_prefix"),  # type: ignore[arg-type]
+    (CheckAndPublish(TOPIC, U, [digest("1111", GOOD_HASH)], B("1")), "rejected_label_too_long"),
+    (Publish(TOPIC, "x"), "rejected_bad_publish"),  # type: ignore[arg-type]
+    (Publish(TOPIC, ["x"]), "rejected_bad_publication"),  # type: ignore[list-item]
+    (Publish(TOPIC, [Publication(b"short", U, 0, b"")]), "rejected_bad_publication"),  # type: ignore[arg-type]
+    (PublishNew(TOPIC, P4, -1), "rejected_bad_hops"),
+    (PublishNew(TOPIC, P4, "1"), "rejected_bad_hops"),  # type: ignore[arg-type]
+    (PublishNew(TOPIC, None, 1), "rejected_bad_publication"),  # type: ignore[arg-type]
+    (RemoveConnections(TOPIC, U), "rejected_unknown_message"),
+]
+
+
+@pytest.mark.parametrize(("msg", "counter"), MALFORMED, ids=[c for _, c in MALFORMED])
+def test_malformed_input_is_rejected_and_counted(msg: Message, counter: str) -> None:
+    u, v = figure_2()
+    before = v.trie.root()
+    assert v.handle(msg) == []
+    assert v.counters[counter] == 1 and v.counters["rejected_malformed"] == 1
+    assert v.trie.root() == before and not v.new
+
+
+def test_publications_with_a_wrong_key_are_rejected_one_by_one() -> None:
+    good = make_publication(U, 1, b"fine")
+    forged = Publication(good.key, U, 2, Payload(b"fine"))  # key of another publication
+    v = AntiEntropy(V, TOPIC)
+    assert v.handle(Publish(TOPIC, [forged, good])) == []
+    assert v.counters["rejected_key_mismatch"] == 1 and v.holds(good) and len(v.trie) == 1
+    assert v.handle(PublishNew(TOPIC, forged, 1)) == [] and v.counters["rejected_key_mismatch"] == 2
+
+
+def test_leaf_with_another_hash_is_ignored_and_counted() -> None:
+    u, v = figure_2()
+    assert v.handle(CheckTrie(TOPIC, U, [digest("100", bytes(16))])) == []
+    assert v.counters["leaf_hash_mismatch"] == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    labels=st.lists(st.text("01", max_size=6), max_size=5),
+    hashes=st.lists(st.binary(min_size=0, max_size=20), min_size=5, max_size=5),
+    prefix=st.one_of(st.none(), st.text("01", max_size=6).map(B), st.text(max_size=3)),
+)
+def test_arbitrary_requests_never_raise(labels: list[str], hashes: list[bytes], prefix: object) -> None:
+    u, v = figure_2()
+    tuples = [digest(lab, hsh) for lab, hsh in zip(labels, hashes)]
+    for msg in (CheckTrie(TOPIC, U, tuples), CheckAndPublish(TOPIC, U, tuples, prefix)):  # type: ignore[arg-type]
+        for dest, reply in v.handle(msg):
+            assert dest == U and reply.kind in ("check_trie", "check_and_publish", "publish")
+
+
+# --- wiring into NodeCore -------------------------------------------------------------------
+def test_nodecore_publish_and_routing() -> None:
+    core = NodeCore(U, Ref("s:1"), rng=random.Random(0))
+    with pytest.raises(ValueError):
+        core.publish(TOPIC, b"x")  # not subscribed
+    core.join(TOPIC)
+    assert TOPIC in core.publications
+    assert core.publish(TOPIC, b"a") == []  # no neighbours yet: nothing to flood to
+    core.publish(TOPIC, b"a")  # same payload, next sequence number: a different publication
+    arrivals = core.drain_arrivals()
+    assert [(t, a.publication.seq, a.via) for t, a in arrivals] == [(TOPIC, 0, LOCAL), (TOPIC, 1, LOCAL)]
+    assert core.drain_arrivals() == []
+    status = core.status()["topics"][TOPIC]  # type: ignore[index]
+    assert status["publications"]["count"] == 2
+    with pytest.raises(ValueError):
+        core.publish(TOPIC, b"x" * (1 << 20))
+    # a CheckTrie for a topic we do not run: the sender is told to drop us (Lemma 4.1)
+    other = Topic("other")
+    sends = core.handle(CheckTrie(other, V, [digest("", EMPTY_HASH)]), 0.0)
+    assert sends == [Send(V, RemoveConnections(other, U))]
+    assert core.handle(Publish(other, []), 0.0) == []
+
+
+def test_nodecore_drops_the_trie_with_the_instance_and_propagates_flooding() -> None:
+    core = NodeCore(U, Ref("s:1"), rng=random.Random(0), flooding=False)
+    core.join(TOPIC)
+    assert core.publications[TOPIC].flooding is False
+    core.flooding = True
+    assert core.publications[TOPIC].flooding is True
+    core.leave(TOPIC)
+    core.handle(SetData(TOPIC, None, None, None), 0.0)  # the supervisor's permission to leave
+    assert TOPIC not in core.instances and TOPIC not in core.publications
+
+
+def test_node_batches_fit_the_frame_limit() -> None:
+    """A node configured for small frames never builds a Publish batch that exceeds them."""
+    from pubsub.kernel import wire
+    from pubsub.skipring.messages import CheckAndPublish
+    from pubsub.node.settings import FRAME_OVERHEAD
+
+    frame = 16 * 1024
+    node = NodeCore(
+        Ref("u"), Ref("sup"), rng=random.Random(0), publish_batch_bytes=frame - FRAME_OVERHEAD
+    )
+    node.join(Topic("t"))
+    core = node.anti_entropy(Topic("t"))
+    for seq in range(40):
+        core.publish_local(make_publication(Ref("u"), seq, bytes(1000)), ())
+    core.drain_new()
+    sends = core.handle(CheckAndPublish(Topic("t"), Ref("v"), [], EMPTY_LABEL))
+    publishes = [s.msg for s in sends if s.msg.kind == "publish"]
+    assert sum(len(m.publications) for m in publishes) == 40
+    assert max(len(wire.encode(m, max_frame=frame)) for m in publishes) <= frame

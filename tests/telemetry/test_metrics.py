@@ -1,0 +1,312 @@
+"""Prometheus metrics (`pubsub.telemetry.metrics`): the endpoint of daemons running in this process,
+scraped over HTTP with urllib and parsed with prometheus_client's parser.
+
+(A real Prometheus server scraping real processes: tests/telemetry/test_prometheus_scrape.py.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import socket
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from prometheus_client import generate_latest
+
+from pubsub.client.library import Client
+from pubsub.skipring.labels import l
+from pubsub.ops.localcluster import pick_free_ports
+from pubsub.kernel.message import Ref, Topic
+from pubsub.skipring.messages import SetData
+from pubsub.telemetry.metrics import (
+    OTHER_TOPIC,
+    MetricsError,
+    MetricsServer,
+    SupervisorCollector,
+    Telemetry,
+    TopicLabels,
+    parse_families,
+    registry_for,
+    samples,
+)
+from pubsub.skipring.nodecore import NodeCore
+from pubsub.runtime.settings import TelemetrySettings
+from supervisor.core import SupervisorCore
+from supervisor.app import SupervisorApp
+from tests.integration.test_daemons import supervisor, wait_until
+from tests.node.test_node_publications import pnode, run
+
+T = Topic("news")
+
+
+def telemetry_settings(**extra: Any) -> TelemetrySettings:
+    return TelemetrySettings(metrics_port=pick_free_ports(1)[0], **extra)
+
+
+@contextlib.asynccontextmanager
+async def metered(role: str, app: Any, stats: Any, **extra: Any) -> AsyncIterator[Telemetry]:
+    telemetry = await Telemetry.start(role, app, stats, telemetry_settings(**extra))
+    try:
+        yield telemetry
+    finally:
+        await telemetry.stop()
+
+
+async def scrape(telemetry: Telemetry) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of the daemon's endpoint, fetched with urllib in a thread."""
+    assert telemetry.server is not None
+    url = f"http://127.0.0.1:{telemetry.server.port}/metrics"
+
+    def fetch() -> tuple[str, str]:
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            return reply.headers["Content-Type"], reply.read().decode()
+
+    content_type, text = await asyncio.to_thread(fetch)
+    assert content_type.startswith("text/plain; version=0.0.4")
+    return {(name, frozenset(labels.items())): value for name, labels, value in samples(text)}
+
+
+def value(found: dict[Any, float], name: str, **labels: str) -> float | None:
+    return found.get((name, frozenset(labels.items())))
+
+
+def test_supervisor_and_node_metrics_over_http(tmp_path: Path) -> None:
+    """Members per topic and configuration traffic at the supervisor; label length,
+    degree, trie size, deliveries by path with their latency and message counts by type
+    at the nodes."""
+
+    async def scenario() -> None:
+        async with (
+            supervisor(tmp_path / "sup") as (srt, sapp),
+            metered("supervisor", sapp, srt.stats) as sup_metrics,
+            pnode(srt.ref, None) as (art, aapp),
+            metered("node", aapp, art.stats) as a_metrics,
+            pnode(srt.ref, None) as (brt, bapp),
+            metered("node", bapp, brt.stats) as b_metrics,
+        ):
+            async with Client(art.ref) as a, Client(brt.ref) as b:
+                await a.join(T)
+                await b.join(T)
+
+                async def ring_ready() -> bool:
+                    degrees = [await scrape(m) for m in (a_metrics, b_metrics)]
+                    return all(value(f, "pubsub_node_degree", topic=T) == 1.0 for f in degrees)
+
+                await wait_until(ring_ready, what="a ring of two nodes")
+                for i in range(3):
+                    await a.publish(T, f"m{i}")
+
+                async def all_arrived() -> bool:
+                    found = await scrape(b_metrics)
+                    return value(found, "pubsub_trie_publications", topic=T) == 3.0
+
+                await wait_until(all_arrived, what="three publications at b")
+
+            found = await scrape(sup_metrics)
+            assert value(found, "pubsub_topic_members", topic=T) == 2.0
+            assert value(found, "pubsub_topic_legitimate_database", topic=T) == 1.0
+            assert value(found, "pubsub_supervisor_topics") == 1.0
+            assert value(found, "pubsub_daemon_info", role="supervisor", ref=srt.ref) == 1.0
+            sent = value(found, "pubsub_supervisor_configurations_sent_total", kind="configuration")
+            assert sent is not None and sent >= 2  # at least one per subscribe
+            assert sent <= sapp.counters["configurations_sent"]  # it keeps sending per Timeout
+            requests = value(found, "pubsub_supervisor_configuration_requests_total")
+            assert requests is not None and requests <= sapp.counters["configuration_requests"]
+            assert value(found, "pubsub_supervisor_crashes_detected_total") == 0.0
+            subscribes = value(found, "pubsub_messages_received_total", type="subscribe")
+            assert subscribes is not None and subscribes >= 2
+
+            a_found = await scrape(a_metrics)
+            b_found = await scrape(b_metrics)
+            for found in (a_found, b_found):
+                assert value(found, "pubsub_node_label_length", topic=T) == 1.0
+                assert value(found, "pubsub_node_degree", topic=T) == 1.0
+                assert value(found, "pubsub_trie_publications", topic=T) == 3.0
+                assert value(found, "pubsub_node_topics") == 1.0
+            # a stored its own three; b got them by flooding or anti-entropy
+            assert value(a_found, "pubsub_publications_delivered_total", via="local") == 3.0
+            b_paths = [
+                value(b_found, "pubsub_publications_delivered_total", via=via) or 0.0
+                for via in ("flood", "antientropy")
+            ]
+            assert sum(b_paths) == 3.0
+            assert value(b_found, "pubsub_publications_delivered_total", via="local") == 0.0
+            latency = sum(
+                value(b_found, "pubsub_delivery_latency_seconds_count", via=via) or 0.0
+                for via in ("flood", "antientropy")
+            )
+            assert latency == 3.0  # each carried its publish time
+            assert value(a_found, "pubsub_delivery_latency_seconds_bucket", via="local", le="+Inf") == 3.0
+            assert (value(a_found, "pubsub_messages_sent_total", type="publish_new") or 0) >= 3
+            assert (value(a_found, "pubsub_sent_bytes_total", type="publish_new") or 0) > 0
+            assert value(a_found, "pubsub_frame_errors_total", code="bad_msgpack") is None
+            assert value(a_found, "pubsub_daemon_info", role="node", ref=art.ref) == 1.0
+
+    run(scenario())
+
+
+def test_every_label_value_comes_from_a_bounded_set(tmp_path: Path) -> None:
+    """No label carries a peer's reference: only types, codes, paths, kinds and topics."""
+
+    async def scenario() -> None:
+        async with (
+            supervisor(tmp_path / "sup") as (srt, sapp),
+            metered("supervisor", sapp, srt.stats) as sup_metrics,
+            pnode(srt.ref, None) as (art, aapp),
+            metered("node", aapp, art.stats) as a_metrics,
+        ):
+            async with Client(art.ref) as a:
+                await a.join(T)
+                await a.publish(T, "x")
+            for telemetry, own in ((sup_metrics, srt.ref), (a_metrics, art.ref)):
+                found = await scrape(telemetry)
+                keys = {k for (_, labels) in found for k, _ in labels}
+                assert keys <= {"type", "code", "via", "kind", "reason", "topic", "le", "role", "ref"}
+                refs = {v for (name, labels) in found for k, v in labels if k == "ref"}
+                assert refs == {own}  # only the daemon's own reference, in pubsub_daemon_info
+
+    run(scenario())
+
+
+def test_topics_beyond_the_cap_fold_into_other(tmp_path: Path) -> None:
+    labels = TopicLabels(cap=2)
+    assert [labels(t) for t in ("a", "b", "c", "a", "d", "b")] == ["a", "b", OTHER_TOPIC, "a", OTHER_TOPIC, "b"]
+
+    async def scenario() -> None:
+        async with (
+            supervisor(tmp_path / "sup") as (srt, sapp),
+            metered("supervisor", sapp, srt.stats, metrics_max_topics=2) as sup_metrics,
+            pnode(srt.ref, None) as (art, aapp),
+        ):
+            async with Client(art.ref) as a:
+                for topic in ("t1", "t2", "t3", "t4"):
+                    await a.join(topic)
+
+                async def four_topics() -> bool:
+                    return len(sapp.core.status()["topics"]) == 4  # type: ignore[arg-type]
+
+                await wait_until(four_topics, what="four topics at the supervisor")
+            found = await scrape(sup_metrics)
+            members = {
+                dict(labels)["topic"]: v
+                for (name, labels), v in found.items()
+                if name == "pubsub_topic_members"
+            }
+            assert members == {"t1": 1.0, "t2": 1.0, OTHER_TOPIC: 2.0}
+
+    run(scenario())
+
+
+def test_endpoint_answers_bad_requests_and_keeps_serving() -> None:
+    async def scenario() -> None:
+        stats = SimpleNamespace(
+            frames_out={}, frames_in={}, bytes_out={}, bytes_in={}, errors={},
+            dropped_sends=0, peers_unreachable=0, connections_open=0,
+        )
+        app = SimpleNamespace(ref="127.0.0.1:1", core=SupervisorCore(Ref("127.0.0.1:1"), rng=random.Random(1)),
+                              counters={}, intervals=0, observers=[])
+        async with metered("supervisor", app, stats) as telemetry:
+            assert telemetry.server is not None
+            port = telemetry.server.port
+
+            def status_of(method: str, path: str) -> int:
+                req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method)
+                try:
+                    with urllib.request.urlopen(req, timeout=5) as reply:
+                        return int(reply.status)
+                except urllib.error.HTTPError as exc:
+                    return int(exc.code)
+
+            assert await asyncio.to_thread(status_of, "GET", "/nope") == 404
+            assert await asyncio.to_thread(status_of, "POST", "/metrics") == 405
+
+            def garbage() -> bytes:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                    sock.sendall(b"\x00\xffnot http at all\r\n\r\n")
+                    return sock.recv(100)
+
+            assert (await asyncio.to_thread(garbage)).startswith(b"HTTP/1.1 400")
+            assert telemetry.server.bad_requests == 1
+            assert await asyncio.to_thread(status_of, "GET", "/metrics?x=1") == 200
+            assert telemetry.server.scrapes == 1
+
+    run(scenario())
+
+
+def test_a_port_in_use_is_a_one_line_error() -> None:
+    async def scenario() -> None:
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            server = MetricsServer(registry_for(), "127.0.0.1", port)
+            with pytest.raises(MetricsError, match=f"cannot serve metrics on 127.0.0.1:{port}: address already in use"):
+                await server.start()
+
+    run(scenario())
+
+
+def test_cli_refuses_a_bad_metrics_flag() -> None:
+    from click.testing import CliRunner
+
+    from pubsub.cli.main import main
+
+    result = CliRunner().invoke(
+        main, ["node", "--listen", "127.0.0.1:1", "--supervisor", "127.0.0.1:2", "--metrics-port", "70000"]
+    )
+    assert result.exit_code == 2 and "--metrics-port" in result.output
+
+
+def supervisor_scrape(app: SupervisorApp) -> dict[str, Any]:
+    return parse_families(generate_latest(registry_for(SupervisorCollector(app, TopicLabels()))).decode())
+
+
+def test_supervisor_counts_crashes_and_configuration_traffic(tmp_path: Path) -> None:
+    from pubsub.skipring.messages import GetConfiguration, Subscribe
+    from supervisor.store import SupervisorStore
+
+    with SupervisorStore(tmp_path / "s") as store:
+        app = SupervisorApp(Ref("s:1"), SupervisorCore(Ref("s:1"), rng=random.Random(1)), store, None)  # type: ignore[arg-type]
+        app.handle(Subscribe(T, Ref("n:1")), 0.0)
+        app.handle(Subscribe(T, Ref("n:2")), 0.0)
+        app.handle(GetConfiguration(T, Ref("n:1")), 0.0)
+        app.handle(GetConfiguration(Topic("unknown"), Ref("n:1")), 0.0)  # answered with ⊥
+        app.peer_unreachable(Ref("n:2"), 1.0)
+        families = supervisor_scrape(app)
+
+    def one(name: str, **labels: str) -> float:
+        for sample in families[name].samples:
+            if sample.name.endswith("_total") and dict(sample.labels) == labels:
+                return float(sample.value)
+        raise AssertionError(f"no {name} {labels}")
+
+    assert one("pubsub_supervisor_crashes_detected") == 1.0
+    assert one("pubsub_supervisor_configuration_requests") == 2.0
+    # two subscribes and one request answered with a configuration; one ⊥
+    assert one("pubsub_supervisor_configurations_sent", kind="configuration") >= 3.0
+    assert one("pubsub_supervisor_configurations_sent", kind="none") == 1.0
+    members = {dict(s.labels)["topic"]: s.value for s in families["pubsub_topic_members"].samples}
+    assert members == {T: 1.0}
+
+
+def test_antientropy_counters_survive_leaving_a_topic() -> None:
+    """Counters are monotonic: a topic's core is dropped when the node leaves, its counts
+    are kept (`NodeCore.publication_counters`)."""
+    core = NodeCore(Ref("n:1"), Ref("s:1"), rng=random.Random(3))
+    core.join(T)
+    core.handle(SetData(T, None, l(0), None), 0.0)
+    core.publish(T, b"x")
+    core.publications[T].counters["rounds"] += 5
+    before = core.publication_counters()
+    assert before["rounds"] == 5 and before["published"] == 1
+    core.leave(T)
+    core.handle(SetData(T, None, None, None), 0.0)  # the supervisor grants the leave
+    assert T not in core.publications
+    assert core.publication_counters() == before
