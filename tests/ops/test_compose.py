@@ -69,7 +69,7 @@ ANALYSIS_TIMEOUT = 480.0
 #: Run inside a container: the status of every reference given, as one JSON object.
 STATUS_SCRIPT = """
 import asyncio, json, sys
-from pubsub.skipring.messages import Reply, StatusRequest
+from pubsub.kernel.control import Reply, StatusRequest
 from pubsub.runtime.net import request
 
 async def one(ref):
