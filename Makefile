@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-slow bench clean check-java analyze experiments wheelhouse podman-setup
+.PHONY: venv demo lint test test-slow bench clean check-java analyze experiments wheelhouse podman-setup
 
 venv: $(STAMP)
 
@@ -26,8 +26,16 @@ analyze: check-java
 	@test -n "$(RUN)" || { echo "usage: make analyze RUN=RUN_DIR [ANALYZE_ARGS=...]" >&2; exit 2; }
 	$(BIN)/pubsub analyze $(RUN) $(ANALYZE_ARGS)
 
-# The whole suite except the long simulation sweeps (about 6 minutes on 2 cores once the podman images exist).
-test: check-java
+# Lint (ruff), types (mypy: strict for the kernel and the cores) and the import rules
+# (import-linter contracts in pyproject.toml; docs/architecture.md, "Layers").
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
+
+# Lint first, then the whole suite except the long simulation sweeps (about 6 minutes on
+# 2 cores once the podman images exist).
+test: lint check-java
 	$(BIN)/python -m pytest -q -n auto -m "not slow"
 
 # The long sweeps (n = 1000 from 18 more corrupted states); see README.

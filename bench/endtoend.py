@@ -330,7 +330,7 @@ async def _pubsub_throughput(
         )
         # Cross-check with every node's history (what it holds durably).
         acked: set[bytes] = result.pop("_acked")
-        held = []
+        held: list[int | str] = []
         for client in readers:
             try:
                 history = await client.history(TOPIC)

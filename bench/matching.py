@@ -16,6 +16,7 @@ import argparse
 import json
 import random
 import time
+from typing import Any
 from pathlib import Path
 
 from bench.machine import machine
@@ -48,7 +49,7 @@ def row(n: int, seed: int, pubs_count: int, min_seconds: float) -> dict:
     pubs = workload.publications(pubs_count, rng)
     measured: dict[str, dict] = {}
     for name, cls in (("index", SubscriptionIndex), ("counting", CountingIndex), ("scan", LinearIndex)):
-        index = cls()
+        index: Any = cls()
         began = time.perf_counter()
         for key, f in enumerate(subs):
             index.add(key, f)

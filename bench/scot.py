@@ -642,7 +642,7 @@ def print_phase_tables(results: dict[str, dict[str, Any]]) -> None:
     )
     print(head)
     print("-" * len(head))
-    for ro, rp in zip(o["publisher_scalability"], p["publisher_scalability"]):
+    for ro, rp in zip(o["publisher_scalability"], p["publisher_scalability"], strict=True):
         print(
             f"{ro['publishers']:>6}{ro['adv_table_mean']:>8.1f}{rp['adv_table_mean']:>8.1f}"
             f"{ro['adv_messages']:>12}{rp['adv_messages']:>12}{rp['duplicates_dropped']:>9}"
@@ -657,7 +657,7 @@ def print_phase_tables(results: dict[str, dict[str, Any]]) -> None:
     )
     print(head)
     print("-" * len(head))
-    for ro, rp in zip(o["subscriber_scalability"], p["subscriber_scalability"]):
+    for ro, rp in zip(o["subscriber_scalability"], p["subscriber_scalability"], strict=True):
         print(
             f"{ro['subscribers']:>6}{ro['prt_mean']:>8.0f}{rp['prt_mean']:>8.0f}{ro['sub_messages']:>11}"
             f"{rp['sub_messages']:>11}{ro['sub_delay_ms']:>9.3f}{rp['sub_delay_ms']:>9.3f}"

@@ -64,15 +64,15 @@ def convergence_row(start: str, n: int, budget: int, seeds: int, wall_cap: float
                 "seconds": round(time.monotonic() - began, 1),
             }
         )
-    reached = [r["intervals"] for r in results if r["reached"]]
+    reached_intervals = [r["intervals"] for r in results if r["reached"]]
     return {
         "start": start,
         "n": n,
         "budget": budget,
         "seeds": seeds,
-        "reached": len(reached),
-        "median_intervals": statistics.median(reached) if reached else None,
-        "max_intervals": max(reached) if reached else None,
+        "reached": len(reached_intervals),
+        "median_intervals": statistics.median(reached_intervals) if reached_intervals else None,
+        "max_intervals": max(reached_intervals) if reached_intervals else None,
         "lower_bound_unreached": max(
             (r["intervals"] for r in results if not r["reached"]), default=None
         ),
@@ -126,7 +126,10 @@ def main(argv: list[str]) -> None:
     info = machine()
     print(f"BuildSR convergence in the simulator -- {info}")
     print()
-    header = f"{'start':<10}{'n':>6}{'budget':>8}{'seeds':>7}{'reached':>9}{'median':>8}{'max':>6}{'>k':>7}{'msg/node/int':>14}"
+    header = (
+        f"{'start':<10}{'n':>6}{'budget':>8}{'seeds':>7}{'reached':>9}{'median':>8}{'max':>6}"
+        f"{'>k':>7}{'msg/node/int':>14}"
+    )
     print(header)
     print("-" * len(header))
     rows = []

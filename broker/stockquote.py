@@ -42,7 +42,7 @@ _PRICE_HI = 1.1 * 1.05 * 1.02
 
 
 def _trading_days(count: int = 250) -> list[str]:
-    days = []
+    days: list[str] = []
     day = datetime.date(2023, 1, 2)
     while len(days) < count:
         if day.weekday() < 5:

@@ -83,7 +83,9 @@ class TopicDatabase:
         return min(held) if held else None
 
     def holder(self, label: Label) -> Ref | None:
-        return self.by_label.get(label)
+        """The subscriber stored under `label`, if any."""
+        held: Ref | None = self.by_label.get(label)
+        return held
 
     def neighbours(self, label: Label) -> tuple[Contact | None, Contact | None]:
         """pred and succ of `label` on the ring of the database (⊥ when alone)."""

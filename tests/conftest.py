@@ -20,7 +20,8 @@ import pytest
 
 #: Modules whose tests must run in order on one worker (paths as in pytest node ids).
 SCENARIO_MODULES = frozenset(
-    {"tests/integration/test_integration.py", "tests/integration/test_publications.py", "tests/integration/test_chaos.py",
+    {"tests/integration/test_integration.py", "tests/integration/test_publications.py",
+     "tests/integration/test_chaos.py",
      "tests/broker/test_broker_integration.py",  # one 9-broker SCOT, steps in file order
      # one Spark session (JVM) for the module instead of one per xdist worker
      "tests/ops/test_analysis.py"}

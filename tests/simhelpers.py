@@ -15,10 +15,10 @@ from pubsub.skipring.messages import Contact, RemoveConnections, SetData, Unsubs
 from pubsub.sim.engine import Simulation
 from tests.checker import compare
 
-NodeStates = dict[str, dict]
+NodeStates = dict[Ref, dict[str, object]]
 
 
-def snapshot(sim: Simulation, topic: Topic) -> tuple[dict[str, str], NodeStates]:
+def snapshot(sim: Simulation, topic: Topic) -> tuple[dict[Ref, str], NodeStates]:
     """(supervisor members ref -> label bits, node ref -> its state for the topic)."""
     db = sim.supervisor.topics.get(topic)
     members = {ref: label.bits for label, ref in db.members() if ref is not None} if db else {}

@@ -31,8 +31,13 @@ async def until_stopped(make: Callable[[], Awaitable[Any]]) -> None:
     loop = asyncio.get_running_loop()
     work = asyncio.ensure_future(make())
     stop = loop.create_future()
+
+    def request_stop() -> None:
+        if not stop.done():
+            stop.set_result(None)
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, lambda: stop.done() or stop.set_result(None))
+        loop.add_signal_handler(signum, request_stop)
     try:
         await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -87,7 +92,7 @@ async def publish_pipelined(
             break
         if item is _END:
             break
-        window.append(asyncio.ensure_future(publish(item)))  # type: ignore[arg-type]
+        window.append(asyncio.ensure_future(publish(item)))
         while window and (len(window) >= PUBLISH_WINDOW or window[0].done()):
             await settle()
     while window:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple, NewType, TypeVar
+from typing import NamedTuple, NewType, TypeVar, dataclass_transform
 
 #: A daemon's reference: the address it listens on, "host:port" (ARCHITECTURE: decisions).
 Ref = NewType("Ref", str)
@@ -38,8 +38,10 @@ MESSAGE_TYPES: dict[str, type[Message]] = {}
 M = TypeVar("M", bound=Message)
 
 
+@dataclass_transform()
 def message(kind: str) -> Callable[[type[M]], type[M]]:
-    """Class decorator: a slotted dataclass message registered under its wire name."""
+    """Class decorator: a slotted dataclass message registered under its wire name
+    (`dataclass_transform` tells type checkers the class becomes a dataclass)."""
 
     def wrap(cls: type[M]) -> type[M]:
         if kind in MESSAGE_TYPES:

@@ -300,7 +300,7 @@ class MessageSpec:
     """How one message type travels."""
 
     kind: str
-    cls: type
+    cls: type[Message]
     fields: tuple[FieldSpec, ...]
     names: frozenset[str]
 
@@ -341,7 +341,7 @@ def check_schemas() -> None:
 # --- frames ----------------------------------------------------------------------------------
 def frame_length(header: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> int:
     """The payload length announced by a 4-byte header; frame_too_large over `max_frame`."""
-    (length,) = HEADER.unpack(header)
+    length: int = HEADER.unpack(header)[0]
     if length > max_frame:
         raise WireError("frame_too_large", f"frame of {length} bytes exceeds {max_frame}")
     return length
@@ -356,7 +356,8 @@ def encode_payload(msg: Message) -> bytes:
     try:
         for f in s.fields:
             body[f.name] = f.encode(getattr(msg, f.name))
-        return msgpack.packb(body, use_bin_type=True)
+        packed: bytes = msgpack.packb(body, use_bin_type=True)
+        return packed
     except (TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise WireError("unencodable", f"cannot encode {s.kind}: {exc}") from None
 

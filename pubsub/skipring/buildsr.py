@@ -115,19 +115,19 @@ class SkipRingNode:
     # ------------------------------------------------------------------ entry points
     def handle(self, msg: Message) -> list[Send]:
         """React to one BuildSR message addressed to this topic."""
-        kind = type(msg)
-        if kind is Linearize:
-            self.linearize(msg.contact)  # type: ignore[attr-defined]
-        elif kind is Check:
-            self.check(msg.sender, msg.label, msg.flag)  # type: ignore[attr-defined]
-        elif kind is Introduce:
-            self.introduce(msg.contact, msg.flag)  # type: ignore[attr-defined]
-        elif kind is IntroduceShortcut:
-            self.introduce_shortcut(msg.contact)  # type: ignore[attr-defined]
-        elif kind is RemoveConnections:
-            self.forget(msg.ref)  # type: ignore[attr-defined]
-        elif kind is SetData:
-            self.set_data(msg.pred, msg.label, msg.succ)  # type: ignore[attr-defined]
+        match msg:
+            case Linearize():
+                self.linearize(msg.contact)
+            case Check():
+                self.check(msg.sender, msg.label, msg.flag)
+            case Introduce():
+                self.introduce(msg.contact, msg.flag)
+            case IntroduceShortcut():
+                self.introduce_shortcut(msg.contact)
+            case RemoveConnections():
+                self.forget(msg.ref)
+            case SetData():
+                self.set_data(msg.pred, msg.label, msg.succ)
         return self._flush()
 
     def timeout(self, rng: random.Random) -> list[Send]:
@@ -246,9 +246,9 @@ class SkipRingNode:
 
     def linearize(self, c: Contact) -> None:
         """Linearize (Alg. 1 l.14-30): keep the closest node on each side, delegate others."""
-        if self._unusable(c.ref):
+        me = self._own_label(c.ref)
+        if me is None:
             return
-        me = self.label
         if c.label == me:
             self._label_conflict(c.ref)
             return
@@ -318,9 +318,9 @@ class SkipRingNode:
             self._introduce(contact, queued_flag)
 
     def _introduce(self, c: Contact, flag: Flag) -> None:
-        if self._unusable(c.ref):
+        me = self._own_label(c.ref)
+        if me is None:
             return
-        me = self.label
         ring = self.ring
         if ring is not None and ring.ref == c.ref and ring.label != c.label:  # l.18-23
             if (c.label < me and ring.label < me) or (me < c.label and me < ring.label):
@@ -482,6 +482,10 @@ class SkipRingNode:
             self._send(ref, RemoveConnections(self.topic, self.ref))
             return True
         return False
+
+    def _own_label(self, ref: Ref) -> Label | None:
+        """Our label, if a contact `ref` is usable (`_unusable`), else None."""
+        return None if self._unusable(ref) else self.label
 
     def _label_conflict(self, ref: Ref) -> None:
         """Someone claims our label for `ref`: two nodes never legitimately share a label.

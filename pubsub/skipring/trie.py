@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 import xxhash
 
@@ -352,7 +352,7 @@ class PatriciaTrie(Generic[V]):
         while stack:
             node = stack.pop()
             if node.children is None:
-                yield node.value, node.item  # type: ignore[misc]
+                yield node.value, cast(V, node.item)  # a leaf always holds its item
             else:
                 stack.append(node.children[1])
                 stack.append(node.children[0])

