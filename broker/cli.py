@@ -14,12 +14,13 @@ and ``--broker`` added to three existing commands, switching them to broker mode
     pubsub publish   --broker HOST:PORT [--attrs ATTRS ...] [--client C] [--quiet] [--json]
     pubsub status    --broker HOST:PORT [--json]
 
-`register` adds all of this to the `pubsub` group (`pubsub.cli.main`).  The three existing
-commands keep their skip-ring behaviour unchanged without ``--broker``; their skip-ring-only
+The mode's registration (`broker.mode`) hands `COMMANDS` and `verb_forms` to the CLI core,
+which assembles the `pubsub` group (`pubsub.cli.main`, `pubsub.cli.verbs`).  The three
+shared commands keep their skip-ring behaviour unchanged without ``--broker``; their skip-ring-only
 parameters (TOPIC, MESSAGE, --node, --since, --new-only, --detach, --file) are refused with
 ``--broker``, and the broker-only ones (--filter, --attrs, --client) without it, each with a
-one-line usage error.  This module does not import `pubsub.cli.main` (which imports it): the
-command is also run as ``python -m pubsub.cli.main``, where that module is ``__main__``.
+one-line usage error.  This module does not import `pubsub.cli.main`: the command is also
+run as ``python -m pubsub.cli.main``, where that module is ``__main__``.
 
 Client ids: ``--client`` (default ``cli``, env PUBSUB_CLIENT_ID) names the publisher whose
 advertisements a publication must conform to; advertisements persist at the broker until
@@ -28,43 +29,24 @@ advertisements a publication must conform to; advertisements persist at the brok
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import inspect
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
-from click.core import ParameterSource
 
 from broker.client import BrokerClient, advertisement_id, to_attrs, to_filter
 from broker.cores.language import FilterError, attrs_to_text, parse_filter
 from broker.cores.messages import Deliver
+from pubsub.cli.common import ADDRESS, ConfigError, run_client
 from pubsub.client.library import ClientError
-from pubsub.client.run import publish_pipelined, until_stopped
-from pubsub.kernel.wire import WireError, validate_ref
+from pubsub.client.run import publish_pipelined
+from pubsub.kernel.contracts import VerbForm
 
 DEFAULT_CLIENT = "cli"
-
-
-class ConfigError(click.ClickException):
-    """Bad configuration (exit code 2, like a usage error)."""
-
-    exit_code = 2
-
-
-class _Address(click.ParamType):
-    name = "HOST:PORT"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        try:
-            return validate_ref(value)
-        except WireError:
-            self.fail(f"{value!r} is not HOST:PORT", param, ctx)
 
 
 class _FilterText(click.ParamType):
@@ -78,7 +60,6 @@ class _FilterText(click.ParamType):
         return str(value)
 
 
-ADDRESS = _Address()
 FILTER = _FilterText()
 
 BROKER_OPTION = click.option(
@@ -91,26 +72,6 @@ CLIENT_OPTION = click.option(
     help="Broker mode: the client id advertisements are filed under and publications are "
     "checked against (env PUBSUB_CLIENT_ID).",
 )
-
-
-# --- running client coroutines ---------------------------------------------------------------------
-def _run(make: Callable[[], Any]) -> None:
-    """ClientError -> one-line error (exit 1); Ctrl-C -> quiet exit 0."""
-    try:
-        asyncio.run(until_stopped(make))
-    except KeyboardInterrupt:
-        return
-    except ClientError as exc:
-        raise click.ClickException(str(exc)) from None
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-
-
-def _given(ctx: click.Context, name: str) -> bool:
-    """Whether the user typed the parameter (an environment default such as
-    PUBSUB_CLIENT_ID does not make it "given")."""
-    return ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
 
 
 # --- the daemon ------------------------------------------------------------------------------------
@@ -162,7 +123,8 @@ def broker_command(
         parse_link_rate,
         run_broker,
     )
-    from broker.cores.topology import TopologyError, load as load_topology
+    from broker.cores.topology import TopologyError
+    from broker.cores.topology import load as load_topology
     from pubsub.runtime.settings import RuntimeSettings, SettingsError, load
 
     rates: dict[str, float] = {}
@@ -223,7 +185,7 @@ def advertise_command(broker_ref: str, filter_text: str, adv_id: str | None, cli
         click.echo(f"{broker_ref}: advertised {body.get('id')} for client {client_id} at broker "
                    f"{body.get('broker')} ({body.get('uid')}): {to_filter(filter_text).to_text()}")
 
-    _run(run)
+    run_client(run)
 
 
 @click.command("unadvertise")
@@ -247,7 +209,7 @@ def unadvertise_command(
             await client.unadvertise(adv_id=ident)
         click.echo(f"{broker_ref}: unadvertised {ident} of client {client_id}")
 
-    _run(run)
+    run_client(run)
 
 
 @click.command("link-rate")
@@ -276,7 +238,7 @@ def link_rate_command(broker_ref: str, setting: str, timeout: float) -> None:
         shown = "no limit" if body.get("rate") is None else f"{body['rate']:g} messages/s"
         click.echo(f"{broker_ref}: link to {link}: {shown}")
 
-    _run(run)
+    run_client(run)
 
 
 # --- broker mode of subscribe / publish / status ----------------------------------------------------
@@ -307,7 +269,7 @@ def broker_subscribe(broker_ref: str, filter_text: str, as_json: bool, count: in
                 if count is not None and seen >= count:
                     return
 
-    _run(run)
+    run_client(run)
 
 
 def _stdin_publications() -> Iterator[str]:
@@ -352,7 +314,7 @@ def broker_publish(
         if quiet:
             click.echo(f"published {done} through {broker_ref} as client {client_id}")
 
-    _run(run)
+    run_client(run)
 
 
 def format_broker_status(body: dict[str, Any]) -> str:
@@ -371,7 +333,9 @@ def format_broker_status(body: dict[str, Any]) -> str:
     ]
     links = body.get("links") or {}
     if links:
-        rows = [["LINK", "KIND", "ADDRESS", "STATE", "QUEUE", "IN/tw", "OUT/tw", "CONGESTED", "RATE", "SENT", "DROPPED"]]
+        rows = [
+            ["LINK", "KIND", "ADDRESS", "STATE", "QUEUE", "IN/tw", "OUT/tw", "CONGESTED", "RATE", "SENT", "DROPPED"]
+        ]
         for bid, link in links.items():
             window = link.get("window") or {}
             rate = link.get("rate_limit")
@@ -416,58 +380,10 @@ def broker_status(broker_ref: str, as_json: bool, timeout: float) -> None:
             body = await client.status()
         click.echo(json.dumps(body, indent=2, sort_keys=True) if as_json else format_broker_status(body))
 
-    _run(run)
+    run_client(run)
 
 
-# --- grafting broker mode onto the existing commands ------------------------------------------------
-def _extend(
-    command: click.Command,
-    options: list[Callable[[Any], Any]],
-    broker_only: dict[str, str],
-    skipring_only: dict[str, str],
-    required: dict[str, str],
-    run_broker: Callable[..., None],
-    help_text: str,
-) -> None:
-    """Add broker options to an existing command and dispatch on --broker.
-
-    `broker_only` / `skipring_only`: parameter name -> how to name it in errors; `required`:
-    skip-ring parameters that were required (now checked here, with click's wording).
-    """
-    probe = click.Command("probe")
-    for option in options:
-        option(probe)
-    command.params.extend(probe.params)
-    for param in command.params:
-        if param.name in required:
-            param.required = False
-            if isinstance(param, click.Option) and param.help:
-                param.help = param.help.rstrip() + " Required without --broker."
-    command.help = inspect.cleandoc(command.help or "") + "\n\n" + help_text
-    original = command.callback
-    assert original is not None
-    broker_names = [p.name for p in probe.params if p.name is not None]
-
-    @functools.wraps(original)
-    def callback(**kwargs: Any) -> Any:
-        ctx = click.get_current_context()
-        extra = {name: kwargs.pop(name) for name in broker_names}
-        if extra["broker_ref"] is None:
-            for name, flag in broker_only.items():
-                if _given(ctx, name):
-                    raise click.UsageError(f"{flag} belongs to broker mode: give --broker HOST:PORT too")
-            for name, what in required.items():
-                if kwargs.get(name) is None:
-                    raise click.UsageError(f"Missing {what}.")
-            return original(**kwargs)
-        for name, flag in skipring_only.items():
-            if _given(ctx, name):
-                raise click.UsageError(f"{flag} is not used with --broker (it belongs to the skip-ring mode)")
-        return run_broker(ctx, kwargs, extra)
-
-    command.callback = callback
-
-
+# --- broker mode's forms of the shared verbs (`pubsub.cli.verbs`) ---------------------------------
 def _subscribe_broker(ctx: click.Context, kwargs: dict[str, Any], extra: dict[str, Any]) -> None:
     if extra["filter_text"] is None:
         raise click.UsageError("broker mode needs --filter FILTER (e.g. 'symbol = \"IBM\" and price > 100')")
@@ -484,64 +400,62 @@ def _status_broker(ctx: click.Context, kwargs: dict[str, Any], extra: dict[str, 
     broker_status(extra["broker_ref"], kwargs["as_json"], kwargs["timeout"])
 
 
-def register(main: click.Group) -> None:
-    """Add the broker commands to the `pubsub` group and broker mode to subscribe, publish
-    and status."""
-    for command in (broker_command, advertise_command, unadvertise_command, link_rate_command):
-        main.add_command(command)
-    _extend(
-        main.commands["subscribe"],
-        [
-            BROKER_OPTION,
-            click.option("--filter", "filter_text", type=FILTER, default=None,
-                         help="Broker mode: the subscription, e.g. 'symbol = \"IBM\" and price > 100'."),
-        ],
-        broker_only={"filter_text": "--filter"},
-        skipring_only={"topic": "TOPIC", "node_ref": "--node", "since": "--since", "new_only": "--new-only",
-                       "detach": "--detach"},
-        required={"topic": "argument 'TOPIC'", "node_ref": "option '--node'"},
-        run_broker=_subscribe_broker,
-        help_text="Broker mode: with --broker HOST:PORT --filter FILTER (and no TOPIC), subscribe at "
-        "that SCOT broker and print each matching publication once as it arrives (PUBLISHER PID "
-        "ATTRS, or --json objects) until Ctrl-C or --count; the subscription ends with the command.",
-    )
-    _extend(
-        main.commands["publish"],
-        [
-            BROKER_OPTION,
-            click.option("--attrs", "attrs", multiple=True, metavar="ATTRS",
-                         help="Broker mode: one publication, 'symbol=\"IBM\",price=101.5' or a JSON "
-                         "object (repeatable; without it one per stdin line)."),
-            CLIENT_OPTION,
-        ],
-        broker_only={"attrs": "--attrs", "client_id": "--client"},
-        skipring_only={"topic": "TOPIC", "message": "MESSAGE", "node_ref": "--node", "file": "--file"},
-        required={"topic": "argument 'TOPIC'", "node_ref": "option '--node'"},
-        run_broker=_publish_broker,
-        help_text="Broker mode: with --broker HOST:PORT (and no TOPIC), publish each --attrs (or each "
-        "stdin line) as client --client, whose advertisement at that broker it must conform to "
-        "(`pubsub advertise`); one line per publication the broker routed.  Exits 1 at the first refusal.",
-    )
-    status = main.commands["status"]
-    _extend(
-        status,
-        [BROKER_OPTION],
-        broker_only={},
-        skipring_only={"supervisor_ref": "--supervisor", "node_ref": "--node"},
-        required={},
-        run_broker=_status_broker,
-        help_text="Broker mode: with --broker HOST:PORT, show a SCOT broker: CLT/SRT/PRT sizes, "
-        "each link's queue, congestion (Eq. 3), rate limit and state, IDR cases, refused and "
-        "dropped input, messages by type.",
-    )
-    inner = status.callback
-    assert inner is not None
+#: The broker mode's own commands.
+COMMANDS = (broker_command, advertise_command, unadvertise_command, link_rate_command)
 
-    @functools.wraps(inner)
-    def status_callback(**kwargs: Any) -> Any:
-        chosen = [kwargs.get(k) for k in ("supervisor_ref", "node_ref", "broker_ref")]
-        if sum(v is not None for v in chosen) != 1:
-            raise click.UsageError("give exactly one of --supervisor, --node and --broker")
-        return inner(**kwargs)
 
-    status.callback = status_callback
+def verb_forms() -> list[VerbForm]:
+    """Broker mode's forms of subscribe, publish and status, selected by --broker."""
+    return [
+        VerbForm(
+            verb="subscribe",
+            mode="broker",
+            selector="broker_ref",
+            options=(
+                BROKER_OPTION,
+                click.option("--filter", "filter_text", type=FILTER, default=None,
+                             help="Broker mode: the subscription, e.g. 'symbol = \"IBM\" and price > 100'."),
+            ),
+            own={"filter_text": "--filter"},
+            foreign={"topic": "TOPIC", "node_ref": "--node", "since": "--since", "new_only": "--new-only",
+                     "detach": "--detach"},
+            required={"topic": "argument 'TOPIC'", "node_ref": "option '--node'"},
+            run=_subscribe_broker,
+            help="Broker mode: with --broker HOST:PORT --filter FILTER (and no TOPIC), subscribe at "
+            "that SCOT broker and print each matching publication once as it arrives (PUBLISHER PID "
+            "ATTRS, or --json objects) until Ctrl-C or --count; the subscription ends with the command.",
+        ),
+        VerbForm(
+            verb="publish",
+            mode="broker",
+            selector="broker_ref",
+            options=(
+                BROKER_OPTION,
+                click.option("--attrs", "attrs", multiple=True, metavar="ATTRS",
+                             help="Broker mode: one publication, 'symbol=\"IBM\",price=101.5' or a JSON "
+                             "object (repeatable; without it one per stdin line)."),
+                CLIENT_OPTION,
+            ),
+            own={"attrs": "--attrs", "client_id": "--client"},
+            foreign={"topic": "TOPIC", "message": "MESSAGE", "node_ref": "--node", "file": "--file"},
+            required={"topic": "argument 'TOPIC'", "node_ref": "option '--node'"},
+            run=_publish_broker,
+            help="Broker mode: with --broker HOST:PORT (and no TOPIC), publish each --attrs (or each "
+            "stdin line) as client --client, whose advertisement at that broker it must conform to "
+            "(`pubsub advertise`); one line per publication the broker routed.  Exits 1 at the first refusal.",
+        ),
+        VerbForm(
+            verb="status",
+            mode="broker",
+            selector="broker_ref",
+            options=(BROKER_OPTION,),
+            own={},
+            foreign={"supervisor_ref": "--supervisor", "node_ref": "--node"},
+            required={},
+            run=_status_broker,
+            help="Broker mode: with --broker HOST:PORT, show a SCOT broker: CLT/SRT/PRT sizes, "
+            "each link's queue, congestion (Eq. 3), rate limit and state, IDR cases, refused and "
+            "dropped input, messages by type.",
+            exclusive={"supervisor_ref": "--supervisor", "node_ref": "--node", "broker_ref": "--broker"},
+        ),
+    ]

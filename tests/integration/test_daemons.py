@@ -19,7 +19,8 @@ import pytest
 import uvloop
 from click.testing import CliRunner
 
-from pubsub.cli.main import format_node_status, format_supervisor_status, main
+from pubsub.cli.formats import format_node_status, format_supervisor_status
+from pubsub.cli.main import main
 from pubsub.kernel.control import Reply, StatusRequest
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import JoinTopic, LeaveTopic

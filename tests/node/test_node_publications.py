@@ -15,7 +15,7 @@ import pytest
 import uvloop
 
 from pubsub.kernel import wire
-from pubsub.cli.main import format_ack, format_delivery
+from pubsub.cli.formats import format_ack, format_delivery
 from pubsub.client.library import Ack, Client, ClientError, PublishError
 from pubsub.kernel.control import Hello, Reply, StatusRequest
 from pubsub.kernel.message import Ref, Topic

@@ -28,7 +28,7 @@ import pytest
 
 from pubsub.kernel import wire
 from pubsub.skipring.antientropy import make_publication
-from pubsub.cli.main import format_delivery
+from pubsub.cli.formats import format_delivery
 from pubsub.client.library import Client
 from pubsub.telemetry.events import INPROGRESS, EventsError, EventWriter, move_leftovers
 from pubsub.ops.localcluster import LocalCluster

@@ -1,0 +1,268 @@
+"""What every command of `pubsub` shares: address and topic parameter types, daemon option
+groups and settings loading with one-line errors, and running client coroutines."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from pubsub.client.library import ClientError
+from pubsub.client.run import until_stopped
+from pubsub.kernel.control import ErrorReply, Reply
+from pubsub.kernel.message import Message, Ref
+from pubsub.kernel.wire import WireError, validate_ref, validate_topic
+from pubsub.runtime.net import RequestError, request
+from pubsub.runtime.settings import (
+    AdminSettings,
+    RuntimeSettings,
+    SettingsError,
+    TelemetrySettings,
+    load,
+)
+
+FLAGS = {
+    "timeout_interval": "--interval",
+    "config_budget": "--config-budget",
+    "data_dir": "--data",
+    "flooding": "--no-flooding",
+    "metrics_port": "--metrics-port",
+    "metrics_host": "--metrics-host",
+    "events_dir": "--events-dir",
+    "admin_listen": "--admin-listen",
+    "admin_allow_remote": "--admin-allow-remote",
+}
+
+
+class Address(click.ParamType):
+    """A HOST:PORT reference."""
+
+    name = "HOST:PORT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Ref:
+        try:
+            return validate_ref(value)
+        except WireError:
+            self.fail(
+                f"{value!r} is not HOST:PORT (host of letters, digits, '.', '-', '_'; "
+                "port 1-65535)",
+                param,
+                ctx,
+            )
+
+
+class TopicName(click.ParamType):
+    """A topic name: 1-256 characters, no control characters."""
+
+    name = "TOPIC"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return validate_topic(value)
+        except WireError as exc:
+            self.fail(exc.detail, param, ctx)
+
+
+ADDRESS = Address()
+
+
+TOPIC = TopicName()
+
+
+class ConfigError(click.ClickException):
+    """Bad configuration (exit code 2, like a usage error)."""
+
+    exit_code = 2
+
+
+def interval_option(f: Any) -> Any:
+    return click.option(
+        "--interval",
+        type=float,
+        default=None,
+        metavar="S",
+        help="Seconds between Timeout actions (default 0.3; env PUBSUB_TIMEOUT_INTERVAL).",
+    )(f)
+
+
+def settings_for_runtime(interval: float | None) -> RuntimeSettings:
+    try:
+        return load(RuntimeSettings, FLAGS, timeout_interval=interval)
+    except SettingsError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def telemetry_options(f: Any) -> Any:
+    """--metrics-port, --metrics-host, --events-dir; the command gets `telemetry`
+    (`TelemetrySettings`, also read from PUBSUB_METRICS_* / PUBSUB_EVENTS_*)."""
+
+    @functools.wraps(f)
+    def wrapper(
+        *args: Any,
+        metrics_port: int | None,
+        metrics_host: str | None,
+        events_dir: Path | None,
+        **kwargs: Any,
+    ) -> Any:
+        try:
+            telemetry = load(
+                TelemetrySettings,
+                FLAGS,
+                metrics_port=metrics_port,
+                metrics_host=metrics_host,
+                events_dir=events_dir,
+            )
+        except SettingsError as exc:
+            raise ConfigError(str(exc)) from None
+        return f(*args, telemetry=telemetry, **kwargs)
+
+    options = [
+        click.option(
+            "--metrics-port",
+            type=click.IntRange(0, 65535),
+            default=None,
+            metavar="PORT",
+            help="Serve Prometheus metrics on http://HOST:PORT/metrics (0: off, the "
+            "default; env PUBSUB_METRICS_PORT).",
+        ),
+        click.option(
+            "--metrics-host",
+            default=None,
+            metavar="HOST",
+            help="Address the metrics endpoint binds (default 127.0.0.1; env "
+            "PUBSUB_METRICS_HOST).",
+        ),
+        click.option(
+            "--events-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            metavar="DIR",
+            help="Write the event stream (docs/events.md) into DIR (default: off; env "
+            "PUBSUB_EVENTS_DIR).",
+        ),
+    ]
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def admin_options(f: Any) -> Any:
+    """--admin-listen, --admin-allow-remote; the command gets `admin` (`AdminSettings`,
+    also read from PUBSUB_ADMIN_LISTEN / PUBSUB_ADMIN_ALLOW_REMOTE): the listener on which
+    `pubsub chaos` may inject faults (`pubsub.runtime.admin`)."""
+
+    @functools.wraps(f)
+    def wrapper(
+        *args: Any, admin_listen: str | None, admin_allow_remote: bool, **kwargs: Any
+    ) -> Any:
+        try:
+            admin = load(
+                AdminSettings,
+                FLAGS,
+                admin_listen=admin_listen,
+                admin_allow_remote=admin_allow_remote or None,
+            )
+        except SettingsError as exc:
+            raise ConfigError(str(exc)) from None
+        return f(*args, admin=admin, **kwargs)
+
+    wrapper = click.option(
+        "--admin-allow-remote",
+        is_flag=True,
+        default=False,
+        help="Allow --admin-listen on an address that is not loopback (env "
+        "PUBSUB_ADMIN_ALLOW_REMOTE=1).",
+    )(wrapper)
+    return click.option(
+        "--admin-listen",
+        type=ADDRESS,
+        default=None,
+        help="Also listen on HOST:PORT for `pubsub chaos` fault injections; whoever can "
+        "reach it can crash or corrupt this daemon.  Loopback only unless "
+        "--admin-allow-remote (default: off; env PUBSUB_ADMIN_LISTEN).",
+    )(wrapper)
+
+
+def run_daemon(what: str, listen: str, run: Any) -> None:
+    """Run a daemon; turn start-up failures into one-line errors."""
+    from pubsub.node.app import TopicFileError
+    from pubsub.node.store import StoreError as PublicationStoreError
+    from pubsub.runtime.admin import AdminError
+    from pubsub.telemetry.events import EventsError
+    from pubsub.telemetry.metrics import MetricsError
+    from supervisor.store import StoreError
+
+    try:
+        run()
+    except (
+        StoreError, TopicFileError, PublicationStoreError, MetricsError, EventsError, AdminError
+    ) as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        raise click.ClickException(f"{what} cannot listen on {listen}: {reason}") from None
+    except KeyboardInterrupt:
+        pass
+
+
+# --- client commands -------------------------------------------------------------------------
+TIMEOUT_OPTION = click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=5.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds to wait for the daemon's reply.",
+)
+
+
+def ask(addr: Ref, msg: Message, timeout: float) -> Reply:
+    try:
+        reply = asyncio.run(request(addr, msg, timeout))
+    except RequestError as exc:
+        raise click.ClickException(str(exc)) from None
+    if isinstance(reply, ErrorReply):
+        raise click.ClickException(f"{addr} refused the request: {reply.code}: {reply.detail}")
+    if not isinstance(reply, Reply):
+        raise click.ClickException(f"{addr} answered with an unexpected {reply.kind!r} message")
+    return reply
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def since_option(help_text: str) -> Callable[[F], F]:
+    """--since N: the local publication number a client has already seen."""
+    return click.option(
+        "--since",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        metavar="N",
+        help=help_text,
+    )
+
+
+def run_client(make: Any) -> None:
+    """Run a client coroutine: ClientError -> one-line error; Ctrl-C -> quiet exit 0."""
+    try:
+        asyncio.run(until_stopped(make))
+    except KeyboardInterrupt:
+        return
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from None
+    except BrokenPipeError:  # e.g. piped into `head`: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the final flush does not fail again
+
+
+def print_change(action: str, topic: str, node_ref: str, body: dict[str, Any]) -> None:
+    click.echo(f"{node_ref}: {action} {topic}")
+    if body.get("warning"):
+        click.echo(f"warning: {body['warning']}", err=True)

@@ -1,0 +1,184 @@
+"""How the client commands print deliveries, acknowledgements and daemons' status."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from pubsub.client.library import Ack
+from pubsub.skipring.labels import Label, LabelError
+from pubsub.skipring.messages import Delivery
+
+
+def _payload_fields(payload: bytes) -> dict[str, Any]:
+    try:
+        return {"payload": payload.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"payload": None, "payload_base64": base64.b64encode(payload).decode("ascii")}
+
+
+def format_delivery(delivery: Delivery, as_json: bool = False) -> str:
+    """One delivery as a line: ``#LOCAL PUBLISHER#SEQ PAYLOAD`` or a JSON object.
+
+    In text, payloads that are not UTF-8 are shown as ``base64:...`` and line breaks as
+    ``\\n``; JSON carries the text as "payload", or "payload_base64" when it is not UTF-8.
+    """
+    if as_json:
+        return json.dumps(
+            {
+                "topic": delivery.topic,
+                "local_seq": delivery.local_seq,
+                "publisher": delivery.publisher,
+                "seq": delivery.seq,
+                "key": delivery.key.hex(),
+                "stored_at_ms": delivery.stored_at_ms,
+                "published_ms": delivery.published_ms or None,
+                **_payload_fields(delivery.payload),
+            },
+            ensure_ascii=False,
+        )
+    fields = _payload_fields(delivery.payload)
+    if fields["payload"] is None:
+        text = "base64:" + fields["payload_base64"]
+    else:
+        text = fields["payload"].replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    return f"#{delivery.local_seq} {delivery.publisher}#{delivery.seq} {text}"
+
+
+def format_ack(ack: Ack, as_json: bool = False) -> str:
+    """One acknowledgement as a line of text or a JSON object."""
+    if as_json:
+        return json.dumps(ack.as_dict())
+    where = f"local #{ack.local_seq}" if ack.local_seq is not None else "handed over"
+    return (
+        f"ack {ack.topic} {ack.publisher}#{ack.seq} key {ack.key.hex()[:16]} "
+        f"stored by {ack.stored_by} ({where})"
+    )
+
+
+# --- text rendering ----------------------------------------------------------------------------
+def _label_key(bits: object) -> tuple[int, Any]:
+    try:
+        return (0, Label(str(bits)))
+    except LabelError:
+        return (1, str(bits))
+
+
+def _contact(value: object) -> str:
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        return f"{value[0]} @ {value[1]}"
+    return "-" if value is None else str(value)
+
+
+def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        lines.append(indent + "  ".join(cells).rstrip())
+    return lines
+
+
+def format_stats(stats: object) -> str:
+    """One line summarizing the runtime counters of a status reply."""
+    if not isinstance(stats, dict):
+        return "stats: -"
+    frames_in = sum(stats.get("frames_in", {}).values())
+    frames_out = sum(stats.get("frames_out", {}).values())
+    errors = stats.get("errors", {})
+    err = ", ".join(f"{k}={v}" for k, v in sorted(errors.items())) or "none"
+    return (
+        f"stats: frames in {frames_in}, out {frames_out}; errors: {err}; "
+        f"dropped sends {stats.get('dropped_sends', 0)}; "
+        f"peers unreachable {stats.get('peers_unreachable', 0)}; "
+        f"connections open {stats.get('connections_open', 0)}"
+    )
+
+
+def format_supervisor_status(body: dict[str, Any]) -> str:
+    """The supervisor's status as text: per topic, its members ordered by label."""
+    lines = [f"supervisor {body.get('ref', '?')}"]
+    topics = body.get("topics") or {}
+    if not topics:
+        lines.append("no topics")
+    for topic, entry in sorted(topics.items()):
+        members = entry.get("members", []) if isinstance(entry, dict) else []
+        extra = ""
+        if isinstance(entry, dict) and "legitimate_database" in entry:
+            extra = (
+                ", database legitimate" if entry["legitimate_database"] else ", database repairing"
+            )
+        lines.append(
+            f"topic {topic}: {len(members)} member{'s' if len(members) != 1 else ''}{extra}"
+        )
+        if members:
+            rows = [["LABEL", "REF"]] + [
+                [str(m.get("label")), str(m.get("ref"))]
+                for m in sorted(members, key=lambda m: _label_key(m.get("label")))
+            ]
+            lines.extend(_table(rows))
+    lines.append(format_stats(body.get("stats")))
+    return "\n".join(lines)
+
+
+def format_node_status(body: dict[str, Any]) -> str:
+    """A node's status as text: per topic, label, left, right, ring and shortcuts."""
+    lines = [f"node {body.get('ref', '?')}  supervisor {body.get('supervisor', '?')}"]
+    topics = body.get("topics") or {}
+    if not topics:
+        lines.append("no topics")
+    for topic, entry in sorted(topics.items()):
+        if not isinstance(entry, dict):
+            lines.append(f"topic {topic}: {entry}")
+            continue
+        state = " (leaving)" if entry.get("leaving") else ""
+        lines.append(f"topic {topic}{state}")
+        rows = [["label", str(entry.get("label") or "-")]]
+        for key in ("left", "right", "ring"):
+            rows.append([key, _contact(entry.get(key))])
+        shortcuts = entry.get("shortcuts") or {}
+        if isinstance(shortcuts, dict) and shortcuts:
+            for i, (label, ref) in enumerate(
+                sorted(shortcuts.items(), key=lambda kv: _label_key(kv[0]))
+            ):
+                rows.append(["shortcuts" if i == 0 else "", f"{label} @ {ref or '?'}"])
+        else:
+            rows.append(["shortcuts", "-"])
+        publications = entry.get("publications")
+        if isinstance(publications, dict):
+            rows.append(["publications", _topic_publications(publications)])
+        known = {"label", "left", "right", "ring", "shortcuts", "leaving", "publications"}
+        rows.extend([k, json.dumps(v)] for k, v in sorted(entry.items()) if k not in known)
+        lines.extend(_table(rows))
+    section = body.get("publications")
+    if isinstance(section, dict):
+        lines.append(format_publications(section))
+    lines.append(format_stats(body.get("stats")))
+    return "\n".join(lines)
+
+
+def _topic_publications(section: dict[str, Any]) -> str:
+    root = section.get("root")
+    root_text = (
+        f"{root[0] or '⊥'}:{str(root[1])[:8]}" if isinstance(root, list) and len(root) == 2 else "-"
+    )
+    return (
+        f"{section.get('count', 0)} held, local #{section.get('latest_local_seq', 0)}, "
+        f"root {root_text}, rejected {section.get('rejected_malformed', 0)}"
+    )
+
+
+def format_publications(section: dict[str, Any]) -> str:
+    """One line summarizing the publication section of a node's status."""
+    store = section.get("store", "?")
+    durability = f"sync {section.get('sync')}" if section.get("durable") else "in memory only"
+    return (
+        f"publications: store {store} ({durability}); flooding "
+        f"{'on' if section.get('flooding') else 'off'}; max payload "
+        f"{section.get('max_payload_bytes')} B; next seq {section.get('next_seq')}; "
+        f"streams {section.get('streams', 0)}; delivered {section.get('delivered', 0)}; "
+        f"hand-overs pending {section.get('handovers_pending', 0)}; "
+        f"unwritten {section.get('unwritten', 0)}; "
+        f"rejected malformed {section.get('rejected_malformed', 0)}"
+    )

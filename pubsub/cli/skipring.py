@@ -1,0 +1,348 @@
+"""The skip-ring mode's commands: the supervisor and node daemons, and the client commands
+subscribe, unsubscribe, publish, history and status (see `pubsub --help`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import click
+
+from pubsub.cli.common import (
+    ADDRESS,
+    FLAGS,
+    TIMEOUT_OPTION,
+    TOPIC,
+    ConfigError,
+    admin_options,
+    ask,
+    interval_option,
+    print_change,
+    run_client,
+    run_daemon,
+    settings_for_runtime,
+    since_option,
+    telemetry_options,
+)
+from pubsub.cli.formats import format_ack, format_delivery, format_node_status, format_supervisor_status
+from pubsub.client.library import Ack, Client, ClientError, ConnectionLost, PublishError
+from pubsub.client.run import publish_pipelined
+from pubsub.kernel.control import StatusRequest
+from pubsub.kernel.message import Ref, Topic
+from pubsub.node.settings import NodeSettings, check_node_limits
+from pubsub.runtime.settings import (
+    AdminSettings,
+    SettingsError,
+    TelemetrySettings,
+    load,
+)
+from pubsub.skipring.messages import JoinTopic, LeaveTopic
+from supervisor.settings import SupervisorSettings
+
+
+@click.command()
+@click.option(
+    "--listen",
+    required=True,
+    type=ADDRESS,
+    help="Address to listen on; it is also the supervisor's reference, which nodes are given.",
+)
+@click.option(
+    "--data",
+    "data_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Directory of the durable membership database, created if missing "
+    "(required; env PUBSUB_DATA_DIR).",
+)
+@interval_option
+@click.option(
+    "--config-budget",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Configurations (SetData) sent per topic per Timeout (default 1; env "
+    "PUBSUB_CONFIG_BUDGET).",
+)
+@telemetry_options
+@admin_options
+def supervisor(
+    listen: Ref,
+    data_dir: Path | None,
+    interval: float | None,
+    config_budget: int | None,
+    telemetry: TelemetrySettings,
+    admin: AdminSettings,
+) -> None:
+    """Run the supervisor daemon until SIGTERM or SIGINT."""
+    from supervisor.app import run_supervisor
+
+    runtime_settings = settings_for_runtime(interval)
+    try:
+        settings = load(SupervisorSettings, FLAGS, data_dir=data_dir, config_budget=config_budget)
+    except SettingsError as exc:
+        raise ConfigError(str(exc)) from None
+    run_daemon(
+        "supervisor",
+        listen,
+        lambda: run_supervisor(listen, runtime_settings, settings, telemetry, admin),
+    )
+
+
+@click.command()
+@click.option(
+    "--listen",
+    required=True,
+    type=ADDRESS,
+    help="Address to listen on; it is also this node's reference.",
+)
+@click.option(
+    "--supervisor", "supervisor_ref", required=True, type=ADDRESS, help="The supervisor's address."
+)
+@click.option(
+    "--data",
+    "data_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Directory of the node's subscribed topics (rejoined at start) and durable "
+    "publication store.  Without it the node keeps everything in memory and loses it when "
+    "it stops (optional; env PUBSUB_DATA_DIR).",
+)
+@interval_option
+@click.option(
+    "--no-flooding",
+    "no_flooding",
+    is_flag=True,
+    default=False,
+    help="Do not flood new publications; anti-entropy alone spreads them (env "
+    "PUBSUB_FLOODING=0).",
+)
+@telemetry_options
+@admin_options
+def node(
+    listen: Ref,
+    supervisor_ref: Ref,
+    telemetry: TelemetrySettings,
+    admin: AdminSettings,
+    data_dir: Path | None,
+    interval: float | None,
+    no_flooding: bool,
+) -> None:
+    """Run a subscriber node daemon until SIGTERM or SIGINT."""
+    from pubsub.node.app import run_node
+
+    runtime_settings = settings_for_runtime(interval)
+    try:
+        settings = load(
+            NodeSettings, FLAGS, data_dir=data_dir, flooding=False if no_flooding else None
+        )
+        check_node_limits(settings, runtime_settings)
+    except SettingsError as exc:
+        raise ConfigError(str(exc)) from None
+    run_daemon(
+        "node",
+        listen,
+        lambda: run_node(listen, supervisor_ref, runtime_settings, settings, telemetry, admin),
+    )
+
+
+@click.command()
+@click.argument("topic", type=TOPIC)
+@click.option("--node", "node_ref", required=True, type=ADDRESS, help="The node's address.")
+@since_option("Deliver the publications with local number > N (resume after N).")
+@click.option("--new-only", is_flag=True, help="Skip the history: only what arrives from now on.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per delivery.")
+@click.option(
+    "--detach", is_flag=True, help="Only make the node join TOPIC and return at once."
+)
+@click.option(
+    "--count",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Exit after N deliveries.",
+)
+@TIMEOUT_OPTION
+def subscribe(
+    topic: str,
+    node_ref: Ref,
+    since: int,
+    new_only: bool,
+    as_json: bool,
+    detach: bool,
+    count: int | None,
+    timeout: float,
+) -> None:
+    """Make the node at --node subscribe to TOPIC and print its publications as they come.
+
+    Every publication the node holds or stores from now on is printed once, in the
+    node's local order (numbered 1, 2, 3, ...): by default from the beginning of the
+    history, with --since N after local number N, with --new-only from now on.  Runs
+    until interrupted (Ctrl-C exits quietly with status 0) or --count deliveries.
+    With --detach the node only joins the topic.
+    """
+    if detach:
+        reply = ask(node_ref, JoinTopic(topic=Topic(topic)), timeout)
+        print_change("subscribing", topic, node_ref, reply.body)
+        return
+    if new_only and since:
+        raise click.UsageError("give at most one of --since and --new-only")
+
+    async def stream() -> None:
+        client = Client(node_ref, timeout=timeout)
+        async with client.subscribe(topic, since=since, new_only=new_only) as sub:
+            click.echo(
+                f"{node_ref}: subscribed to {topic}; delivering from local #{sub.since + 1}"
+                f" (the node holds {sub.latest})",
+                err=True,
+            )
+            seen = 0
+            try:
+                async for delivery in sub:
+                    click.echo(format_delivery(delivery, as_json))
+                    seen += 1
+                    if count is not None and seen >= count:
+                        return
+            except ConnectionLost as exc:
+                raise ClientError(exc.code, f"{exc}; resume with --since {sub.last_seq}") from None
+
+    run_client(stream)
+
+
+@click.command()
+@click.argument("topic", type=TOPIC)
+@click.option("--node", "node_ref", required=True, type=ADDRESS, help="The node's address.")
+@TIMEOUT_OPTION
+def unsubscribe(topic: str, node_ref: Ref, timeout: float) -> None:
+    """Ask the node at --node to unsubscribe from TOPIC (it leaves once the supervisor agrees)."""
+    reply = ask(node_ref, LeaveTopic(topic=Topic(topic)), timeout)
+    print_change("unsubscribing", topic, node_ref, reply.body)
+
+
+def _stdin_lines(stream: BinaryIO) -> Iterator[bytes]:
+    for line in stream:
+        if line.endswith(b"\n"):
+            line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+        yield line
+
+
+@click.command()
+@click.argument("topic", type=TOPIC)
+@click.argument("message", required=False)
+@click.option("--node", "node_ref", required=True, type=ADDRESS, help="The node to publish through.")
+@click.option(
+    "--file",
+    "file",
+    type=click.File("rb"),
+    default=None,
+    help="Publish the whole content of this file as one publication ('-' for stdin).",
+)
+@click.option("--quiet", "-q", is_flag=True, help="Print one summary line instead of every ack.")
+@click.option("--json", "as_json", is_flag=True, help="Print each acknowledgement as JSON.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=15.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds to wait for each acknowledgement.",
+)
+def publish(
+    topic: str,
+    message: str | None,
+    node_ref: Ref,
+    file: BinaryIO | None,
+    quiet: bool,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Publish MESSAGE on TOPIC through the node at --node.
+
+    Without MESSAGE and --file, every line read from stdin is one publication.  The node
+    need not subscribe to TOPIC (it then hands the publication to a member).  Each
+    publication is acknowledged once a member holds it durably; one line is printed per
+    acknowledgement (or one summary with --quiet).  Exits 1 at the first failure.
+    """
+    if message is not None and file is not None:
+        raise click.UsageError("give MESSAGE or --file, not both")
+    if message is not None:
+        payloads: Iterator[bytes] = iter([message.encode("utf-8")])
+    elif file is not None:
+        payloads = iter([file.read()])
+    else:
+        payloads = _stdin_lines(sys.stdin.buffer)
+
+    async def run() -> None:
+        def show(ack: Ack) -> None:
+            if not quiet:
+                click.echo(format_ack(ack, as_json))
+
+        async with Client(node_ref, publish_timeout=timeout) as client:
+            done, failure = await publish_pipelined(
+                payloads, lambda payload: client.publish(topic, payload), show, PublishError
+            )
+        if failure is not None:
+            before = f" ({done} acknowledged before the failure)" if done else ""
+            raise ClientError(failure.code, f"{failure}{before}")
+        if quiet:
+            click.echo(f"published {done} to {topic} through {node_ref}")
+
+    run_client(run)
+
+
+@click.command()
+@click.argument("topic", type=TOPIC)
+@click.option("--node", "node_ref", required=True, type=ADDRESS, help="The node's address.")
+@since_option("Only publications with local number > N.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per publication.")
+@TIMEOUT_OPTION
+def history(topic: str, node_ref: Ref, since: int, as_json: bool, timeout: float) -> None:
+    """Print what the node at --node holds for TOPIC, in its local order, numbered."""
+
+    async def run() -> None:
+        client = Client(node_ref, timeout=timeout)
+        found = await client.history(topic, since=since)
+        for delivery in found:
+            click.echo(format_delivery(delivery, as_json))
+        if not found and not as_json:
+            click.echo(f"{node_ref} holds no publications of {topic} after #{since}", err=True)
+
+    run_client(run)
+
+
+@click.command()
+@click.option(
+    "--supervisor",
+    "supervisor_ref",
+    type=ADDRESS,
+    default=None,
+    help="Ask the supervisor at this address.",
+)
+@click.option(
+    "--node", "node_ref", type=ADDRESS, default=None, help="Ask the node at this address."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the status reply as JSON.")
+@TIMEOUT_OPTION
+def status(supervisor_ref: Ref | None, node_ref: Ref | None, as_json: bool, timeout: float) -> None:
+    """Show a daemon's state: the supervisor's topics, members and labels, or a node's
+    per-topic label, left, right, ring and shortcuts.  Give exactly one of --supervisor,
+    --node and --broker (broker mode, below)."""
+    if (supervisor_ref is None) == (node_ref is None):
+        raise click.UsageError("give exactly one of --supervisor and --node")
+    addr = supervisor_ref or node_ref
+    assert addr is not None
+    body = ask(addr, StatusRequest(), timeout).body
+    if as_json:
+        click.echo(json.dumps(body, indent=2, sort_keys=True))
+    elif supervisor_ref is not None:
+        click.echo(format_supervisor_status(body))
+    else:
+        click.echo(format_node_status(body))
+#: The skip-ring mode's commands; subscribe, publish and status are the shared verbs'
+#: default forms (`pubsub.cli.verbs`).
+COMMANDS = (supervisor, node, subscribe, unsubscribe, publish, history, status)

@@ -1,0 +1,86 @@
+"""The contracts every protocol mode implements (docs/architecture.md, "Core and Mode").
+
+`Core` is the shape of a protocol core: a state machine without I/O that answers each
+message and each Timeout with the messages it wants sent.  The network runtime
+(`pubsub.runtime`) and the simulator (`pubsub.sim`) drive cores only through it.
+
+`Mode` describes one protocol mode to the layers above the kernel: what the CLI offers,
+which daemons it runs, how a local cluster of it starts and how it is simulated.  The
+registry `pubsub.modes` lists the modes, one line each; the CLI, `pubsub cluster`, the
+experiment runner and the simulator entry points find a mode there by name.  The fields
+are plain callables so that the kernel needs to know nothing of click, asyncio or any
+mode's types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pubsub.kernel.message import Message, Send
+
+
+class Core(Protocol):
+    """A protocol core: pure, deterministic given its inputs, no I/O, no clock of its own."""
+
+    def handle(self, msg: Message, now: float) -> list[Send]:
+        """React to one message; the messages to send."""
+        ...
+
+    def timeout(self, now: float) -> list[Send]:
+        """The periodic action (the papers' Timeout); the messages to send."""
+        ...
+
+
+@dataclass(frozen=True)
+class VerbForm:
+    """One mode's form of a verb the CLI shares between modes (subscribe, publish, status).
+
+    The verb's first form is the default mode's command; another mode (`mode` names it in
+    messages, e.g. "broker") adds `options`, one
+    of which, `selector`, chooses its form (e.g. ``--broker``).  `own` and `foreign` name,
+    by parameter, the options that belong only to this form or only to the default form
+    (for the usage errors); `required` lists default-form parameters that become optional
+    once a selector exists; `exclusive` (parameter -> flag, selector included) lists
+    options of which exactly one must be given; `run(ctx, default_kwargs, own_kwargs)` does
+    the work.
+    """
+
+    verb: str
+    mode: str
+    selector: str
+    options: tuple[Callable[[Any], Any], ...]
+    own: dict[str, str]
+    foreign: dict[str, str]
+    required: dict[str, str]
+    run: Callable[[Any, dict[str, Any], dict[str, Any]], None]
+    help: str
+    exclusive: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One protocol mode, as the layers above the kernel see it.
+
+    name               the mode's name in the registry and on the command line
+    summary            one line for `--help` and the docs
+    register_messages  import the mode's message modules, so their kinds are decodable
+    make_core          build one of the mode's cores (mode-specific arguments)
+    daemons            daemon role -> the function that runs it until SIGTERM
+    commands           the mode's own CLI commands (click commands)
+    verb_forms         its forms of the shared verbs (`VerbForm`)
+    local_cluster      start a local cluster of real processes (its launcher class)
+    simulation         build an in-process simulation of the mode (its world on the
+                       one discrete-event engine, `pubsub.sim.engine`)
+    """
+
+    name: str
+    summary: str
+    register_messages: Callable[[], None]
+    make_core: Callable[..., Core]
+    daemons: dict[str, Callable[..., Any]]
+    commands: Callable[[], list[Any]]
+    local_cluster: Callable[..., Any]
+    simulation: Callable[..., Any]
+    verb_forms: Callable[[], list[VerbForm]] = field(default=lambda: [])
