@@ -57,8 +57,8 @@ from pathlib import Path
 
 from bench.machine import machine
 from pubsub.kernel import wire
-from pubsub.skipring.antientropy import AntiEntropy, make_publication
 from pubsub.kernel.message import Ref, Send, Topic
+from pubsub.skipring.antientropy import AntiEntropy, make_publication
 from pubsub.skipring.messages import CheckAndPublish, Publication, Publish
 from pubsub.skipring.trie import EMPTY_LABEL, PatriciaTrie, TrieNode
 

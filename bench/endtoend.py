@@ -49,7 +49,9 @@ from typing import Any
 
 from bench.machine import machine
 from pubsub.client.library import Client, ClientError
-from pubsub.ops.localcluster import LocalCluster, pick_free_ports, ring_problems
+from pubsub.ops.localcluster import LocalCluster
+from pubsub.ops.processes import pick_free_ports
+from pubsub.ops.ringview import ring_problems
 
 TOPIC = "bench-e2e"
 RESULTS = Path("bench-results")

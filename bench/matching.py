@@ -16,8 +16,8 @@ import argparse
 import json
 import random
 import time
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from bench.machine import machine
 from broker.cores.matching import CountingIndex, LinearIndex, SubscriptionIndex

@@ -65,9 +65,9 @@ from broker.cores import topology as T
 from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW
 from broker.cores.language import Filter, Predicate, Value
 from broker.cores.matching import LinearIndex
+from broker.cores.topology import ILINK, BrokerId, Scot
 from broker.sim import BrokerSim
 from broker.stockquote import SELECTIVITY, StockQuotes
-from broker.cores.topology import ILINK, BrokerId, Scot
 
 RESULTS = Path("bench-results")
 PROTOCOLS = ("octopia", "padres")

@@ -1,17 +1,16 @@
 """A local SCOT of real broker processes on 127.0.0.1 (integration tests, demonstrations).
 
 ``with LocalScot(workdir, scot3x3()) as scot: ...`` picks a free port per broker
-(`pubsub.ops.localcluster.pick_free_ports`), writes the topology with those addresses to
+(`pubsub.ops.processes.pick_free_ports`), writes the topology with those addresses to
 ``workdir/topology.json``, starts one ``python -m pubsub.cli.main broker --topology ... --id x,i``
 process per broker and waits until every one answers ``status``; leaving the block stops
 them all (SIGTERM, bounded wait, SIGKILL), whatever happened inside.
 
-Process handling is `pubsub.ops.localcluster.LocalCluster`'s (this class is one): `Daemon`
+Process handling is every local cluster's (`pubsub.ops.daemongroup.DaemonGroup`): `Daemon`
 records, launching with a log file per broker (``workdir/logs/broker-<x>-<i>.log``), `kill`,
-`stop`, `wait_answering`, `cli` and `poll`.  The brokers are the cluster's "nodes" (named
-``broker-<x>-<i>``, addressed by index, by reference or, through `daemon_of`, by broker id);
-the inherited supervisor slot is never started.  The manifest ``workdir/cluster.json``
-lists the brokers.
+`stop`, `wait_answering` and `cli`, and on request an admin listener (`pubsub chaos`) and a
+Prometheus endpoint per broker.  Brokers are named ``broker-<x>-<i>`` and addressed by
+index, by reference or by broker id.  The manifest ``workdir/cluster.json`` lists them.
 """
 
 from __future__ import annotations
@@ -19,22 +18,17 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from broker.cores.topology import BrokerId, Scot
-from pubsub.ops.localcluster import (
-    HOST,
-    START_TIMEOUT,
-    ClusterError,
-    Daemon,
-    LocalCluster,
-    pick_free_ports,
-)
+from pubsub.ops.daemongroup import DaemonGroup
+from pubsub.ops.processes import HOST, START_TIMEOUT, ClusterError, Daemon, pick_free_ports
 
 
-class LocalScot(LocalCluster):
+class LocalScot(DaemonGroup):
     """Every broker of a SCOT as an OS process on 127.0.0.1 (see the module docstring)."""
 
     def __init__(
@@ -52,16 +46,25 @@ class LocalScot(LocalCluster):
         python: str | None = None,
         start_timeout: float = START_TIMEOUT,
         log_level: str = "info",
+        metrics: bool = False,
+        admin: bool = False,
+        events_dir: Path | str | None = None,
     ) -> None:
         """Describe the SCOT (nothing starts before `start` or entering ``with``).
 
         `link_rates` maps a broker to its initial ``--link-rate`` limits (neighbour ->
         messages per second).  `env` adds environment variables for the brokers.
+        `metrics`, `admin` and `events_dir` give every broker a Prometheus endpoint, an
+        admin listener and an event stream, as `LocalCluster` does for its daemons.
         """
-        super().__init__(
-            workdir, 0, env=env, python=python, start_timeout=start_timeout,
-            log_level=log_level, admin=False,
-        )
+        self.workdir = Path(workdir).resolve()
+        self.python = python or sys.executable
+        self.env = dict(env or {})
+        self.log_level = log_level
+        self.start_timeout = start_timeout
+        self.logs_dir = self.workdir / "logs"
+        self.events_dir = None if events_dir is None else Path(events_dir).resolve()
+        self.prometheus_targets_dir = None
         ports = pick_free_ports(len(topo))
         self.topology = topo.with_addresses(
             {bid: f"{HOST}:{port}" for bid, port in zip(topo.brokers, ports, strict=True)}
@@ -89,9 +92,28 @@ class LocalScot(LocalCluster):
                 data_dir=self.workdir / "brokers" / name,
                 log_path=self.logs_dir / f"{name}.log",
             )
-        self.nodes = list(self.brokers.values())
-        self._by_ref = {d.ref: d for d in self.nodes}
+        self._by_ref = {d.ref: d for d in self.brokers.values()}
         self._bid_of = {d.ref: bid for bid, d in self.brokers.items()}
+        self._setup_telemetry(metrics, None)
+        self._setup_admin(admin, None)
+
+    def daemons(self) -> list[Daemon]:
+        """Every broker, in the topology's order."""
+        return list(self.brokers.values())
+
+    def daemon(self, which: int | str) -> Daemon:
+        """A broker by index, reference or broker id ("x,i")."""
+        if isinstance(which, int):
+            return self.daemons()[which]
+        found = self._by_ref.get(which) or self.brokers.get(which)
+        if found is None:
+            raise ClusterError(f"no broker {which!r} in this SCOT")
+        return found
+
+    def prometheus_targets(self) -> list[dict[str, Any]]:
+        """One file_sd target group: every broker's metrics endpoint."""
+        targets = [f"{HOST}:{d.metrics_port}" for d in self.daemons() if d.metrics_port]
+        return [{"targets": targets, "labels": {"role": "broker", "cluster": str(self.workdir)}}] if targets else []
 
     # --- naming ----------------------------------------------------------------------------------
     def address(self, bid: BrokerId) -> str:
@@ -119,9 +141,9 @@ class LocalScot(LocalCluster):
         tmp.write_text(self.topology.to_json() + "\n", encoding="utf-8")
         os.replace(tmp, self.topology_path)
         try:
-            for daemon in self.nodes:
+            for daemon in self.daemons():
                 self._launch(daemon)
-            self.wait_answering(self.nodes)
+            self.wait_answering(self.daemons())
         except BaseException:
             self.stop()
             raise
@@ -165,7 +187,7 @@ class LocalScot(LocalCluster):
             except ValueError as exc:
                 raise ClusterError(f"`pubsub status --broker {ref} --json` printed no JSON: {exc}") from None
             return body
-        return self._status(ref, False)
+        return self.status_of(ref)
 
     def broker_statuses(self, bids: Iterable[BrokerId] | None = None) -> dict[BrokerId, dict[str, Any]]:
         """Status bodies of `bids` (default: every running broker), asked concurrently;

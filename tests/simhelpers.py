@@ -11,8 +11,8 @@ is still wrong).
 from __future__ import annotations
 
 from pubsub.kernel.message import Ref, Topic
-from pubsub.skipring.messages import Contact, RemoveConnections, SetData, Unsubscribe
 from pubsub.sim.engine import Simulation
+from pubsub.skipring.messages import Contact, RemoveConnections, SetData, Unsubscribe
 from tests.checker import compare
 
 NodeStates = dict[Ref, dict[str, object]]

@@ -46,10 +46,12 @@ from typing import Any
 
 import click
 
-from pubsub.ops.localcluster import ClusterError, LocalCluster, members_of, ring_problems
 from pubsub.kernel.control import Reply, StatusRequest
-from pubsub.runtime.net import RequestError, request
 from pubsub.kernel.wire import WireError, validate_topic
+from pubsub.ops.localcluster import LocalCluster
+from pubsub.ops.processes import ClusterError
+from pubsub.ops.ringview import members_of, ring_problems
+from pubsub.runtime.net import RequestError, request
 
 DEFAULT_DIR = ".pubsub-cluster"
 MANIFEST = "cluster.json"

@@ -33,8 +33,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from pubsub.ops.localcluster import LocalCluster
+from pubsub.ops.processes import ClusterError
+from pubsub.ops.ringview import ring_order, ring_problems
 from pubsub.skipring.labels import Label
-from pubsub.ops.localcluster import ClusterError, LocalCluster, ring_order, ring_problems
 
 N_NODES = 8
 TOPICS: dict[str, range] = {"news": range(8), "sports": range(5)}

@@ -56,154 +56,34 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import json
 import os
-import random
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from pubsub.client.library import Ack, Client, ClientError
-from pubsub.skipring.labels import Label, LabelError
-from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
+from pubsub.kernel.control import ErrorReply, Reply
 from pubsub.kernel.message import Message, Topic
-from pubsub.skipring.messages import JoinTopic, LeaveTopic
+from pubsub.ops.daemongroup import DaemonGroup
+from pubsub.ops.processes import (
+    HOST,
+    REQUEST_TIMEOUT,
+    START_TIMEOUT,
+    ClusterError,
+    Daemon,
+    pick_free_ports,
+    poll,
+)
+from pubsub.ops.ringview import members_of
 from pubsub.runtime.net import RequestError, request
-
-HOST = "127.0.0.1"
-#: Seconds a daemon may take from its start until it answers `status`.
-START_TIMEOUT = 20.0
-#: Seconds `stop` waits after SIGTERM before it sends SIGKILL.
-TERM_TIMEOUT = 5.0
-#: Seconds a single status / subscribe request may take.
-REQUEST_TIMEOUT = 5.0
-#: Seconds a CLI invocation may take (interpreter start-up included).
-CLI_TIMEOUT = 30.0
-#: With `base_port`, daemon i (0 = the supervisor) serves metrics on base_port + this + i.
-METRICS_PORT_OFFSET = 1000
-#: With `base_port`, daemon i (0 = the supervisor) has its admin listener on base_port + this + i.
-ADMIN_PORT_OFFSET = 2000
-#: The Prometheus file_sd target file a cluster with metrics writes into its work dir.
-PROMETHEUS_TARGETS = "prometheus-targets.json"
-
-
-class ClusterError(RuntimeError):
-    """The cluster could not do what was asked (a daemon did not start, a request failed)."""
-
-
-class ClusterTimeout(ClusterError):
-    """A condition did not hold within its deadline; the message says what was still wrong."""
-
-
-# --- ports ---------------------------------------------------------------------------------------
-def _ephemeral_range() -> tuple[int, int]:
-    """The kernel's range for automatically chosen local ports (Linux), else a safe guess."""
-    try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 32768, 60999
-
-
-def port_is_free(port: int, host: str = HOST) -> bool:
-    """Whether a listening socket could bind `host:port` now (as the daemons bind it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def pick_free_ports(count: int, *, rng: random.Random | None = None) -> list[int]:
-    """`count` distinct ports on 127.0.0.1 that are free now, outside the ephemeral range.
-
-    Ports are drawn at random from 10000 up to the start of the ephemeral range, so two
-    clusters started side by side are unlikely to pick the same ones; each is verified by
-    binding it.  (Another program may still take a port before the daemon binds it; the
-    daemon then fails to start and says so in its log.)
-    """
-    rng = rng or random.Random()
-    low_ephemeral, high_ephemeral = _ephemeral_range()
-    if low_ephemeral > 10000 + 4 * count:
-        lo, hi = 10000, low_ephemeral - 1
-    else:  # an unusual configuration: fall back to the ports above the ephemeral range
-        lo, hi = high_ephemeral + 1, 65535
-    chosen: list[int] = []
-    for _ in range(200 * max(count, 1)):
-        if len(chosen) == count:
-            return chosen
-        port = rng.randint(lo, hi)
-        if port not in chosen and port_is_free(port):
-            chosen.append(port)
-    if len(chosen) == count:
-        return chosen
-    raise ClusterError(f"found only {len(chosen)} of {count} free ports in {lo}..{hi}")
-
-
-# --- one daemon ----------------------------------------------------------------------------------
-@dataclass
-class Daemon:
-    """One daemon of the cluster: how to start it, and its current process (if any)."""
-
-    name: str
-    ref: str
-    args: list[str]
-    data_dir: Path
-    log_path: Path
-    process: subprocess.Popen[bytes] | None = None
-    log_file: IO[bytes] | None = field(default=None, repr=False)
-    starts: int = 0
-    #: Port of the daemon's Prometheus endpoint on 127.0.0.1, or None (metrics off).
-    metrics_port: int | None = None
-    #: The daemon's admin address (`pubsub chaos`), or None (admin listener off).
-    admin_ref: str | None = None
-
-    @property
-    def port(self) -> int:
-        return int(self.ref.rpartition(":")[2])
-
-    @property
-    def running(self) -> bool:
-        """Started and not (yet) exited."""
-        return self.process is not None and self.process.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return None if self.process is None else self.process.pid
-
-    def log_of_current_run(self) -> str:
-        """What the daemon logged since it was last started (after the cluster's banner)."""
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-        return text.rpartition(f" start #{self.starts} of {self.name} ---\n")[2]
-
-    def log_tail(self, lines: int = 20) -> str:
-        """The last lines of the daemon's log file (for error messages)."""
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-
-def _status_problem(daemon: Daemon, exc: Exception) -> str:
-    return f"{daemon.name} ({daemon.ref}) does not answer status: {exc}"
+from pubsub.skipring.messages import JoinTopic, LeaveTopic
 
 
 # --- the cluster ---------------------------------------------------------------------------------
-class LocalCluster:
+class LocalCluster(DaemonGroup):
     """A supervisor and `n_nodes` subscriber daemons as OS processes on 127.0.0.1.
 
     ``with LocalCluster(workdir, 8) as cluster: ...`` starts everything and waits until
@@ -313,63 +193,6 @@ class LocalCluster:
         self._setup_admin(admin, base_port)
         self._atexit_registered = False
 
-    def _setup_admin(self, admin: bool, base_port: int | None) -> None:
-        """Give every daemon an admin listener on 127.0.0.1 (see the module docstring)."""
-        if not admin:
-            return
-        daemons = [self.supervisor, *self.nodes]
-        if base_port is None:
-            taken = {d.port for d in daemons} | {d.metrics_port for d in daemons if d.metrics_port}
-            fresh = [p for p in pick_free_ports(len(daemons) + len(taken)) if p not in taken]
-            ports = fresh[: len(daemons)]
-        else:
-            ports = [base_port + ADMIN_PORT_OFFSET + i for i in range(len(daemons))]
-            if ports[-1] > 65535:
-                raise ValueError(f"base_port {base_port} leaves no room for admin ports")
-        for daemon, port in zip(daemons, ports, strict=True):
-            daemon.admin_ref = f"{HOST}:{port}"
-            daemon.args += ["--admin-listen", daemon.admin_ref]
-
-    def admin_ref(self, which: int | str) -> str:
-        """The admin address of a node (index or reference) or of the supervisor
-        ("supervisor"), for `pubsub chaos --admin`; ClusterError if it has none."""
-        daemon = self.daemon(which)
-        if daemon.admin_ref is None:
-            raise ClusterError(f"{daemon.name} has no admin listener (admin=False)")
-        return daemon.admin_ref
-
-    # --- telemetry -------------------------------------------------------------------------
-    def _setup_telemetry(self, metrics: bool, base_port: int | None) -> None:
-        daemons = [self.supervisor, *self.nodes]
-        self.metrics = metrics
-        if metrics:
-            if base_port is None:
-                taken = {d.port for d in daemons}
-                ports = []
-                while len(ports) < len(daemons):  # distinct from the daemons' own ports
-                    fresh = pick_free_ports(len(daemons) + len(taken))
-                    ports += [p for p in fresh if p not in taken and p not in ports]
-                ports = ports[: len(daemons)]
-            else:
-                ports = [base_port + METRICS_PORT_OFFSET + i for i in range(len(daemons))]
-                if ports[-1] > 65535:
-                    raise ValueError(
-                        f"base_port {base_port} leaves no room for metrics ports "
-                        f"(base_port + {METRICS_PORT_OFFSET} + i)"
-                    )
-            for daemon, port in zip(daemons, ports, strict=True):
-                daemon.metrics_port = port
-                daemon.args += ["--metrics-port", str(port), "--metrics-host", HOST]
-        if self.events_dir is not None:
-            for daemon in daemons:
-                daemon.args += ["--events-dir", str(self.events_dir)]
-
-    def metrics_url(self, which: int | str) -> str:
-        """``http://127.0.0.1:PORT/metrics`` of a daemon (ClusterError if metrics are off)."""
-        daemon = self.daemon(which)
-        if daemon.metrics_port is None:
-            raise ClusterError("this cluster was started without metrics (metrics=True)")
-        return f"http://{HOST}:{daemon.metrics_port}/metrics"
 
     def prometheus_targets(self) -> list[dict[str, Any]]:
         """Prometheus file_sd target groups: the supervisor and the nodes, labelled with
@@ -383,21 +206,6 @@ class LocalCluster:
                     {"targets": targets, "labels": {"role": role, "cluster": cluster}}
                 )
         return groups
-
-    def _shared_targets_file(self) -> Path:
-        assert self.prometheus_targets_dir is not None
-        tag = f"{self.supervisor.port}-{os.getpid()}"
-        return self.prometheus_targets_dir / f"pubsub-cluster-{tag}.json"
-
-    def write_prometheus_targets(self, path: Path | str | None = None) -> Path:
-        """Write `prometheus_targets` as JSON (atomically) to `path`, default
-        ``workdir/prometheus-targets.json``; returns the path."""
-        target = Path(path) if path is not None else self.workdir / PROMETHEUS_TARGETS
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_text(json.dumps(self.prometheus_targets(), indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, target)
-        return target
 
     # --- naming ----------------------------------------------------------------------------
     @property
@@ -422,18 +230,19 @@ class LocalCluster:
             raise KeyError(f"no node {which!r} in this cluster")
         return daemon
 
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def daemons(self) -> list[Daemon]:
+        """The supervisor, then the nodes."""
+        return [self.supervisor, *self.nodes]
+
     def daemon(self, which: int | str) -> Daemon:
         """A node by index or reference, or the supervisor by its reference or "supervisor"."""
         if which in ("supervisor", self.supervisor.ref):
             return self.supervisor
         return self.node(which)
 
-    def name_of(self, ref: str) -> str:
-        """A short name for a reference ("node-03", "supervisor"), else the reference."""
-        daemon = self._by_ref.get(ref)
-        return ref if daemon is None else daemon.name
-
-    # --- lifecycle -------------------------------------------------------------------------
     def start(self) -> LocalCluster:
         """Start the supervisor, then every node, and wait until all answer status."""
         self.logs_dir.mkdir(parents=True, exist_ok=True)
@@ -458,41 +267,6 @@ class LocalCluster:
     def __enter__(self) -> LocalCluster:
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _launch(self, daemon: Daemon) -> None:
-        if daemon.running:
-            raise ClusterError(f"{daemon.name} is already running (pid {daemon.pid})")
-        self._reap(daemon)
-        daemon.data_dir.mkdir(parents=True, exist_ok=True)
-        daemon.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_file = open(daemon.log_path, "ab")  # noqa: SIM115 - closed when the process is reaped
-        daemon.starts += 1
-        banner = f"--- {time.strftime('%H:%M:%S')} start #{daemon.starts} of {daemon.name} ---\n"
-        log_file.write(banner.encode())
-        log_file.flush()
-        env = dict(os.environ)
-        env.update(self.env)
-        env["PYTHONUNBUFFERED"] = "1"
-        env["PUBSUB_LOG_LEVEL"] = self.log_level
-        command = [self.python, "-m", "pubsub.cli.main", *daemon.args]
-        try:
-            daemon.process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                env=env,
-                # Own session: a Ctrl-C in the terminal reaches only us, and `stop` decides
-                # how the daemons end.
-                start_new_session=True,
-            )
-        except OSError:
-            log_file.close()
-            raise
-        daemon.log_file = log_file
-        self.write_manifest()
 
     def manifest(self) -> dict[str, Any]:
         """Who runs where: references, pids, data and log paths (JSON-able)."""
@@ -516,128 +290,6 @@ class LocalCluster:
             "events_dir": None if self.events_dir is None else str(self.events_dir),
         }
 
-    def write_manifest(self) -> None:
-        """Write `manifest` to workdir/cluster.json atomically (for operators and tools)."""
-        path = self.workdir / "cluster.json"
-        tmp = path.with_name(".cluster.json.tmp")
-        with contextlib.suppress(OSError):  # best effort: the work dir may be gone at exit
-            tmp.write_text(json.dumps(self.manifest(), indent=1) + "\n", encoding="utf-8")
-            os.replace(tmp, path)
-
-    def wait_answering(self, daemons: Sequence[Daemon], timeout: float | None = None) -> None:
-        """Wait until every daemon in `daemons` answers status; ClusterError if one exits."""
-        deadline = time.monotonic() + (self.start_timeout if timeout is None else timeout)
-        pending = list(daemons)
-        while pending:
-            for daemon in pending:
-                if not daemon.running:
-                    code = None if daemon.process is None else daemon.process.returncode
-                    raise ClusterError(
-                        f"{daemon.name} ({daemon.ref}) exited with code {code} before it "
-                        f"answered status; log tail:\n{daemon.log_tail()}"
-                    )
-            results = self._statuses([d.ref for d in pending], timeout=1.0)
-            pending = [d for d in pending if isinstance(results[d.ref], Exception)]
-            if pending and time.monotonic() > deadline:
-                problems = [
-                    _status_problem(d, results[d.ref])  # type: ignore[arg-type]
-                    for d in pending
-                ]
-                raise ClusterTimeout("; ".join(problems))
-            if pending:
-                time.sleep(0.05)
-
-    def stop(self) -> None:
-        """Stop every daemon: SIGTERM, up to TERM_TIMEOUT seconds, then SIGKILL; reap all."""
-        daemons = [self.supervisor, *self.nodes]
-        for daemon in daemons:
-            if daemon.running:
-                self._signal(daemon, signal.SIGTERM)
-                self._signal(daemon, signal.SIGCONT)  # a daemon stopped by SIGSTOP must run to exit
-        deadline = time.monotonic() + TERM_TIMEOUT
-        for daemon in daemons:
-            if daemon.process is None:
-                continue
-            try:
-                daemon.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                self._signal(daemon, signal.SIGKILL)
-                daemon.process.wait()
-            self._reap(daemon)
-        if self.workdir.exists():
-            self.write_manifest()
-        if self.metrics and self.prometheus_targets_dir is not None:
-            with contextlib.suppress(OSError):
-                self._shared_targets_file().unlink()
-        if self._atexit_registered:
-            atexit.unregister(self.stop)
-            self._atexit_registered = False
-
-    def _signal(self, daemon: Daemon, sig: int) -> None:
-        assert daemon.process is not None
-        with contextlib.suppress(ProcessLookupError):
-            daemon.process.send_signal(sig)
-
-    def _reap(self, daemon: Daemon) -> None:
-        """Forget an exited process and close its log file."""
-        if daemon.process is not None and daemon.process.poll() is None:
-            return
-        if daemon.log_file is not None:
-            daemon.log_file.close()
-            daemon.log_file = None
-
-    def kill(
-        self, which: int | str, sig: int = signal.SIGKILL, timeout: float = TERM_TIMEOUT
-    ) -> None:
-        """Send `sig` to a daemon (a node by index/reference, or the supervisor).
-
-        For SIGKILL, SIGTERM and SIGINT, wait (bounded) until the process has exited and
-        reap it; other signals (SIGSTOP, SIGCONT, ...) are only sent.
-        """
-        daemon = self.daemon(which)
-        if not daemon.running:
-            raise ClusterError(f"{daemon.name} is not running")
-        self._signal(daemon, sig)
-        if sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
-            assert daemon.process is not None
-            try:
-                daemon.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                raise ClusterError(
-                    f"{daemon.name} did not exit within {timeout:g} s of signal {sig}"
-                ) from None
-            self._reap(daemon)
-            self.write_manifest()
-
-    def wait_exited(self, which: int | str, timeout: float = TERM_TIMEOUT) -> None:
-        """Wait (bounded) until a daemon that was told to die has exited, and reap it.
-
-        For crashes caused from outside the cluster object (`pubsub chaos crash`).
-        ClusterError if it is still running after `timeout` seconds.
-        """
-        daemon = self.daemon(which)
-        if daemon.process is None:
-            return
-        try:
-            daemon.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise ClusterError(f"{daemon.name} still runs {timeout:g} s after it was told to exit") from None
-        self._reap(daemon)
-        self.write_manifest()
-
-    def _terminate(self, daemon: Daemon) -> None:
-        """SIGTERM, bounded wait, SIGKILL if it will not go; no error when not running."""
-        if not daemon.running:
-            self._reap(daemon)
-            return
-        assert daemon.process is not None
-        self._signal(daemon, signal.SIGTERM)
-        try:
-            daemon.process.wait(timeout=TERM_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self._signal(daemon, signal.SIGKILL)
-            daemon.process.wait()
-        self._reap(daemon)
 
     def restart_node(self, which: int | str) -> None:
         """Stop a node if it runs (SIGTERM) and start it again: same port, same data dir."""
@@ -664,25 +316,6 @@ class LocalCluster:
         self._launch(self.supervisor)
         self.wait_answering([self.supervisor])
 
-    # --- requests --------------------------------------------------------------------------
-    def _statuses(
-        self, refs: Sequence[str], timeout: float = REQUEST_TIMEOUT
-    ) -> dict[str, dict[str, Any] | Exception]:
-        """Ask every ref in `refs` for its status concurrently; failures come back as values."""
-
-        async def one(ref: str) -> dict[str, Any] | Exception:
-            try:
-                reply = await request(ref, StatusRequest(), timeout)
-            except RequestError as exc:
-                return exc
-            if not isinstance(reply, Reply):
-                return ClusterError(f"{ref} answered status with {reply!r}")
-            return reply.body
-
-        async def every() -> list[dict[str, Any] | Exception]:
-            return await asyncio.gather(*(one(ref) for ref in refs))
-
-        return dict(zip(refs, asyncio.run(every()), strict=True))
 
     def _status(self, ref: str, via_cli: bool) -> dict[str, Any]:
         if via_cli:
@@ -691,14 +324,11 @@ class LocalCluster:
             try:
                 body = json.loads(out)
             except ValueError as exc:
-                raise ClusterError(f"`pubsub status {flag} {ref} --json` printed no JSON: {exc}")
+                raise ClusterError(f"`pubsub status {flag} {ref} --json` printed no JSON: {exc}") from None
             if not isinstance(body, dict):
                 raise ClusterError(f"`pubsub status {flag} {ref} --json` printed {body!r}")
             return body
-        result = self._statuses([ref])[ref]
-        if isinstance(result, Exception):
-            raise ClusterError(str(result)) from result
-        return result
+        return self.status_of(ref)
 
     def supervisor_status(self, via_cli: bool = False) -> dict[str, Any]:
         """The supervisor's status reply body (topics, members, stats)."""
@@ -813,26 +443,6 @@ class LocalCluster:
             out[ref] = result
         return out
 
-    def cli(self, *args: str, timeout: float = CLI_TIMEOUT, stdin: str | None = None) -> str:
-        """Run ``python -m pubsub.cli.main ARGS`` (with `stdin` as its input, else none) and
-        return its stdout; ClusterError if it fails."""
-        command = [self.python, "-m", "pubsub.cli.main", *args]
-        feed: dict[str, Any] = (
-            {"stdin": subprocess.DEVNULL} if stdin is None else {"input": stdin}
-        )
-        try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=timeout, **feed
-            )
-        except subprocess.TimeoutExpired:
-            raise ClusterError(f"`pubsub {' '.join(args)}` took over {timeout:g} s") from None
-        if done.returncode != 0:
-            raise ClusterError(
-                f"`pubsub {' '.join(args)}` exited {done.returncode}: "
-                f"{(done.stderr or done.stdout).strip()}"
-            )
-        return done.stdout
-
     # --- views for checkers ----------------------------------------------------------------
     def snapshot(
         self, topic: str, via_cli: bool = False
@@ -878,125 +488,3 @@ class LocalCluster:
         return poll(problems, timeout, what, self.interval / 2 if interval is None else interval)
 
 
-def poll(
-    problems: Callable[[], list[str]], timeout: float, what: str, interval: float = 0.1
-) -> float:
-    """Call `problems` every `interval` seconds until it returns []; the seconds it took.
-
-    ClusterTimeout (with the last problems, at most 15 of them) after `timeout` seconds.
-    """
-    start = time.monotonic()
-    deadline = start + timeout
-    while True:
-        found = problems()
-        if not found:
-            return time.monotonic() - start
-        if time.monotonic() > deadline:
-            shown = "\n  ".join(found[:15])
-            more = f"\n  ... and {len(found) - 15} more" if len(found) > 15 else ""
-            raise ClusterTimeout(
-                f"timed out after {timeout:g} s waiting for {what}; still wrong:\n  {shown}{more}"
-            )
-        time.sleep(interval)
-
-
-def members_of(supervisor_body: Mapping[str, Any], topic: str) -> dict[str, str]:
-    """ref -> label bits of one topic, from a supervisor status body."""
-    entry = (supervisor_body.get("topics") or {}).get(topic) or {}
-    members: dict[str, str] = {}
-    for member in entry.get("members", []):
-        bits = str(member.get("label"))
-        ref = member.get("ref")
-        members[str(ref) if ref is not None else f"<none:{bits}>"] = bits
-    return members
-
-
-# --- a light consistency test ------------------------------------------------------------------
-def _label_or_none(bits: object) -> Label | None:
-    try:
-        return Label(str(bits))
-    except LabelError:
-        return None
-
-
-def ring_order(members: Mapping[str, str]) -> list[str]:
-    """Member references sorted by their labels' place on the ring (by r, then length)."""
-    keyed = [(lab, ref) for ref, bits in members.items() if (lab := _label_or_none(bits))]
-    return [ref for _, ref in sorted(keyed, key=lambda pair: pair[0])]
-
-
-def ring_problems(
-    members: Mapping[str, str], states: Mapping[str, Mapping[str, Any]]
-) -> list[str]:
-    """What keeps one topic's ring from agreeing with the supervisor's membership.
-
-    Checks that every member reports a state with the supervisor's label; that left, right
-    and ring are the neighbours in the supervisor's ring order (ring only at the two ends);
-    that every shortcut entry is resolved to the member holding that label; and that no
-    non-member reports a state.  Which shortcut *labels* a node should have is not checked
-    here.  Returns [] when everything agrees.
-    """
-    problems: list[str] = []
-    order = ring_order(members)
-    if len(order) != len(members):
-        problems.append("the supervisor lists a malformed label")
-    holder = {bits: ref for ref, bits in members.items()}
-    n = len(order)
-    for position, ref in enumerate(order):
-        state = states.get(ref)
-        if state is None:
-            problems.append(f"{ref}: member reports no state")
-            continue
-        if state.get("label") != members[ref]:
-            problems.append(
-                f"{ref}: label {state.get('label')!r}, supervisor says {members[ref]!r}"
-            )
-
-        def contact(r: str) -> list[str]:
-            return [members[r], r]
-
-        want = {
-            "left": contact(order[position - 1]) if position > 0 else None,
-            "right": contact(order[position + 1]) if position < n - 1 else None,
-            "ring": (
-                contact(order[-1])
-                if n > 1 and position == 0
-                else contact(order[0])
-                if n > 1 and position == n - 1
-                else None
-            ),
-        }
-        for key, expected in want.items():
-            got = state.get(key)
-            got = list(got) if isinstance(got, (list, tuple)) else got
-            if got != expected:
-                problems.append(f"{ref}: {key} is {got}, expected {expected}")
-        shortcuts = state.get("shortcuts") or {}
-        if not isinstance(shortcuts, Mapping):
-            problems.append(f"{ref}: shortcuts is not a map")
-            continue
-        for bits, target in shortcuts.items():
-            if target is None:
-                problems.append(f"{ref}: shortcut {bits} not resolved yet")
-            elif holder.get(bits) != target:
-                problems.append(
-                    f"{ref}: shortcut {bits} points to {target}, the supervisor says "
-                    f"{holder.get(bits)}"
-                )
-    for ref in sorted(set(states) - set(members)):
-        problems.append(f"{ref}: reports a state but is not a member")
-    return problems
-
-
-__all__ = [
-    "ClusterError",
-    "ClusterTimeout",
-    "Daemon",
-    "LocalCluster",
-    "members_of",
-    "pick_free_ports",
-    "poll",
-    "port_is_free",
-    "ring_order",
-    "ring_problems",
-]

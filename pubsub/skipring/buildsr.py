@@ -27,17 +27,17 @@ from collections.abc import Iterator
 from fractions import Fraction
 from functools import lru_cache
 
-from pubsub.skipring.labels import MAX_LABEL_BITS, Label, cyclic_distance, from_dyadic
 from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.skipring.labels import MAX_LABEL_BITS, Label, cyclic_distance, from_dyadic
 from pubsub.skipring.messages import (
     CYC,
+    LIN,
     Check,
     Contact,
     Flag,
     GetConfiguration,
     Introduce,
     IntroduceShortcut,
-    LIN,
     Linearize,
     RemoveConnections,
     SetData,

@@ -24,23 +24,23 @@ import math
 import random
 from collections.abc import Callable, Sequence
 
-from pubsub.skipring.labels import Label, l
 from pubsub.kernel.message import Ref, Send, Topic
+from pubsub.skipring.buildsr import SkipRingNode
+from pubsub.skipring.labels import Label, l
 from pubsub.skipring.messages import (
     CYC,
+    LIN,
     Check,
     Contact,
     GetConfiguration,
     Introduce,
     IntroduceShortcut,
-    LIN,
     Linearize,
     RemoveConnections,
     SetData,
     Subscribe,
     Unsubscribe,
 )
-from pubsub.skipring.buildsr import SkipRingNode
 
 #: Where `plant` may put a pointer.
 SLOTS = ("left", "right", "ring", "shortcut")

@@ -34,9 +34,9 @@ import pytest
 
 from broker.client import BrokerClient
 from broker.cores.language import Filter, parse_filter
-from broker.localscot import LocalScot
 from broker.cores.topology import scot3x3
-from pubsub.ops.localcluster import ClusterError, poll
+from broker.localscot import LocalScot
+from pubsub.ops.processes import ClusterError, poll
 
 pytestmark = pytest.mark.integration
 

@@ -21,11 +21,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from pubsub.kernel import wire
-from pubsub.runtime.admin import ChaosError, admin_request
 from pubsub.cli.main import main
-from pubsub.ops.localcluster import ClusterError, LocalCluster, members_of, ring_order
+from pubsub.kernel import wire
 from pubsub.kernel.control import ChaosRequest, ErrorReply, Hello
+from pubsub.ops.localcluster import LocalCluster
+from pubsub.ops.processes import ClusterError
+from pubsub.ops.ringview import members_of, ring_order
+from pubsub.runtime.admin import ChaosError, admin_request
 from pubsub.runtime.net import request
 from pubsub.runtime.settings import AdminSettings, SettingsError, load
 from tests.cluster_checks import ring_problems

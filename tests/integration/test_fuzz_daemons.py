@@ -41,10 +41,10 @@ import msgpack
 import pytest
 
 from pubsub.kernel import wire
-from pubsub.skipring import fields
-from pubsub.ops.localcluster import LocalCluster
 from pubsub.kernel.control import ErrorReply, Hello, StatusRequest
 from pubsub.kernel.message import Ref, Topic
+from pubsub.ops.localcluster import LocalCluster
+from pubsub.skipring import fields
 from pubsub.skipring.messages import Introduce, Ping
 from tests.cluster_checks import ring_problems
 

@@ -49,12 +49,12 @@ from typing import Any
 
 import pytest
 
-from pubsub.kernel import wire
-from pubsub.skipring.antientropy import make_publication
 from pubsub.client.library import Ack, Client
-from pubsub.ops.localcluster import LocalCluster
+from pubsub.kernel import wire
 from pubsub.kernel.control import Hello
 from pubsub.kernel.message import Ref, Topic
+from pubsub.ops.localcluster import LocalCluster
+from pubsub.skipring.antientropy import make_publication
 from pubsub.skipring.messages import Delivery, Publication, PublishNew
 from tests.cluster_checks import ring_problems
 

@@ -12,11 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from broker.cores.language import Filter, Predicate
+from broker.cores.messages import Attrs
 from pubsub.kernel import wire
-from pubsub.skipring import fields
-from pubsub.skipring.labels import Label
 from pubsub.kernel.control import ErrorReply, Hello, Reply
 from pubsub.kernel.message import MESSAGE_TYPES, Message, Ref, Topic
+from pubsub.kernel.wire import WireError, decode, encode
+from pubsub.skipring import fields
+from pubsub.skipring.labels import Label
 from pubsub.skipring.messages import (
     CheckAndPublish,
     CheckTrie,
@@ -31,9 +34,6 @@ from pubsub.skipring.messages import (
     SetData,
 )
 from pubsub.skipring.trie import TrieLabel, publication_key
-from pubsub.kernel.wire import WireError, decode, encode
-from broker.cores.language import Filter, Predicate
-from broker.cores.messages import Attrs
 
 # --- strategies derived from the message annotations -------------------------------------------
 topics = st.text(

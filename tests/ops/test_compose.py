@@ -45,7 +45,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pubsub.ops.localcluster import members_of, pick_free_ports, poll
+from pubsub.ops.processes import pick_free_ports, poll
+from pubsub.ops.ringview import members_of
 from tests.checker import compare
 from tests.cluster_checks import referenced
 

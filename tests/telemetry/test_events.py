@@ -26,17 +26,17 @@ from typing import Any
 import msgpack
 import pytest
 
-from pubsub.kernel import wire
-from pubsub.skipring.antientropy import make_publication
 from pubsub.cli.formats import format_delivery
 from pubsub.client.library import Client
-from pubsub.telemetry.events import INPROGRESS, EventsError, EventWriter, move_leftovers
-from pubsub.ops.localcluster import LocalCluster
+from pubsub.kernel import wire
 from pubsub.kernel.message import Ref, Topic
-from pubsub.skipring.messages import Publication, PublishNew
-from pubsub.telemetry.metrics import Telemetry
-from pubsub.runtime.settings import TelemetrySettings
 from pubsub.node.store import NewRow, PublicationStore
+from pubsub.ops.localcluster import LocalCluster
+from pubsub.runtime.settings import TelemetrySettings
+from pubsub.skipring.antientropy import make_publication
+from pubsub.skipring.messages import Publication, PublishNew
+from pubsub.telemetry.events import INPROGRESS, EventsError, EventWriter, move_leftovers
+from pubsub.telemetry.metrics import Telemetry
 from tests.integration.test_daemons import supervisor, wait_until
 from tests.node.test_node_publications import pnode, run
 

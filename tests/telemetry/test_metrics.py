@@ -21,10 +21,12 @@ import pytest
 from prometheus_client import generate_latest
 
 from pubsub.client.library import Client
-from pubsub.skipring.labels import l
-from pubsub.ops.localcluster import pick_free_ports
 from pubsub.kernel.message import Ref, Topic
+from pubsub.ops.processes import pick_free_ports
+from pubsub.runtime.settings import TelemetrySettings
+from pubsub.skipring.labels import l
 from pubsub.skipring.messages import SetData
+from pubsub.skipring.nodecore import NodeCore
 from pubsub.telemetry.metrics import (
     OTHER_TOPIC,
     MetricsError,
@@ -36,10 +38,8 @@ from pubsub.telemetry.metrics import (
     registry_for,
     samples,
 )
-from pubsub.skipring.nodecore import NodeCore
-from pubsub.runtime.settings import TelemetrySettings
-from supervisor.core import SupervisorCore
 from supervisor.app import SupervisorApp
+from supervisor.core import SupervisorCore
 from tests.integration.test_daemons import supervisor, wait_until
 from tests.node.test_node_publications import pnode, run
 

@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from pubsub.ops.localcluster import LocalCluster, pick_free_ports, poll
+from pubsub.ops.localcluster import LocalCluster
+from pubsub.ops.processes import pick_free_ports, poll
 from pubsub.telemetry.metrics import prometheus_config
 
 pytestmark = pytest.mark.integration

@@ -66,7 +66,7 @@ def run(scenario: str, run_dir: Path, analyze: bool, tolerance: float) -> None:
     measurements disagree.
     """
     from pubsub.ops.experiment.runner import Experiment, ExperimentError, compare, run_analysis
-    from pubsub.ops.localcluster import ClusterError
+    from pubsub.ops.processes import ClusterError
 
     def progress(line: str) -> None:
         click.echo(line)

@@ -36,11 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from pubsub.ops.analysis.ideal import NodeView, is_legitimate
-from pubsub.runtime.admin import ChaosError, admin_request, new_marker_id
-from pubsub.telemetry.events import INPROGRESS, SUFFIX, EventWriter
 from pubsub.ops.experiment.scenario import Scenario, Step
-from pubsub.ops.localcluster import ClusterError, LocalCluster
+from pubsub.ops.localcluster import LocalCluster
+from pubsub.ops.processes import ClusterError
+from pubsub.runtime.admin import ChaosError, admin_request, new_marker_id
 from pubsub.runtime.net import RequestError
+from pubsub.telemetry.events import INPROGRESS, SUFFIX, EventWriter
 
 #: Seconds between status polls of the whole cluster.
 POLL_SECONDS = 0.5

@@ -1,0 +1,159 @@
+"""Daemons of a local cluster as OS processes on 127.0.0.1: free ports, one `Daemon`
+record per process (how to start it, its log, its process), and the cluster's errors.
+Used by every mode's local launcher (`pubsub.ops.daemongroup`)."""
+
+from __future__ import annotations
+
+import random
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+HOST = "127.0.0.1"
+#: Seconds a daemon may take from its start until it answers `status`.
+START_TIMEOUT = 20.0
+#: Seconds `stop` waits after SIGTERM before it sends SIGKILL.
+TERM_TIMEOUT = 5.0
+#: Seconds a single status / subscribe request may take.
+REQUEST_TIMEOUT = 5.0
+#: Seconds a CLI invocation may take (interpreter start-up included).
+CLI_TIMEOUT = 30.0
+#: With `base_port`, daemon i (0 = the supervisor) serves metrics on base_port + this + i.
+METRICS_PORT_OFFSET = 1000
+#: With `base_port`, daemon i (0 = the supervisor) has its admin listener on base_port + this + i.
+ADMIN_PORT_OFFSET = 2000
+#: The Prometheus file_sd target file a cluster with metrics writes into its work dir.
+PROMETHEUS_TARGETS = "prometheus-targets.json"
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not do what was asked (a daemon did not start, a request failed)."""
+
+
+class ClusterTimeout(ClusterError):
+    """A condition did not hold within its deadline; the message says what was still wrong."""
+
+
+# --- ports ---------------------------------------------------------------------------------------
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for automatically chosen local ports (Linux), else a safe guess."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def port_is_free(port: int, host: str = HOST) -> bool:
+    """Whether a listening socket could bind `host:port` now (as the daemons bind it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def pick_free_ports(count: int, *, rng: random.Random | None = None) -> list[int]:
+    """`count` distinct ports on 127.0.0.1 that are free now, outside the ephemeral range.
+
+    Ports are drawn at random from 10000 up to the start of the ephemeral range, so two
+    clusters started side by side are unlikely to pick the same ones; each is verified by
+    binding it.  (Another program may still take a port before the daemon binds it; the
+    daemon then fails to start and says so in its log.)
+    """
+    rng = rng or random.Random()
+    low_ephemeral, high_ephemeral = _ephemeral_range()
+    if low_ephemeral > 10000 + 4 * count:
+        lo, hi = 10000, low_ephemeral - 1
+    else:  # an unusual configuration: fall back to the ports above the ephemeral range
+        lo, hi = high_ephemeral + 1, 65535
+    chosen: list[int] = []
+    for _ in range(200 * max(count, 1)):
+        if len(chosen) == count:
+            return chosen
+        port = rng.randint(lo, hi)
+        if port not in chosen and port_is_free(port):
+            chosen.append(port)
+    if len(chosen) == count:
+        return chosen
+    raise ClusterError(f"found only {len(chosen)} of {count} free ports in {lo}..{hi}")
+
+
+# --- one daemon ----------------------------------------------------------------------------------
+@dataclass
+class Daemon:
+    """One daemon of the cluster: how to start it, and its current process (if any)."""
+
+    name: str
+    ref: str
+    args: list[str]
+    data_dir: Path
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    log_file: IO[bytes] | None = field(default=None, repr=False)
+    starts: int = 0
+    #: Port of the daemon's Prometheus endpoint on 127.0.0.1, or None (metrics off).
+    metrics_port: int | None = None
+    #: The daemon's admin address (`pubsub chaos`), or None (admin listener off).
+    admin_ref: str | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.ref.rpartition(":")[2])
+
+    @property
+    def running(self) -> bool:
+        """Started and not (yet) exited."""
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.process is None else self.process.pid
+
+    def log_of_current_run(self) -> str:
+        """What the daemon logged since it was last started (after the cluster's banner)."""
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return text.rpartition(f" start #{self.starts} of {self.name} ---\n")[2]
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines of the daemon's log file (for error messages)."""
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def _status_problem(daemon: Daemon, exc: Exception) -> str:
+    return f"{daemon.name} ({daemon.ref}) does not answer status: {exc}"
+
+
+def poll(
+    problems: Callable[[], list[str]], timeout: float, what: str, interval: float = 0.1
+) -> float:
+    """Call `problems` every `interval` seconds until it returns []; the seconds it took.
+
+    ClusterTimeout (with the last problems, at most 15 of them) after `timeout` seconds.
+    """
+    start = time.monotonic()
+    deadline = start + timeout
+    while True:
+        found = problems()
+        if not found:
+            return time.monotonic() - start
+        if time.monotonic() > deadline:
+            shown = "\n  ".join(found[:15])
+            more = f"\n  ... and {len(found) - 15} more" if len(found) > 15 else ""
+            raise ClusterTimeout(
+                f"timed out after {timeout:g} s waiting for {what}; still wrong:\n  {shown}{more}"
+            )
+        time.sleep(interval)
