@@ -45,6 +45,7 @@ from pubsub.cli.common import ADDRESS, ConfigError, run_client
 from pubsub.client.library import ClientError
 from pubsub.client.run import publish_pipelined
 from pubsub.kernel.contracts import VerbForm
+from pubsub.kernel.message import Ref
 
 DEFAULT_CLIENT = "cli"
 
@@ -153,7 +154,7 @@ def broker_command(
     except (SettingsError, TopologyError) as exc:
         raise ConfigError(str(exc)) from None
     try:
-        run_broker(topo, settings, address, runtime_settings)
+        run_broker(topo, settings, Ref(address), runtime_settings)
     except OSError as exc:
         reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
         raise click.ClickException(f"broker {settings.broker_id} cannot listen on {address}: {reason}") from None

@@ -58,4 +58,4 @@ fi
     --driver-java-options "-Dlog4j2.configurationFile=file:$log4j" \
     --conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false \
     --conf spark.sql.shuffle.partitions=2 "${extra[@]}" ${SPARK_SUBMIT_ARGS:-} \
-    --py-files "$scratch/pubsub.zip" "$here/pubsub/ops/analysis/job.py" "$@"
+    --py-files "$scratch/pubsub.zip" "$here/pubsub/ops/analysis/submit.py" "$@"

@@ -24,6 +24,7 @@ from typing import Any
 from pubsub.kernel.control import Reply, StatusRequest
 from pubsub.ops.processes import (
     ADMIN_PORT_OFFSET,
+    CLI_TIMEOUT,
     HOST,
     METRICS_PORT_OFFSET,
     PROMETHEUS_TARGETS,
@@ -36,7 +37,6 @@ from pubsub.ops.processes import (
     pick_free_ports,
 )
 from pubsub.runtime.net import RequestError, request
-from pubsub.ops.processes import CLI_TIMEOUT
 
 
 class DaemonGroup:

@@ -282,7 +282,8 @@ def spark() -> Any:
 @pytest.fixture(scope="module")
 def batch_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     """The job, in batch mode, over the hand-built events plus a few unusable lines."""
-    from pubsub.ops.analysis.job import Options, run_analysis
+    from pubsub.ops.analysis.job import Options
+    from pubsub.ops.analysis.live import run_analysis
 
     run = tmp_path_factory.mktemp("run")
     ev.write_events(run / "events", ev.events(), "all", ev.BAD_LINES)
@@ -418,7 +419,8 @@ def test_report_has_real_png_plots(batch_run: tuple[Path, dict[str, Any]]) -> No
 
 
 def test_job_on_an_empty_run_writes_an_empty_report(spark: Any, tmp_path: Path) -> None:
-    from pubsub.ops.analysis.job import Options, run_analysis
+    from pubsub.ops.analysis.job import Options
+    from pubsub.ops.analysis.live import run_analysis
 
     (tmp_path / "events").mkdir()
     opts = Options(run_dir=tmp_path, out=tmp_path / "analysis", events_dir=tmp_path / "events")

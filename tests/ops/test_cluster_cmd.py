@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from pubsub.cli.cluster import DaemonEntry, daemons_of, is_running, read_manifest
+from pubsub.ops.detached import DaemonEntry, daemons_of, is_running, read_manifest
 from pubsub.ops.processes import poll, port_is_free
 
 pytestmark = pytest.mark.integration

@@ -11,13 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pubsub.ops.experiment.runner import (
-    MarkerRecord,
-    StatusCheck,
-    compare,
-    move_leftovers,
-    status_convergence,
-)
+from pubsub.ops.experiment.records import MarkerRecord, StatusCheck
+from pubsub.ops.experiment.results import compare, move_leftovers, status_convergence
 from pubsub.ops.experiment.scenario import (
     ScenarioError,
     load_scenario,

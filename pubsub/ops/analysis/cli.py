@@ -1,4 +1,4 @@
-"""The `pubsub analyze` command (also what ``spark-submit pubsub/ops/analysis/job.py`` runs).
+"""The `pubsub analyze` command (also what ``spark-submit pubsub/ops/analysis/submit.py`` runs).
 
 Importing this module does not import pyspark: the rest of the `pubsub` command works
 without the ``analysis`` extra, and `analyze` says what is missing when it is.
@@ -142,7 +142,8 @@ def analyze(
     for noisy in ("py4j", "matplotlib"):  # their INFO lines drown the job's own progress
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from pubsub.ops.analysis.javacheck import JavaError
-    from pubsub.ops.analysis.job import Options, run_analysis
+    from pubsub.ops.analysis.job import Options
+    from pubsub.ops.analysis.live import run_analysis
     from pubsub.ops.analysis.session import create_session
 
     opts = Options(

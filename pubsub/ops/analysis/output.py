@@ -157,7 +157,12 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    atomic_write(path, lambda f: f.write(data))
+    """Write `data` to `path` atomically."""
+
+    def write(f: IO[bytes]) -> None:
+        f.write(data)
+
+    atomic_write(path, write)
 
 
 def clean_json(value: Any) -> Any:

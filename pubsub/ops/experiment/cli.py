@@ -65,7 +65,9 @@ def run(scenario: str, run_dir: Path, analyze: bool, tolerance: float) -> None:
     RUN_DIR/analysis/report.html.  Exit status 1 if a topic never converged or the two
     measurements disagree.
     """
-    from pubsub.ops.experiment.runner import Experiment, ExperimentError, compare, run_analysis
+    from pubsub.ops.experiment.records import ExperimentError
+    from pubsub.ops.experiment.results import compare, run_analysis
+    from pubsub.ops.experiment.runner import Experiment
     from pubsub.ops.processes import ClusterError
 
     def progress(line: str) -> None:
