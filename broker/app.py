@@ -14,9 +14,9 @@ left out and must equal the file's address when given.  The daemon
   counted as ``rejected_peer_message``);
 * every t_w seconds reports each output queue's length and the messages that entered and
   left it during the window to ``core.link_status`` -- the Link Status Table of §9.2, so that
-  IDR (Alg. 4, Eq. 3) sees real congestion; ``--link-rate x,i=R`` (or `BrokerControl` at run
-  time) throttles one outgoing link to R messages per second so that congestion can be
-  produced on purpose;
+  IDR (Alg. 4, Eq. 3) sees real congestion; ``--link-rate x,i=R`` (or, at run
+  time, the admin action ``link_rate``, `broker.faults`) throttles one outgoing link to R
+  messages per second so that congestion can be produced on purpose;
 * sends a `broker.cores.control.BrokerHeartbeat` to every neighbour every ``--heartbeat`` seconds,
   so that a dead neighbour is reported unreachable by the runtime even when nothing else is
   sent to it.
@@ -67,7 +67,9 @@ import uvloop
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from broker.cores.control import CONTROL_ACTIONS, BrokerControl, BrokerHeartbeat
+from broker.cores.control import BrokerHeartbeat
+from broker.faults import broker_actions
+from broker.telemetry import broker_instrument
 from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW, BrokerCore
 from broker.links import OutLink
 from broker.cores.messages import (
@@ -97,7 +99,8 @@ from broker.cores.topology import BrokerId, Scot, TopologyError, parse_broker_id
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref, Send
 from pubsub.runtime.net import ClientSession, Runtime, Stats
-from pubsub.runtime.settings import ENV_PREFIX, RuntimeSettings, SettingsError
+from pubsub.runtime.host import Daemon, host
+from pubsub.runtime.settings import ENV_PREFIX, AdminSettings, RuntimeSettings, SettingsError, TelemetrySettings
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +111,8 @@ MAX_ID_CHARS = 256
 #: Entries of the CLT / SRT lists shown in a status reply (the sizes are always exact).
 STATUS_TABLE_ROWS = 64
 #: Broker-to-broker messages each protocol accepts from peers.
+#: Publication copies between brokers (counted as routed).
+PUBLICATIONS = (ScotPublish, PadresPublish)
 PEER_MESSAGES: dict[str, frozenset[type]] = {
     "octopia": frozenset(
         {ScotAdvertise, ScotUnadvertise, CivSet, CivUnset, ScotSubscribe, ScotUnsubscribe, ScotPublish}
@@ -282,6 +287,10 @@ class BrokerApp:
         self._next_session = 0
         self._next_pid = 0
         self._last_heartbeat = float("-inf")
+        #: Timeout actions run so far (the ``interval`` of events).
+        self.intervals = 0
+        #: Telemetry (`broker.telemetry`): told when a Timeout ran.
+        self.observers: list[Any] = []
 
     # --- start-up ----------------------------------------------------------------------------
     def attach(self, runtime: Runtime) -> None:
@@ -341,6 +350,13 @@ class BrokerApp:
             for link in self.links.values():
                 self.runtime.send(Ref(link.address), BrokerHeartbeat(self.me))
         self._route(self.core.timeout(now))
+        self.intervals += 1
+        for observer in self.observers:
+            try:
+                observer.ticked()
+            except Exception:  # noqa: BLE001 - telemetry must not stop the broker
+                self.stats.error("telemetry_error")
+                log.exception("%s: telemetry failed", self.me)
         return []
 
     def peer_unreachable(self, ref: Ref, now: float) -> list[Send]:
@@ -363,9 +379,6 @@ class BrokerApp:
         """Every request on a client connection; answered here, exactly one frame each."""
         if isinstance(msg, StatusRequest):
             return None  # `control` answers
-        if isinstance(msg, BrokerControl):
-            session.send(self._control_action(msg))
-            return []
         if not isinstance(msg, (ClientAdvertise, ClientUnadvertise, ClientSubscribe, ClientUnsubscribe, ClientPublish)):
             self.counters["unsupported_client_request"] += 1
             session.send(ErrorReply(code="unsupported", detail=f"a broker does not serve {msg.kind!r}"))
@@ -464,29 +477,6 @@ class BrokerApp:
             body.update(op="publish", pid=op.pid, client=op.client)
         return body
 
-    def _control_action(self, msg: BrokerControl) -> Message:
-        if msg.action != "link_rate":
-            return ErrorReply(
-                code="unsupported", detail=f"unknown control action {msg.action!r} (known: {list(CONTROL_ACTIONS)})"
-            )
-        link_id = msg.params.get("link")
-        rate = msg.params.get("rate")
-        link = self.links.get(link_id) if isinstance(link_id, str) else None
-        if link is None:
-            return ErrorReply(
-                code="bad_link",
-                detail=f"{str(link_id)[:60]!r} is not a neighbour of {self.me} "
-                f"(neighbours: {', '.join(self.links)})",
-            )
-        if rate is not None and (
-            isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate < float("inf")
-        ):
-            return ErrorReply(code="bad_rate", detail=f"a link rate is a number > 0 or null, not {rate!r}")
-        link.set_rate(None if rate is None else float(rate))
-        self.counters["link_rate_changes"] += 1
-        log.info("%s: link to %s limited to %s messages/s", self.me, link_id, rate)
-        return Reply(body={"ok": True, "op": "link_rate", "link": link_id, "rate": link.rate})
-
     # --- routing the core's sends --------------------------------------------------------------
     def _route(self, sends: Iterable[Send]) -> None:
         """Core sends: to a neighbour's output queue, or to a client connection."""
@@ -500,6 +490,8 @@ class BrokerApp:
                 continue
             if not link.put(msg):
                 self.counters["dropped_queue_full"] += 1
+            elif isinstance(msg, PUBLICATIONS):
+                self.counters["routed_publications"] += 1
 
     def _to_client(self, dest: str, msg: Message) -> None:
         session = self._sessions.get(dest)
@@ -523,6 +515,24 @@ class BrokerApp:
             return "up"
         return "unreachable" if bid in self.unreachable else "idle"
 
+    def table_sizes(self) -> dict[str, int | None]:
+        """CLT, SRT and PRT sizes (None where the protocol has no such table)."""
+        body = self.core.status()
+        return {"clt": body.get("clt_size"), "srt": body.get("srt_size"), "prt": body.get("prt_size")}
+
+    def client_counts(self) -> dict[str, int]:
+        """Client connections, their subscriptions, and this broker's advertisements."""
+        return {
+            "connections": len(self._sessions),
+            "subscriptions": sum(len(s) for s in self._session_subs.values()),
+            "advertisements": len(self.core.local_advs),
+        }
+
+    def refusals(self) -> dict[str, int]:
+        """Refused client operations by code (the core's and the daemon's)."""
+        merged = dict(self.core.counters) | dict(self.counters)
+        return {k.removeprefix("refused_"): v for k, v in sorted(merged.items()) if k.startswith("refused_")}
+
     def status(self) -> dict[str, Any]:
         """The status reply body (README: SCOT broker mode, status JSON)."""
         body = dict(self.core.status())
@@ -544,11 +554,6 @@ class BrokerApp:
             entry["last_heard_s"] = None if heard is None else round(now - heard, 3)
             links[bid] = entry
         core_counters = dict(self.core.counters)
-        refused = {
-            k.removeprefix("refused_"): v
-            for k, v in sorted((core_counters | dict(self.counters)).items())
-            if k.startswith("refused_")
-        }
         body.update(
             ref=self.ref,
             settings={
@@ -558,20 +563,12 @@ class BrokerApp:
                 "tw": self.settings.broker_tw,
                 "heartbeat": self.settings.broker_heartbeat,
             },
-            tables={
-                "clt": body.get("clt_size"),
-                "srt": body.get("srt_size"),
-                "prt": body.get("prt_size"),
-            },
+            tables=self.table_sizes(),
             links=links,
             unreachable=sorted(b for b in self.links if self.link_state(b) == "unreachable"),
-            clients={
-                "connections": len(self._sessions),
-                "subscriptions": sum(len(s) for s in self._session_subs.values()),
-                "advertisements": len(self.core.local_advs),
-            },
+            clients=self.client_counts(),
             idr={f"case_{n}": core_counters.get(f"idr_case_{n}", 0) for n in (1, 2, 3)},
-            refused=refused,
+            refused=self.refusals(),
             daemon_counters=dict(sorted(self.counters.items())),
             messages={
                 "in": dict(sorted(self.stats.frames_in.items())),
@@ -589,10 +586,16 @@ class BrokerApp:
 
 
 async def serve_broker(
-    topo: Scot, settings: BrokerSettings, listen: Ref, runtime_settings: RuntimeSettings
+    topo: Scot,
+    settings: BrokerSettings,
+    listen: Ref,
+    runtime_settings: RuntimeSettings,
+    telemetry: TelemetrySettings | None = None,
+    admin: AdminSettings | None = None,
 ) -> None:
-    """Run broker `settings.broker_id` on `listen` until SIGTERM/SIGINT (OSError when the
-    address cannot be bound)."""
+    """Run broker `settings.broker_id` on `listen` until SIGTERM/SIGINT, through the daemon
+    host (metrics, events, admin listener as `telemetry` and `admin` ask).  OSError when the
+    address cannot be bound; MetricsError, EventsError or AdminError as the host raises."""
     stats = Stats()
     app = BrokerApp(topo, settings, stats, listen)
     runtime = Runtime(app, runtime_settings, stats=stats)
@@ -604,12 +607,26 @@ async def serve_broker(
         f", {settings.broker_routing}" if settings.broker_protocol == "octopia" else "",
         len(topo),
     )
-    await runtime.serve_until_signal()
+    daemon = Daemon(
+        role="broker",
+        app=app,
+        runtime=runtime,
+        instrument=broker_instrument(app, stats),
+        actions=broker_actions(app),
+    )
+    await host(daemon, telemetry, admin)
 
 
-def run_broker(topo: Scot, settings: BrokerSettings, listen: Ref, runtime_settings: RuntimeSettings) -> None:
+def run_broker(
+    topo: Scot,
+    settings: BrokerSettings,
+    listen: Ref,
+    runtime_settings: RuntimeSettings,
+    telemetry: TelemetrySettings | None = None,
+    admin: AdminSettings | None = None,
+) -> None:
     """`serve_broker` on a fresh uvloop event loop."""
-    uvloop.run(serve_broker(topo, settings, listen, runtime_settings))
+    uvloop.run(serve_broker(topo, settings, listen, runtime_settings, telemetry, admin))
 
 
 __all__ = [

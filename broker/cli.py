@@ -4,9 +4,10 @@ New commands::
 
     pubsub broker --topology FILE --id x,i [--listen HOST:PORT] [--protocol octopia|padres]
                   [--routing idr|spr] [--tau T] [--tw S] [--link-rate x,i=R ...] [--heartbeat S]
+                  [--metrics-port PORT] [--events-dir DIR] [--admin-listen HOST:PORT]
     pubsub advertise   --broker HOST:PORT --filter FILTER [--id ID] [--client C]
     pubsub unadvertise --broker HOST:PORT (--id ID | --filter FILTER) [--client C]
-    pubsub link-rate   --broker HOST:PORT x,i=R | x,i=off
+    pubsub link-rate   --admin HOST:PORT x,i=R | x,i=off      (the broker's admin listener)
 
 and ``--broker`` added to three existing commands, switching them to broker mode::
 
@@ -29,8 +30,8 @@ advertisements a publication must conform to; advertisements persist at the brok
 
 from __future__ import annotations
 
+import asyncio
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,7 +42,8 @@ import click
 from broker.client import BrokerClient, advertisement_id, to_attrs, to_filter
 from broker.cores.language import FilterError, attrs_to_text, parse_filter
 from broker.cores.messages import Deliver
-from pubsub.cli.common import ADDRESS, ConfigError, run_client
+from pubsub.cli.common import ADDRESS, ConfigError, admin_options, run_client, run_daemon, telemetry_options
+from pubsub.runtime.settings import AdminSettings, TelemetrySettings
 from pubsub.client.library import ClientError
 from pubsub.client.run import publish_pipelined
 from pubsub.kernel.contracts import VerbForm
@@ -100,6 +102,8 @@ CLIENT_OPTION = click.option(
 @click.option("--heartbeat", type=float, default=None, metavar="S",
               help="Seconds between heartbeats to the neighbours, which reveal dead ones "
               "(0: off; default 0.5; env PUBSUB_BROKER_HEARTBEAT).")
+@telemetry_options
+@admin_options
 def broker_command(
     topology: Path | None,
     broker_id: str | None,
@@ -110,6 +114,8 @@ def broker_command(
     tw: float | None,
     link_rates: tuple[str, ...],
     heartbeat: float | None,
+    telemetry: TelemetrySettings,
+    admin: AdminSettings,
 ) -> None:
     """Run SCOT broker x,i (OctopiA, §6-§9) until SIGTERM or SIGINT.
 
@@ -153,13 +159,11 @@ def broker_command(
         runtime_settings = load(RuntimeSettings, {})
     except (SettingsError, TopologyError) as exc:
         raise ConfigError(str(exc)) from None
-    try:
-        run_broker(topo, settings, Ref(address), runtime_settings)
-    except OSError as exc:
-        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
-        raise click.ClickException(f"broker {settings.broker_id} cannot listen on {address}: {reason}") from None
-    except KeyboardInterrupt:
-        pass
+    run_daemon(
+        f"broker {settings.broker_id}",
+        address,
+        lambda: run_broker(topo, settings, Ref(address), runtime_settings, telemetry, admin),
+    )
 
 
 # --- advertise / unadvertise / link-rate ------------------------------------------------------------
@@ -214,13 +218,17 @@ def unadvertise_command(
 
 
 @click.command("link-rate")
-@click.option("--broker", "broker_ref", type=ADDRESS, required=True, help="The broker whose link to limit.")
+@click.option("--admin", "admin_ref", type=ADDRESS, required=True,
+              help="The broker's admin address (its --admin-listen).")
 @click.argument("setting", metavar="x,i=R|x,i=off")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=5.0, show_default=True,
               metavar="S", help="Seconds to wait for the broker's answer.")
-def link_rate_command(broker_ref: str, setting: str, timeout: float) -> None:
+def link_rate_command(admin_ref: str, setting: str, timeout: float) -> None:
     """Limit (or with "off" unlimit) the broker's output link to neighbour x,i to R messages
-    per second, e.g. to congest an iLink on purpose and watch scotIDR route around it."""
+    per second, e.g. to congest an iLink on purpose and watch scotIDR route around it.
+
+    An operator's action: it goes to the broker's admin listener (`pubsub broker
+    --admin-listen HOST:PORT`), never to its client port."""
     from broker.app import parse_link_rate
 
     link, _, value = setting.rpartition("=")
@@ -233,13 +241,16 @@ def link_rate_command(broker_ref: str, setting: str, timeout: float) -> None:
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="x,i=R") from None
 
-    async def run() -> None:
-        async with BrokerClient(broker_ref, timeout=timeout) as client:
-            body = await client.set_link_rate(link, rate)
-        shown = "no limit" if body.get("rate") is None else f"{body['rate']:g} messages/s"
-        click.echo(f"{broker_ref}: link to {link}: {shown}")
+    from pubsub.runtime.admin import admin_request
+    from pubsub.runtime.adminparams import ChaosError
+    from pubsub.runtime.net import RequestError
 
-    run_client(run)
+    try:
+        body = asyncio.run(admin_request(admin_ref, "link_rate", {"link": link, "rate": rate}, timeout))
+    except (ChaosError, RequestError) as exc:
+        raise click.ClickException(f"{admin_ref}: {exc}") from None
+    shown = "no limit" if body.get("rate") is None else f"{body['rate']:g} messages/s"
+    click.echo(f"{admin_ref}: link to {link}: {shown}")
 
 
 # --- broker mode of subscribe / publish / status ----------------------------------------------------

@@ -40,7 +40,6 @@ from typing import Any
 
 import xxhash
 
-from broker.cores.control import BrokerControl
 from broker.cores.language import (
     Filter,
     FilterError,
@@ -321,13 +320,6 @@ class BrokerClient:
     async def status(self) -> dict[str, Any]:
         """The broker's status (README: SCOT broker mode)."""
         return await self._request(StatusRequest(), "status")
-
-    async def set_link_rate(self, link: str, rate: float | None) -> dict[str, Any]:
-        """Limit the broker's output link towards neighbour `link` to `rate` messages per
-        second (None: no limit)."""
-        return await self._request(
-            BrokerControl("link_rate", {"link": link, "rate": rate}), f"link rate of {link}"
-        )
 
 
 __all__ = [

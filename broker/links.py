@@ -4,7 +4,7 @@ The broker daemon (`broker.app`) hands every message its core sends to a neighbo
 neighbour's `OutLink`.  The link's output queue, in the sense of §9.2, is two queues in a row:
 
 1. this object's own queue, which exists only while the link is rate limited
-   (``--link-rate x,i=R`` or a `broker.cores.control.BrokerControl` at run time): a pump task
+   (``--link-rate x,i=R``, or the admin action ``link_rate`` at run time, `broker.faults`): a pump task
    moves at most R messages per second from it into
 2. the network runtime's per-peer send queue (`pubsub.runtime.net`), from which the writer task puts
    frames on the TCP connection as fast as the peer reads them.

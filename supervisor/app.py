@@ -10,7 +10,8 @@ after the next call; the failure is counted as ``store_error`` and logged.
 Clients may ask for status (StatusRequest): the core's status plus the runtime's counters
 under "stats".  Nothing else is accepted from clients.
 
-Telemetry (`pubsub.telemetry.metrics.Telemetry`, optional): the app counts configuration requests and
+Telemetry (`supervisor.telemetry`, through the daemon host `pubsub.runtime.host`): the app
+counts configuration requests and
 SetData sends for the metrics, and tells its observers which topics' databases changed and
 when a Timeout ran (``supervisor`` and ``messages`` events, docs/events.md).
 """
@@ -27,8 +28,9 @@ import uvloop
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref, Send
 from pubsub.skipring.messages import GetConfiguration, SetData
-from pubsub.telemetry.metrics import Telemetry
-from pubsub.runtime.admin import open_admin
+from pubsub.runtime.host import Daemon, host
+from supervisor.faults import supervisor_actions
+from supervisor.telemetry import supervisor_instrument
 from pubsub.runtime.net import Runtime, Stats
 from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
 from supervisor.settings import SupervisorSettings
@@ -148,18 +150,15 @@ async def serve_supervisor(
         log.info("%s: loaded %d members from %s", listen, len(rows), store.path)
         stats = Stats()
         app = SupervisorApp(listen, core, store, stats)
-        extras = await Telemetry.start(
-            "supervisor", app, stats, telemetry or TelemetrySettings()
+        daemon = Daemon(
+            role="supervisor",
+            app=app,
+            runtime=Runtime(app, runtime_settings, stats=stats),
+            instrument=supervisor_instrument(app, stats),
+            actions=supervisor_actions(app),
+            on_stop=app.flush,
         )
-        runtime = Runtime(app, runtime_settings, stats=stats)
-        admin_server = open_admin(admin, runtime, supervisor=app, events=extras.events)
-        try:
-            await runtime.serve_until_signal(
-                on_start=None if admin_server is None else admin_server.start
-            )
-            app.flush()
-        finally:
-            await extras.stop()
+        await host(daemon, telemetry, admin)
     finally:
         store.close()
 

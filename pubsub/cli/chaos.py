@@ -119,7 +119,8 @@ def _run(
     members: bool = False,
 ) -> None:
     """Ask every admin who it is, then apply `action` to each; print; exit 1 on failure."""
-    from pubsub.runtime.admin import ChaosError, admin_request, new_marker_id
+    from pubsub.runtime.admin import admin_request
+    from pubsub.runtime.adminparams import ChaosError, new_marker_id
     from pubsub.runtime.net import RequestError
 
     marker = marker_id or new_marker_id(action)
@@ -181,7 +182,8 @@ def _print(
               show_default=True, metavar="S", help="Seconds to wait for each daemon's reply.")
 def info(admins: list[str], as_json: bool, timeout: float) -> None:
     """Show who answers on each admin address and which network faults are in force."""
-    from pubsub.runtime.admin import ChaosError, admin_request
+    from pubsub.runtime.admin import admin_request
+    from pubsub.runtime.adminparams import ChaosError
     from pubsub.runtime.net import RequestError
 
     async def run() -> list[dict[str, Any]]:

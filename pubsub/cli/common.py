@@ -193,7 +193,7 @@ def run_daemon(what: str, listen: str, run: Any) -> None:
     """Run a daemon; turn start-up failures into one-line errors."""
     from pubsub.node.app import TopicFileError
     from pubsub.node.store import StoreError as PublicationStoreError
-    from pubsub.runtime.admin import AdminError
+    from pubsub.runtime.adminserver import AdminError
     from pubsub.telemetry.events import EventsError
     from pubsub.telemetry.metrics import MetricsError
     from supervisor.store import StoreError

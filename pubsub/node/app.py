@@ -21,7 +21,8 @@ transaction per event-loop pass (group commit); only then are they numbered for 
 streamed to followers, acknowledged to publishers and -- for publications issued or
 handed over here -- flooded.  At start every stored topic's trie is rebuilt from the store.
 
-Telemetry (`pubsub.telemetry.metrics.Telemetry`, optional): observers in ``observers`` hear about
+Telemetry (`pubsub.node.telemetry`, through the daemon host `pubsub.runtime.host`): observers
+in ``observers`` hear about
 every state change (``touched``), every Timeout (``ticked``) and every commit (``stored``,
 the rows written); they emit the event stream and count deliveries for the metrics.  A
 publication issued here is stamped with the wall clock (``published_ms``) when accepted.
@@ -73,10 +74,11 @@ from pubsub.skipring.messages import (
     PublishFailed,
     PublishRequest,
 )
-from pubsub.runtime.admin import open_admin
+from pubsub.node.faults import node_actions
+from pubsub.node.telemetry import node_instrument
+from pubsub.runtime.host import Daemon, host
 from pubsub.runtime.net import ClientSession, LogLimiter, Runtime, Stats
 from pubsub.skipring.nodecore import NodeCore
-from pubsub.telemetry.metrics import Telemetry
 from pubsub.node.settings import DEFAULT_MAX_PAYLOAD_BYTES, FRAME_OVERHEAD, NodeSettings
 from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
 from pubsub.node.store import NewRow, PublicationStore, StoreError
@@ -595,21 +597,16 @@ async def serve_node(
             handover_timeout=settings.handover_timeout,
             handover_attempts=settings.handover_attempts,
         )
-        initial = app.rejoin()
-        runtime = Runtime(app, runtime_settings, stats=stats)
-        extras = await Telemetry.start("node", app, stats, telemetry or TelemetrySettings())
-        admin_server = open_admin(admin, runtime, node=app, events=extras.events)
-
-        def started() -> None:
-            runtime.dispatch(initial)
-            if admin_server is not None:
-                admin_server.start()
-
-        try:
-            await runtime.serve_until_signal(on_start=started)
-            app.flush()
-        finally:
-            await extras.stop()
+        daemon = Daemon(
+            role="node",
+            app=app,
+            runtime=Runtime(app, runtime_settings, stats=stats),
+            instrument=node_instrument(app, stats),
+            actions=node_actions(app),
+            initial=app.rejoin(),
+            on_stop=app.flush,
+        )
+        await host(daemon, telemetry, admin)
     finally:
         store.close()
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pubsub.kernel.wire import DEFAULT_MAX_FRAME
 
 ENV_PREFIX = "PUBSUB_"
 class SettingsError(ValueError):

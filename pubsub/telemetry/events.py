@@ -40,7 +40,7 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -51,8 +51,6 @@ INPROGRESS = ".inprogress"
 SUFFIX = ".jsonl"
 #: Bytes of Python's write buffer per file.
 BUFFER_BYTES = 64 * 1024
-#: How `Stored.via` / `Arrival.via` values are named in delivery events.
-VIA_NAMES = {"anti-entropy": "antientropy"}
 
 
 class EventsError(RuntimeError):
@@ -343,39 +341,6 @@ def _pair(value: object) -> list[str] | None:
     return None
 
 
-def node_snapshot(entry: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The state fields of a ``snapshot`` event from one topic of ``status --node``
-    (None: the node does not run the topic)."""
-    if entry is None:
-        return {
-            "member": False,
-            "leaving": False,
-            "label": None,
-            "left": None,
-            "right": None,
-            "ring": None,
-            "shortcuts": {},
-            "trie_root": "",
-            "trie_size": 0,
-        }
-    pubs = entry.get("publications") or {}
-    size = int(pubs.get("count", 0) or 0)
-    root = pubs.get("root")
-    root_hex = str(root[1]) if size and isinstance(root, (list, tuple)) and len(root) == 2 else ""
-    shortcuts = entry.get("shortcuts") or {}
-    return {
-        "member": True,
-        "leaving": bool(entry.get("leaving", False)),
-        "label": entry.get("label"),
-        "left": _pair(entry.get("left")),
-        "right": _pair(entry.get("right")),
-        "ring": _pair(entry.get("ring")),
-        "shortcuts": {str(k): v for k, v in sorted(shortcuts.items())},
-        "trie_root": root_hex,
-        "trie_size": size,
-    }
-
-
 class _SnapshotObserver(Observer):
     """Shared machinery: change checks once per loop pass, periodic snapshots, messages.
 
@@ -449,76 +414,3 @@ class _SnapshotObserver(Observer):
         self.writer.close()
 
 
-class NodeEvents(_SnapshotObserver):
-    """``snapshot``, ``messages`` and ``delivery`` events of a node daemon (`NodeApp`)."""
-
-    kind = "snapshot"
-
-    def touched(self) -> None:
-        self._schedule()
-
-    def _states(self, topics: Iterable[str] | None) -> dict[str, dict[str, Any]]:
-        running = self.app.core.status().get("topics") or {}
-        names = (set(running) | set(self._last)) if topics is None else set(topics)
-        return {t: node_snapshot(running.get(t)) for t in sorted(names)}
-
-    def _gone(self, state: dict[str, Any]) -> bool:
-        return not state["member"]
-
-    def stored(self, rows: Sequence[Any]) -> None:
-        for row in rows:
-            p = row.publication
-            self.writer.emit(
-                "delivery",
-                topic=row.topic,
-                key=p.key.hex(),
-                publisher=p.publisher,
-                seq=p.seq,
-                published_ts=p.published_ms / 1000 if p.published_ms else None,
-                delivered_ts=row.stored_at_ms / 1000,
-                via=VIA_NAMES.get(row.via, row.via),
-                hops=row.hops,
-            )
-        self._schedule()
-
-
-class SupervisorEvents(_SnapshotObserver):
-    """``supervisor`` and ``messages`` events of the supervisor daemon (`SupervisorApp`).
-
-    Changes are learnt from the database journal (`changed`), so a check looks only at
-    the topics that changed; `start` reports every topic of the loaded database.
-    """
-
-    kind = "supervisor"
-
-    def __init__(self, writer: EventWriter, app: Any, stats: Any, snapshot_every: int) -> None:
-        super().__init__(writer, app, stats, snapshot_every)
-        self._dirty: set[str] = set()
-
-    def start(self) -> None:
-        self._check(None)
-
-    def changed(self, topics: Iterable[str]) -> None:
-        self._dirty.update(topics)
-        if self._dirty:
-            self._schedule()
-
-    def _pending_topics(self) -> Iterable[str] | None:
-        dirty, self._dirty = self._dirty, set()
-        return dirty
-
-    def _states(self, topics: Iterable[str] | None) -> dict[str, dict[str, Any]]:
-        running = self.app.core.status().get("topics") or {}
-        names = (set(running) | set(self._last)) if topics is None else set(topics)
-        out: dict[str, dict[str, Any]] = {}
-        for topic in sorted(names):
-            entry = running.get(topic) or {}
-            out[topic] = {
-                "n": int(entry.get("n", 0)),
-                "legitimate_database": bool(entry.get("legitimate_database", True)),
-                "members": [[m.get("label"), m.get("ref")] for m in entry.get("members", [])],
-            }
-        return out
-
-    def _gone(self, state: dict[str, Any]) -> bool:
-        return state["n"] == 0

@@ -44,8 +44,8 @@ from prometheus_client.metrics_core import (
     HistogramMetricFamily,
     Metric,
 )
+from pubsub.telemetry.events import EventWriter
 
-from pubsub.telemetry.events import VIA_NAMES, EventWriter, NodeEvents, Observer, SupervisorEvents
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,6 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 )
-#: Arrival paths of a stored publication, as label values.
-VIAS = ("local", "handover", "flood", "antientropy")
 #: Seconds a client of the metrics endpoint may take to send its request.
 REQUEST_TIMEOUT = 5.0
 #: Longest request head (request line and headers) the endpoint reads.
@@ -114,26 +112,6 @@ class LatencyHistogram:
 
 def _bound(value: float) -> str:
     return "+Inf" if value == float("inf") else repr(float(value))
-
-
-class DeliveryMetrics(Observer):
-    """Publications a node stored for the first time, by arrival path, and their latency
-    from ``published_ms`` (when the first node accepted it) to this node's commit."""
-
-    def __init__(self) -> None:
-        self.delivered: Counter[str] = Counter()
-        self.latency = LatencyHistogram()
-        self.unknown_published = 0
-
-    def stored(self, rows: Sequence[Any]) -> None:
-        for row in rows:
-            via = VIA_NAMES.get(row.via, row.via)
-            self.delivered[via] += 1
-            published = row.publication.published_ms
-            if published:
-                self.latency.observe(via, max(0.0, (row.stored_at_ms - published) / 1000))
-            else:
-                self.unknown_published += 1
 
 
 # ------------------------------------------------------------------------------- collectors
@@ -240,180 +218,6 @@ class RuntimeCollector:
             )
 
 
-def _degree(ref: str, entry: Mapping[str, Any]) -> int:
-    """Distinct other nodes one topic's state references (ring, list and shortcut edges)."""
-    refs: set[str] = set()
-    for key in ("left", "right", "ring"):
-        pair = entry.get(key)
-        if isinstance(pair, (list, tuple)) and len(pair) == 2 and pair[1] is not None:
-            refs.add(str(pair[1]))
-    for holder in (entry.get("shortcuts") or {}).values():
-        if holder is not None:
-            refs.add(str(holder))
-    refs.discard(ref)
-    return len(refs)
-
-
-class NodeCollector:
-    """A node's per-topic state and publication counters (`pubsub.node.app.NodeApp`)."""
-
-    def __init__(self, app: Any, topics: TopicLabels, deliveries: DeliveryMetrics) -> None:
-        self.app = app
-        self.topics = topics
-        self.deliveries = deliveries
-
-    def describe(self) -> list[Metric]:
-        return []
-
-    def collect(self) -> Iterator[Metric]:
-        app = self.app
-        status = app.core.status()
-        running: Mapping[str, Any] = status.get("topics") or {}
-        length: dict[str, int] = {}
-        degree: Counter[str] = Counter()
-        trie: Counter[str] = Counter()
-        for topic, entry in sorted(running.items()):
-            value = self.topics(topic)
-            bits = entry.get("label")
-            length[value] = max(length.get(value, 0), len(bits) if bits else 0)
-            degree[value] += _degree(app.ref, entry)
-            trie[value] += int((entry.get("publications") or {}).get("count", 0) or 0)
-        yield _gauge("pubsub_node_topics", "Topics this node runs.", len(running))
-        yield _by_label(
-            GaugeMetricFamily(
-                "pubsub_node_label_length",
-                "Length of this node's label in the topic's skip ring (0 while it has none).",
-                labels=["topic"],
-            ),
-            length,
-        )
-        yield _by_label(
-            GaugeMetricFamily(
-                "pubsub_node_degree",
-                "Distinct nodes this node references for the topic (ring and shortcut edges).",
-                labels=["topic"],
-            ),
-            degree,
-        )
-        yield _by_label(
-            GaugeMetricFamily(
-                "pubsub_trie_publications", "Publications in the topic's Patricia trie.",
-                labels=["topic"],
-            ),
-            trie,
-        )
-        counters = app.core.publication_counters()
-        yield _counter(
-            "pubsub_antientropy_rounds", "Anti-entropy rounds started (CheckTrie of the root).",
-            counters.get("rounds", 0),
-        )
-        yield _counter(
-            "pubsub_antientropy_repairs",
-            "Publications received through anti-entropy (Publish) that were missing here.",
-            counters.get("repairs", 0),
-        )
-        rejected = {
-            key.removeprefix("rejected_"): value
-            for key, value in counters.items()
-            if key.startswith("rejected_") and key != "rejected_malformed"
-        }
-        yield _by_label(
-            CounterMetricFamily(
-                "pubsub_publications_rejected",
-                "Malformed publication messages rejected, by reason.",
-                labels=["reason"],
-            ),
-            rejected,
-        )
-        yield _by_label(
-            CounterMetricFamily(
-                "pubsub_publications_delivered",
-                "Publications this node stored for the first time (durably), by arrival path.",
-                labels=["via"],
-            ),
-            {via: self.deliveries.delivered.get(via, 0) for via in VIAS}
-            | dict(self.deliveries.delivered),
-        )
-        yield self.deliveries.latency.family(
-            "pubsub_delivery_latency_seconds",
-            "Seconds from a publication's acceptance by its first node (published_ms) to "
-            "its commit at this node, by arrival path.",
-        )
-        yield _counter(
-            "pubsub_client_deliveries", "Delivery frames written to client streams.",
-            app.deliveries.delivered,
-        )
-        yield _gauge(
-            "pubsub_client_streams", "Open client streams (Follow).",
-            sum(app.deliveries.counts().values()),
-        )
-        yield _counter("pubsub_store_commits", "Store transactions since the start.",
-                       app.store.commits)
-
-
-class SupervisorCollector:
-    """The supervisor's databases and its configuration traffic."""
-
-    def __init__(self, app: Any, topics: TopicLabels) -> None:
-        self.app = app
-        self.topics = topics
-
-    def describe(self) -> list[Metric]:
-        return []
-
-    def collect(self) -> Iterator[Metric]:
-        app = self.app
-        status = app.core.status()
-        running: Mapping[str, Any] = status.get("topics") or {}
-        members: Counter[str] = Counter()
-        legit: dict[str, int] = {}
-        for topic, entry in sorted(running.items()):
-            value = self.topics(topic)
-            members[value] += int(entry.get("n", 0))
-            ok = 1 if entry.get("legitimate_database") else 0
-            legit[value] = min(legit.get(value, 1), ok)
-        yield _gauge("pubsub_supervisor_topics", "Topics in the supervisor's database.",
-                     len(running))
-        yield _by_label(
-            GaugeMetricFamily(
-                "pubsub_topic_members", "Subscribers in the topic's database (n).",
-                labels=["topic"],
-            ),
-            members,
-        )
-        yield _by_label(
-            GaugeMetricFamily(
-                "pubsub_topic_legitimate_database",
-                "1 when the topic's labels are exactly l(0..n-1), each with its own subscriber.",
-                labels=["topic"],
-            ),
-            legit,
-        )
-        counters = getattr(app, "counters", {})
-        yield _counter(
-            "pubsub_supervisor_configuration_requests",
-            "GetConfiguration requests received.",
-            counters.get("configuration_requests", 0),
-        )
-        sent = CounterMetricFamily(
-            "pubsub_supervisor_configurations_sent",
-            "SetData sent: kind=configuration (a label and neighbours) or kind=none (⊥: not "
-            "a member, or permission to leave).",
-            labels=["kind"],
-        )
-        sent.add_metric(["configuration"], counters.get("configurations_sent", 0))
-        sent.add_metric(["none"], counters.get("configurations_none", 0))
-        yield sent
-        yield _counter(
-            "pubsub_supervisor_crashes_detected", "Subscribers removed as crashed.",
-            int(status.get("crashes_detected", 0)),
-        )
-        yield _gauge(
-            "pubsub_supervisor_suspects", "Subscribers being probed after a crash hint.",
-            len(status.get("suspects") or ()),
-        )
-
-
 def registry_for(*collectors: Any) -> CollectorRegistry:
     """A registry of its own (not the global one) holding `collectors`."""
     registry = CollectorRegistry(auto_describe=False)
@@ -503,73 +307,6 @@ class MetricsServer:
             writer.close()
             if task is not None:
                 self._tasks.discard(task)
-
-
-# ------------------------------------------------------------------------------- wiring
-class Telemetry:
-    """The metrics endpoint and the event stream of one daemon, as `settings` ask.
-
-    ``await Telemetry.start("node", app, stats, settings)`` adds the observers to
-    ``app.observers`` and starts the endpoint; ``await telemetry.stop()`` closes the event
-    stream (the last file is moved into place) and the endpoint.
-    """
-
-    def __init__(self) -> None:
-        self.server: MetricsServer | None = None
-        self.registry: CollectorRegistry | None = None
-        self.events: EventWriter | None = None
-        self.observers: list[Observer] = []
-
-    @classmethod
-    async def start(cls, role: str, app: Any, stats: Any, settings: Any) -> Telemetry:
-        """MetricsError / EventsError (one line) when the endpoint or run dir is unusable."""
-        self = cls()
-        observers: list[Observer] = getattr(app, "observers", [])
-        topics = TopicLabels(settings.metrics_max_topics)
-        runtime = RuntimeCollector(stats, role, app.ref, app)
-        if role == "node":
-            deliveries = DeliveryMetrics()
-            collectors: list[Any] = [runtime, NodeCollector(app, topics, deliveries)]
-            self.observers.append(deliveries)
-        else:
-            collectors = [runtime, SupervisorCollector(app, topics)]
-        if settings.events_dir is not None:
-            self.events = EventWriter(
-                settings.events_dir,
-                role,
-                app.ref,
-                rotate_seconds=settings.events_rotate_seconds,
-                rotate_bytes=settings.events_rotate_bytes,
-            )
-            runtime.events = self.events
-            if role == "node":
-                self.observers.append(
-                    NodeEvents(self.events, app, stats, settings.events_snapshot_every)
-                )
-            else:
-                sup = SupervisorEvents(self.events, app, stats, settings.events_snapshot_every)
-                sup.start()
-                self.observers.append(sup)
-        if settings.metrics_port:
-            self.registry = registry_for(*collectors)
-            self.server = MetricsServer(self.registry, settings.metrics_host, settings.metrics_port)
-            try:
-                await self.server.start()
-            except MetricsError:
-                if self.events is not None:
-                    self.events.close()
-                raise
-        observers.extend(self.observers)
-        return self
-
-    async def stop(self) -> None:
-        for observer in self.observers:
-            try:
-                observer.close()
-            except Exception:  # noqa: BLE001 - stopping must go on
-                log.exception("closing telemetry failed")
-        if self.server is not None:
-            await self.server.stop()
 
 
 def parse_families(text: str) -> dict[str, Any]:

@@ -24,12 +24,22 @@ from broker.cores.messages import Attrs, ClientPublish, PadresPublish, ScotPubli
 from broker.cores.topology import Scot, scot, scot3x3
 from pubsub.kernel import wire
 from pubsub.cli.main import main
-from pubsub.client.library import ClientError, ConnectionLost
-from pubsub.kernel.control import Hello
+from pubsub.client.library import ConnectionLost
+from pubsub.kernel.control import ChaosRequest, ErrorReply, Hello
+from pubsub.runtime.admin import Chaos
+from pubsub.runtime.adminparams import ChaosError
+from broker.faults import broker_actions
 from pubsub.kernel.message import Message, Ref
 from pubsub.runtime.net import Runtime, Stats
 from pubsub.runtime.settings import RuntimeSettings
 from tests.integration.test_daemons import bound_socket, ref_of, wait_until
+
+def set_link_rate(app: BrokerApp, link: str, rate: float | None) -> dict[str, Any]:
+    """The admin action ``link_rate`` applied to `app`, as its admin listener would."""
+    assert app.runtime is not None
+    chaos = Chaos(app.runtime, role="broker", actions=broker_actions(app))
+    return chaos.handle(ChaosRequest(action="link_rate", params={"link": link, "rate": rate})).body
+
 
 FAST = RuntimeSettings(
     timeout_interval=0.05, reconnect_backoff_min=0.01, reconnect_backoff_max=0.05, flush_timeout=0.2
@@ -222,7 +232,7 @@ async def test_a_rate_limited_ilink_fills_up_is_congested_and_recovers() -> None
         subscriber = BrokerClient(topo.address("a,1"))
         sub = await subscriber.subscribe('symbol = "IBM"')
         await wait_until(lambda: _true(apps["a,0"].core.civ("a,0/a1") == "11"), what="CIV")
-        reply = await pub.set_link_rate("a,1", 2)
+        reply = set_link_rate(apps["a,0"], "a,1", 2)
         assert reply == {"ok": True, "op": "link_rate", "link": "a,1", "rate": 2.0}
         for i in range(30):
             await pub.publish({"symbol": "IBM", "price": i})
@@ -241,7 +251,7 @@ async def test_a_rate_limited_ilink_fills_up_is_congested_and_recovers() -> None
         for i in range(30, 35):
             await pub.publish({"symbol": "IBM", "price": i})
         assert host.core.counters["idr_case_3"] >= 5
-        await pub.set_link_rate("a,1", None)
+        set_link_rate(apps["a,0"], "a,1", None)
         await wait_until(idle(apps), what="queues drained")
         got = [d["price"] for d in await drain(sub)]
         assert sorted(got) == list(range(35))  # nothing lost, nothing twice
@@ -252,11 +262,29 @@ async def test_a_rate_limited_ilink_fills_up_is_congested_and_recovers() -> None
 async def test_control_requests_are_validated() -> None:
     async with brokers(PATH2) as (topo, apps):
         async with BrokerClient(topo.address("a,0")) as client:
-            with pytest.raises(ClientError, match="bad_link"):
-                await client.set_link_rate("b,1", 3)  # not a neighbour of a,0
-            with pytest.raises(ClientError, match="bad_rate"):
-                await client.set_link_rate("b,0", -1)
+            with pytest.raises(ChaosError, match="bad_link"):
+                set_link_rate(apps["a,0"], "b,1", 3)  # not a neighbour of a,0
+            with pytest.raises(ChaosError, match="bad_rate"):
+                set_link_rate(apps["a,0"], "b,0", -1)
             assert (await client.status())["links"]["b,0"]["rate_limit"] is None
+
+
+async def test_a_client_cannot_change_link_rates() -> None:
+    """The link rate is an operator's action (admin listener only): on the client port the
+    old control request is refused, counted, and changes nothing."""
+    async with brokers(PATH2) as (topo, apps):
+        reader, writer = await asyncio.open_connection(*topo.address("a,0").rsplit(":", 1))
+        try:
+            writer.write(wire.encode(Hello(ref=None, role="client")))
+            writer.write(wire.encode(ChaosRequest(action="link_rate", params={"link": "b,0", "rate": 0.01})))
+            await writer.drain()
+            header = await asyncio.wait_for(reader.readexactly(wire.HEADER_SIZE), 5)
+            reply = wire.decode(await reader.readexactly(wire.frame_length(header)))
+        finally:
+            writer.close()
+        assert isinstance(reply, ErrorReply) and reply.code == "forbidden"
+        assert apps["a,0"].links["b,0"].rate is None
+        assert apps["a,0"].stats.errors["forbidden"] >= 1
 
 
 async def test_a_missing_neighbour_is_reported_unreachable() -> None:
@@ -384,7 +412,7 @@ def test_broker_command_reports_a_port_in_use(tmp_path: Path) -> None:
         (["status"], "exactly one of --supervisor, --node and --broker"),
         (["unadvertise", "--broker", "127.0.0.1:1"], "exactly one of --id and --filter"),
         (["advertise", "--broker", "127.0.0.1:1", "--filter", "symbol = IBM"], "strings are double-quoted"),
-        (["link-rate", "--broker", "127.0.0.1:1", "b,1=fast"], "is not a number"),
+        (["link-rate", "--admin", "127.0.0.1:1", "b,1=fast"], "is not a number"),
     ],
 )
 def test_mixed_or_missing_options_are_usage_errors(args: list[str], expected: str) -> None:

@@ -7,11 +7,16 @@ link-rate`) and, for timed bursts, the client library.  Subscribers are long-run
 ``pubsub subscribe --broker ... --json`` processes whose output is collected line by line.
 
 1. static delivery: every subscriber receives exactly the matching publications, once;
-2. one iLink throttled (``pubsub link-rate``) until it is congested (Eq. 3), then a burst:
+2. the brokers' Prometheus endpoints, scraped during the run, count the publications routed
+   and delivered;
+3. one iLink throttled (``pubsub link-rate`` at the host broker's admin listener) until it is
+   congested (Eq. 3), then a burst:
    IDR sends the congested cluster's copies around it (Case I, through another cluster),
    and after the limit is lifted every publication is delivered exactly once;
-3. ``kill -9`` of one broker: its subscriber's command fails, the CLI against it fails fast,
+4. ``kill -9`` of one broker: its subscriber's command fails, the CLI against it fails fast,
    its neighbours report it unreachable, and publications whose paths avoid it still arrive.
+
+5. ``pubsub chaos crash`` through another broker's admin listener kills it.
 
 A last test runs the PADRES-style baseline on its own 3x3 SCOT.  Every wait is bounded;
 every process is stopped in ``finally`` / fixture teardown.
@@ -25,6 +30,7 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +43,7 @@ from broker.cores.language import Filter, parse_filter
 from broker.cores.topology import scot3x3
 from broker.localscot import LocalScot
 from pubsub.ops.processes import ClusterError, poll
+from pubsub.telemetry.metrics import samples
 
 pytestmark = pytest.mark.integration
 
@@ -121,7 +128,9 @@ class State:
 @pytest.fixture(scope="module")
 def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[State]:
     st = State()
-    st.scot = LocalScot(tmp_path_factory.mktemp("scot"), scot3x3(), protocol="octopia", routing="idr")
+    st.scot = LocalScot(
+        tmp_path_factory.mktemp("scot"), scot3x3(), protocol="octopia", routing="idr", metrics=True, admin=True
+    )
     st.subs = {}
     st.published = []
     try:
@@ -208,10 +217,44 @@ def test_subscribers_receive_exactly_the_matching_publications(state: State) -> 
     )
 
 
+def scrape(scot: LocalScot, bid: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """One real scrape of a broker's Prometheus endpoint: (name, labels) -> value."""
+    with urllib.request.urlopen(scot.metrics_url(bid), timeout=5) as reply:
+        text = reply.read().decode()
+    return {(name, tuple(sorted(labels.items()))): value for name, labels, value in samples(text)}
+
+
+def test_broker_metrics_show_publications_routed_and_delivered(state: State) -> None:
+    """Scraped during the run: the publisher's broker counts the copies it routed, a
+    subscriber's broker the deliveries it made; both move with new publications."""
+    scot = state.scot
+    routed = ("pubsub_broker_publications_routed_total", ())
+    delivered = ("pubsub_broker_publications_delivered_total", ())
+    before_host, before_sub = scrape(scot, HOST_BROKER), scrape(scot, "c,1")
+    assert ("pubsub_daemon_info", (("ref", scot.address(HOST_BROKER)), ("role", "broker"))) in before_host
+    assert ("pubsub_broker_table_entries", (("table", "prt"),)) in before_host
+    assert ("pubsub_broker_link_queue", (("link", "b,1"),)) in before_host
+    seqs = list(range(len(state.published), len(state.published) + 10))
+    publish_cli(state, seqs)
+    wait_deliveries(state, list(SUBSCRIBERS))
+
+    def moved() -> list[str]:
+        host, sub = scrape(scot, HOST_BROKER), scrape(scot, "c,1")
+        out = []
+        if host[routed] < before_host[routed] + 10:
+            out.append(f"routed at the host: {before_host[routed]} -> {host[routed]}")
+        if sub[delivered] < before_sub[delivered] + 10:  # S_c1 takes every IBM publication
+            out.append(f"delivered at c,1: {before_sub[delivered]} -> {sub[delivered]}")
+        return out
+
+    poll(moved, WAIT, "routed and delivered counters")
+    assert_exactly_once(state, list(SUBSCRIBERS))
+
+
 def test_congested_ilink_is_routed_around_and_nothing_is_lost(state: State) -> None:
     scot = state.scot
     host = scot.address(HOST_BROKER)
-    out = scot.cli("link-rate", "--broker", host, "b,1=2")
+    out = scot.cli("link-rate", "--admin", scot.admin_ref(HOST_BROKER), "b,1=2")
     assert "link to b,1: 2 messages/s" in out
 
     async def burst(seqs: list[int], paced: bool) -> None:
@@ -241,7 +284,7 @@ def test_congested_ilink_is_routed_around_and_nothing_is_lost(state: State) -> N
     assert body["idr"]["case_1"] > 0
     assert scot.broker_status("b,2")["links"]["b,1"]["sent_by_kind"].get("scot_pub", 0) > 0
     assert "IDR: case I" in text
-    scot.cli("link-rate", "--broker", host, "b,1=off")
+    scot.cli("link-rate", "--admin", scot.admin_ref(HOST_BROKER), "b,1=off")
     names = list(SUBSCRIBERS)
     wait_deliveries(state, names)
     wait_idle(state)
@@ -294,6 +337,19 @@ def test_a_killed_broker_is_reported_and_the_rest_keeps_working(state: State) ->
     # forwards S_a1's match towards a,1, where the runtime drops it.
     assert towards_dead() == before + 1
     assert scot.broker_status("b,1")["stats"]["dropped_sends"] > 0
+
+
+def test_chaos_crash_kills_a_broker(state: State) -> None:
+    """`pubsub chaos crash` through a broker's admin listener: the process dies at once."""
+    scot = state.scot
+    victim = "c,2"
+    pid = scot.daemon(victim).pid
+    out = scot.cli("chaos", "crash", "--admin", scot.admin_ref(victim), "--json")
+    answer = json.loads(out)["results"][0]
+    assert answer["pid"] == pid and answer["role"] == "broker" and answer["action"] == "crash"
+    scot.wait_exited(victim)
+    assert not scot.daemon(victim).running
+    assert scot.daemon(victim).process is None or scot.daemon(victim).process.returncode == -signal.SIGKILL
 
 
 def test_padres_baseline_on_nine_processes(tmp_path: Path) -> None:

@@ -27,7 +27,8 @@ from pubsub.kernel.control import ChaosRequest, ErrorReply, Hello
 from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import ClusterError
 from pubsub.ops.ringview import members_of, ring_order
-from pubsub.runtime.admin import ChaosError, admin_request
+from pubsub.runtime.admin import admin_request
+from pubsub.runtime.adminparams import ChaosError
 from pubsub.runtime.net import request
 from pubsub.runtime.settings import AdminSettings, SettingsError, load
 from tests.cluster_checks import ring_problems

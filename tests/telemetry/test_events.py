@@ -36,7 +36,9 @@ from pubsub.runtime.settings import TelemetrySettings
 from pubsub.skipring.antientropy import make_publication
 from pubsub.skipring.messages import Publication, PublishNew
 from pubsub.telemetry.events import INPROGRESS, EventsError, EventWriter, move_leftovers
-from pubsub.telemetry.metrics import Telemetry
+from pubsub.node.telemetry import node_instrument
+from pubsub.runtime.host import Telemetry
+from supervisor.telemetry import supervisor_instrument
 from tests.integration.test_daemons import supervisor, wait_until
 from tests.node.test_node_publications import pnode, run
 
@@ -247,13 +249,15 @@ def test_daemons_write_every_kind_with_the_documented_fields(tmp_path: Path) -> 
 
     async def scenario() -> tuple[str, str, str, str]:
         async with supervisor(tmp_path / "sup") as (srt, sapp):
-            sup_t = await Telemetry.start("supervisor", sapp, srt.stats, settings)
+            sup_t = await Telemetry.start(
+                "supervisor", sapp, srt.stats, settings, supervisor_instrument(sapp, srt.stats)
+            )
             async with (
                 pnode(srt.ref, None) as (art, aapp),
                 pnode(srt.ref, None) as (brt, bapp),
                 pnode(srt.ref, None) as (crt, capp),
             ):
-                parts = [await Telemetry.start("node", app, rt.stats, settings)
+                parts = [await Telemetry.start("node", app, rt.stats, settings, node_instrument(app, rt.stats))
                          for rt, app in ((art, aapp), (brt, bapp), (crt, capp))]
                 async with Client(art.ref) as a, Client(brt.ref) as b, Client(crt.ref) as c:
                     await a.join(T)

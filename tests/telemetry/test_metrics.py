@@ -27,12 +27,12 @@ from pubsub.runtime.settings import TelemetrySettings
 from pubsub.skipring.labels import l
 from pubsub.skipring.messages import SetData
 from pubsub.skipring.nodecore import NodeCore
+from pubsub.node.telemetry import node_instrument
+from pubsub.runtime.host import Telemetry
 from pubsub.telemetry.metrics import (
     OTHER_TOPIC,
     MetricsError,
     MetricsServer,
-    SupervisorCollector,
-    Telemetry,
     TopicLabels,
     parse_families,
     registry_for,
@@ -40,6 +40,7 @@ from pubsub.telemetry.metrics import (
 )
 from supervisor.app import SupervisorApp
 from supervisor.core import SupervisorCore
+from supervisor.telemetry import SupervisorCollector, supervisor_instrument
 from tests.integration.test_daemons import supervisor, wait_until
 from tests.node.test_node_publications import pnode, run
 
@@ -52,7 +53,8 @@ def telemetry_settings(**extra: Any) -> TelemetrySettings:
 
 @contextlib.asynccontextmanager
 async def metered(role: str, app: Any, stats: Any, **extra: Any) -> AsyncIterator[Telemetry]:
-    telemetry = await Telemetry.start(role, app, stats, telemetry_settings(**extra))
+    instrument = (node_instrument if role == "node" else supervisor_instrument)(app, stats)
+    telemetry = await Telemetry.start(role, app, stats, telemetry_settings(**extra), instrument)
     try:
         yield telemetry
     finally:

@@ -44,7 +44,8 @@ from pubsub.ops.experiment.results import move_leftovers, status_convergence
 from pubsub.ops.experiment.scenario import Scenario, Step
 from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import ClusterError
-from pubsub.runtime.admin import ChaosError, admin_request, new_marker_id
+from pubsub.runtime.admin import admin_request
+from pubsub.runtime.adminparams import ChaosError, new_marker_id
 from pubsub.runtime.net import RequestError
 from pubsub.telemetry.events import EventWriter
 

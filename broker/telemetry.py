@@ -1,0 +1,169 @@
+"""The broker daemon's telemetry, handed to the daemon host (`pubsub.runtime.host`).
+
+Prometheus (`BrokerCollector`, read from the daemon's state at scrape time; the ``link``
+label takes the broker ids of this broker's neighbours, a set the topology fixes):
+
+=============================================  ==============================================
+``pubsub_broker_publications_routed_total``    publication copies handed to neighbour links
+``pubsub_broker_publications_delivered_total``  deliveries written to subscribing clients
+``pubsub_broker_client_requests_total{op}``    client operations accepted, by operation
+``pubsub_broker_refused_total{code}``          client operations refused, by code
+``pubsub_broker_link_queue{link}``             messages waiting on the link (Q_l of §9.2)
+``pubsub_broker_link_congested{link}``         1 while Eq. 3's congestion element exceeds tau
+``pubsub_broker_link_congestion{link}``        the congestion element itself
+``pubsub_broker_link_sent_total{link}``        messages written towards the neighbour
+``pubsub_broker_link_dropped_total{link}``     messages lost because the link's queue was full
+``pubsub_broker_link_rate_limit{link}``        the link's rate limit, messages/s (absent: none)
+``pubsub_broker_table_entries{table}``         CLT, SRT and PRT sizes
+``pubsub_broker_clients{what}``                client connections, subscriptions, advertisements
+``pubsub_broker_idr_cases_total{case}``        scotIDR decisions by case (Alg. 4)
+=============================================  ==============================================
+
+Events (docs/events.md, role ``broker``): ``messages`` deltas every Timeout, like every
+daemon, and a ``broker`` event with the tables, the clients and every link's queue and
+congestion when they change and every ``events_snapshot_every`` intervals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from pubsub.runtime.host import Instrument, Instruments
+from pubsub.runtime.settings import TelemetrySettings
+from pubsub.telemetry.events import EventWriter, MessageDeltas, Observer
+from pubsub.telemetry.metrics import TopicLabels
+
+
+class BrokerCollector:
+    """The broker's own metrics (see the module docstring); `app` is a `broker.app.BrokerApp`."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        app = self.app
+        counters = app.counters
+        yield CounterMetricFamily(
+            "pubsub_broker_publications_routed",
+            "Publication copies this broker handed to neighbour links.",
+            value=counters.get("routed_publications", 0),
+        )
+        yield CounterMetricFamily(
+            "pubsub_broker_publications_delivered",
+            "Publications delivered to subscribing clients of this broker.",
+            value=counters.get("deliveries", 0),
+        )
+        requests = CounterMetricFamily(
+            "pubsub_broker_client_requests", "Client operations accepted, by operation.", labels=["op"]
+        )
+        for key, value in sorted(counters.items()):
+            if key.startswith("client_broker_"):
+                requests.add_metric([key.removeprefix("client_broker_")], value)
+        yield requests
+        refused = CounterMetricFamily(
+            "pubsub_broker_refused", "Client operations refused, by code.", labels=["code"]
+        )
+        for code, value in sorted(app.refusals().items()):
+            refused.add_metric([code], value)
+        yield refused
+        yield from self._links()
+        tables = GaugeMetricFamily(
+            "pubsub_broker_table_entries", "Routing table sizes (CLT, SRT, PRT).", labels=["table"]
+        )
+        for table, size in app.table_sizes().items():
+            if size is not None:
+                tables.add_metric([table], size)
+        yield tables
+        clients = GaugeMetricFamily(
+            "pubsub_broker_clients", "Client connections, subscriptions and advertisements.", labels=["what"]
+        )
+        for what, value in app.client_counts().items():
+            clients.add_metric([what], value)
+        yield clients
+        idr = CounterMetricFamily("pubsub_broker_idr_cases", "scotIDR decisions by case (Alg. 4).", labels=["case"])
+        for case in (1, 2, 3):
+            idr.add_metric([str(case)], app.core.counters.get(f"idr_case_{case}", 0))
+        yield idr
+
+    def _links(self) -> Iterator[Metric]:
+        app = self.app
+        lst = app.core.lst
+        queue = GaugeMetricFamily("pubsub_broker_link_queue", "Messages waiting on the link (Q_l).", labels=["link"])
+        congested = GaugeMetricFamily(
+            "pubsub_broker_link_congested", "1 while the link is congested (Eq. 3).", labels=["link"]
+        )
+        ce = GaugeMetricFamily("pubsub_broker_link_congestion", "The link's congestion element.", labels=["link"])
+        sent = CounterMetricFamily("pubsub_broker_link_sent", "Messages sent on the link.", labels=["link"])
+        dropped = CounterMetricFamily(
+            "pubsub_broker_link_dropped", "Messages lost to a full link queue.", labels=["link"]
+        )
+        rate = GaugeMetricFamily("pubsub_broker_link_rate_limit", "The link's rate limit, msg/s.", labels=["link"])
+        for bid, link in sorted(app.links.items()):
+            queue.add_metric([bid], link.queue_len())
+            congested.add_metric([bid], 1 if lst.overloaded(bid) else 0)
+            row = lst.rows.get(bid)
+            ce.add_metric([bid], 0.0 if row is None else row.ce)
+            sent.add_metric([bid], link.sent)
+            dropped.add_metric([bid], link.dropped)
+            if link.rate is not None:
+                rate.add_metric([bid], link.rate)
+        yield from (queue, congested, ce, sent, dropped, rate)
+
+
+class BrokerEvents(Observer):
+    """``messages`` and ``broker`` events of the broker daemon (see the module docstring)."""
+
+    def __init__(self, writer: EventWriter, app: Any, stats: Any, snapshot_every: int) -> None:
+        self.writer = writer
+        self.app = app
+        self.snapshot_every = max(1, snapshot_every)
+        self.messages = MessageDeltas(stats)
+        self._last: dict[str, Any] | None = None
+
+    def _state(self) -> dict[str, Any]:
+        app = self.app
+        return {
+            "broker": app.me,
+            "tables": app.table_sizes(),
+            "clients": app.client_counts(),
+            "links": {
+                bid: {
+                    "queue": link.queue_len(),
+                    "congested": app.core.lst.overloaded(bid),
+                    "state": app.link_state(bid),
+                    "rate_limit": link.rate,
+                }
+                for bid, link in sorted(app.links.items())
+            },
+        }
+
+    def ticked(self) -> None:
+        interval = int(getattr(self.app, "intervals", 0))
+        self.writer.emit("messages", interval=interval, **self.messages.delta())
+        state = self._state()
+        if state != self._last or interval % self.snapshot_every == 0:
+            reason = "change" if state != self._last else "periodic"
+            self.writer.emit("broker", **state, interval=interval, reason=reason)
+            self._last = state
+        self.writer.tick()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def broker_instrument(app: Any, stats: Any) -> Instrument:
+    """The broker's `Instrument` for the daemon host: its collector and its events."""
+
+    def make(topics: TopicLabels, events: EventWriter | None, settings: TelemetrySettings) -> Instruments:
+        observers: list[Observer] = []
+        if events is not None:
+            observers.append(BrokerEvents(events, app, stats, settings.events_snapshot_every))
+        return Instruments([BrokerCollector(app)], observers)
+
+    return make
