@@ -70,7 +70,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from broker.cores.control import BrokerHeartbeat
 from broker.faults import broker_actions
 from broker.telemetry import broker_instrument
-from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW, BrokerCore
+from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW
 from broker.links import OutLink
 from broker.cores.messages import (
     CivSet,
@@ -93,8 +93,7 @@ from broker.cores.messages import (
     ScotUnsubscribe,
     TO_CLIENT,
 )
-from broker.cores.octopia import OctopiaBroker
-from broker.cores.padres import PadresBroker
+from broker.cores.factory import make_core
 from broker.cores.topology import BrokerId, Scot, TopologyError, parse_broker_id
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref, Send
@@ -237,19 +236,6 @@ def check_against_topology(topo: Scot, settings: BrokerSettings, listen: str | N
     return address
 
 
-def make_core(topo: Scot, settings: BrokerSettings) -> BrokerCore:
-    """The routing core the settings ask for."""
-    if settings.broker_protocol == "padres":
-        return PadresBroker(topo, settings.broker_id, tau=settings.broker_tau, t_w=settings.broker_tw)
-    return OctopiaBroker(
-        topo,
-        settings.broker_id,
-        dynamic=settings.broker_routing == "idr",
-        tau=settings.broker_tau,
-        t_w=settings.broker_tw,
-    )
-
-
 def _check_id(value: str, what: str) -> str | None:
     """Why `value` is not an acceptable client-chosen id, or None."""
     if not value or len(value) > MAX_ID_CHARS:
@@ -268,7 +254,14 @@ class BrokerApp:
         self.me: BrokerId = settings.broker_id
         self.ref = ref
         self.stats = stats
-        self.core = make_core(topo, settings)
+        self.core = make_core(
+            settings.broker_protocol,
+            topo,
+            settings.broker_id,
+            dynamic=settings.broker_routing == "idr",
+            tau=settings.broker_tau,
+            t_w=settings.broker_tw,
+        )
         self._peer_types = PEER_MESSAGES[settings.broker_protocol]
         self.runtime: Runtime | None = None
         self.links: dict[BrokerId, OutLink] = {}
@@ -634,7 +627,6 @@ __all__ = [
     "BrokerSettings",
     "FLAGS",
     "check_against_topology",
-    "make_core",
     "parse_link_rate",
     "run_broker",
     "serve_broker",

@@ -19,8 +19,9 @@ def _register_messages() -> None:
 
 
 def _make_core(protocol: str, *args: Any, **kwargs: Any) -> Core:
-    """`broker.sim.make_core(protocol, topology, broker_id, ...)`: an OctopiA or PADRES core."""
-    from broker.sim import make_core
+    """`broker.cores.factory.make_core(protocol, topology, broker_id, ...)`: an OctopiA or
+    PADRES core."""
+    from broker.cores.factory import make_core
 
     return make_core(protocol, *args, **kwargs)
 

@@ -43,11 +43,9 @@ settle) when subscription messages are to be counted separately.
 
 from __future__ import annotations
 
-import heapq
 import random
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW, BrokerCore
@@ -65,21 +63,17 @@ from broker.cores.messages import (
     PadresPublish,
     ScotPublish,
 )
-from broker.cores.octopia import OctopiaBroker
-from broker.cores.padres import PadresBroker
+from broker.cores.factory import make_core
 from broker.cores.topology import BrokerId, Scot
 from pubsub.kernel.message import Message, Send
+from pubsub.sim.engine import EventQueue
+from broker.simrecords import Delivery, Link, OpStat, SimError
 
-PROTOCOLS = ("octopia", "padres")
 _PUBLICATIONS = (ScotPublish, PadresPublish)
 _BROKER_KINDS = frozenset(cls.kind for cls in BROKER_TO_BROKER)
 
 # event kinds (ties at equal times are broken by insertion order)
 _CLIENT, _TX_DONE, _ARRIVE, _PROCESS, _TICK, _FILL = range(6)
-
-
-class SimError(RuntimeError):
-    """Misuse of the simulator (unknown client, broker or link)."""
 
 
 class _Filler(Message):
@@ -93,67 +87,11 @@ _FILLER = _Filler()
 _KEEP = object()  # set_link: leave the bandwidth as it is
 
 
-@dataclass
-class Link:
-    """One directed link (src -> dst) with its output queue at src."""
-
-    src: BrokerId
-    dst: BrokerId
-    bandwidth: float | None  # units per second; None: transmission takes no time
-    propagation: float
-    queue: deque[tuple[Message, float, int]] = field(default_factory=deque)  # (msg, size, origin)
-    busy: bool = False
-    last_arrival: float = 0.0
-    window_in: int = 0
-    window_out: int = 0
-    total_in: int = 0
-    total_out: int = 0
-    max_len: int = 0
-
-    @property
-    def queue_len(self) -> int:
-        """Q_l: waiting messages plus the one on the wire (still the queue's head)."""
-        return len(self.queue)
-
-
-@dataclass
-class OpStat:
-    """One client operation: when it started, when the last message it caused was handled,
-    and how many inter-broker messages it caused."""
-
-    kind: str
-    client: str
-    start: float
-    end: float
-    messages: int = 0
-
-    @property
-    def duration(self) -> float:
-        return self.end - self.start
-
-
-@dataclass(frozen=True)
-class Delivery:
-    client: str
-    time: float
-    sub_ids: tuple[str, ...]
-
-
-def make_core(
-    protocol: str,
-    topo: Scot,
-    bid: BrokerId,
-    *,
-    dynamic: bool = False,
-    tau: float = DEFAULT_TAU,
-    t_w: float = DEFAULT_TW,
-) -> BrokerCore:
-    """A broker core for `protocol` ("octopia" or "padres")."""
-    if protocol == "octopia":
-        return OctopiaBroker(topo, bid, dynamic=dynamic, tau=tau, t_w=t_w)
-    if protocol == "padres":
-        return PadresBroker(topo, bid, tau=tau, t_w=t_w)
-    raise SimError(f"unknown protocol {protocol!r} (one of {PROTOCOLS})")
+def _core(protocol: str, topo: Scot, bid: BrokerId, dynamic: bool, tau: float, t_w: float) -> BrokerCore:
+    try:
+        return make_core(protocol, topo, bid, dynamic=dynamic, tau=tau, t_w=t_w)
+    except ValueError as exc:
+        raise SimError(str(exc)) from None
 
 
 class BrokerSim:
@@ -186,9 +124,9 @@ class BrokerSim:
         self.t_w = t_w
         self.service_time = service_time
         self.record_queues = record_queues
-        self.now = 0.0
+        self.events = EventQueue()
         self.cores: dict[BrokerId, BrokerCore] = {
-            b: make_core(protocol, topo, b, dynamic=dynamic, tau=tau, t_w=t_w) for b in topo.brokers
+            b: _core(protocol, topo, b, dynamic, tau, t_w) for b in topo.brokers
         }
         self.links: dict[tuple[BrokerId, BrokerId], Link] = {}
         for a, b in topo.links():
@@ -211,12 +149,19 @@ class BrokerSim:
         #: With ``trace=True``: every inter-broker message as (time sent, src, dst, message).
         self.trace: list[tuple[float, BrokerId, BrokerId, Message]] | None = [] if trace else None
         # scheduler
-        self._events: list[tuple[float, int, int, Any]] = []
-        self._seq = 0
         self._work = 0
         self._tick_pending = False
         self._broker_free: dict[BrokerId, float] = dict.fromkeys(topo.brokers, 0.0)
         self._pid_seq = 0
+
+    @property
+    def now(self) -> float:
+        """The virtual clock, seconds (`pubsub.sim.engine.EventQueue`)."""
+        return self.events.now
+
+    @now.setter
+    def now(self, when: float) -> None:
+        self.events.now = when
 
     # --- configuration ---------------------------------------------------------------------
     def link(self, src: BrokerId, dst: BrokerId) -> Link:
@@ -312,13 +257,11 @@ class BrokerSim:
         """Process events until there is no work left (True) or until time `until` (False
         if work remains then).  Periodic LST ticks alone do not count as work."""
         handled = 0
-        while self._events and self._work > 0:
-            when = self._events[0][0]
+        while (when := self.events.next_time()) is not None and self._work > 0:
             if until is not None and when > until:
                 self.now = until
                 return False
-            when, _, kind, payload = heapq.heappop(self._events)
-            self.now = max(self.now, when)  # a tick left over from an idle spell may be late
+            kind, payload = self.events.pop()  # a tick left over from an idle spell may be late
             self._dispatch(kind, payload)
             handled += 1
             if max_events is not None and handled >= max_events:
@@ -335,12 +278,11 @@ class BrokerSim:
 
     # --- events ----------------------------------------------------------------------------------
     def _schedule(self, when: float, kind: int, payload: Any) -> None:
-        self._seq += 1
-        heapq.heappush(self._events, (when, self._seq, kind, payload))
+        self.events.schedule(when, kind, payload)
         if not self._tick_pending and kind != _TICK:
             self._tick_pending = True
             k = int(self.now / self.t_w) + 1
-            heapq.heappush(self._events, (k * self.t_w, 0, _TICK, None))
+            self.events.schedule(k * self.t_w, _TICK, None, first=True)
 
     def _dispatch(self, kind: int, payload: Any) -> None:
         if kind == _ARRIVE:
@@ -478,8 +420,7 @@ class BrokerSim:
             self.queue_samples.append((self.now, sample))
         if self._work > 0:
             k = round(self.now / self.t_w) + 1
-            self._seq += 1
-            heapq.heappush(self._events, (k * self.t_w, self._seq, _TICK, None))
+            self.events.schedule(k * self.t_w, _TICK, None)
         else:
             self._tick_pending = False
 

@@ -11,7 +11,7 @@ is still wrong).
 from __future__ import annotations
 
 from pubsub.kernel.message import Ref, Topic
-from pubsub.sim.engine import Simulation
+from pubsub.sim.skipring import Simulation
 from pubsub.skipring.messages import Contact, RemoveConnections, SetData, Unsubscribe
 from tests.checker import compare
 

@@ -56,7 +56,7 @@ def _local_cluster(*args: Any, **kwargs: Any) -> Any:
 
 
 def _simulation(*args: Any, **kwargs: Any) -> Any:
-    from pubsub.sim.engine import Simulation
+    from pubsub.sim.skipring import Simulation
 
     return Simulation(*args, **kwargs)
 

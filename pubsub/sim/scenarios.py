@@ -17,7 +17,7 @@ from pubsub.skipring.corruption import belief, corrupt_label, junk, plant
 from supervisor.corruption import corrupt_database
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import Contact
-from pubsub.sim.engine import SUPERVISOR, Simulation
+from pubsub.sim.skipring import SUPERVISOR, Simulation
 from pubsub.skipring.buildsr import SkipRingNode
 
 

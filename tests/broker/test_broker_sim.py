@@ -9,7 +9,8 @@ import pytest
 from broker.cores import topology as T
 from broker.cores.language import parse_filter as F
 from broker.cores.messages import ScotPublish
-from broker.sim import BrokerSim, SimError
+from broker.sim import BrokerSim
+from broker.simrecords import SimError
 from pubsub.kernel.wire import encode_payload
 
 

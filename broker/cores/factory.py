@@ -1,0 +1,30 @@
+"""The one place a broker core is built: OctopiA (static scotSPR or dynamic scotIDR routing,
+paper 002 §6-§9) or the PADRES-style baseline (§10), for the daemon and the simulator alike."""
+
+from __future__ import annotations
+
+from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW, BrokerCore
+from broker.cores.octopia import OctopiaBroker
+from broker.cores.padres import PadresBroker
+from broker.cores.topology import BrokerId, Scot
+
+#: The routing protocols a broker core implements.
+PROTOCOLS = ("octopia", "padres")
+
+
+def make_core(
+    protocol: str,
+    topo: Scot,
+    bid: BrokerId,
+    *,
+    dynamic: bool = False,
+    tau: float = DEFAULT_TAU,
+    t_w: float = DEFAULT_TW,
+) -> BrokerCore:
+    """A broker core for `protocol` ("octopia" -- `dynamic` for scotIDR -- or "padres");
+    ValueError for any other protocol."""
+    if protocol == "octopia":
+        return OctopiaBroker(topo, bid, dynamic=dynamic, tau=tau, t_w=t_w)
+    if protocol == "padres":
+        return PadresBroker(topo, bid, tau=tau, t_w=t_w)
+    raise ValueError(f"unknown protocol {protocol!r} (one of {PROTOCOLS})")
