@@ -2,10 +2,10 @@
 
 Workload: `broker.stockquote` (OctopiA §10: 500 symbols, 7 attributes, subscriptions of about
 2% selectivity).  For 1k, 10k and 100k subscriptions, publications matched per second by
-`broker.cores.matching.SubscriptionIndex` (the vectorised index: conditions as columns over
-subscription slots), by `CountingIndex` (the counting algorithm in pure Python) and by
-`LinearIndex` (every filter tried in turn); the time to build each index, and the measured
-selectivity.  All must return the same sets on every publication measured; a disagreement
+`broker.cores.matching.vectorised.SubscriptionIndex` (the vectorised index: conditions as
+columns over subscription slots), by `CountingIndex` (the counting algorithm in pure Python)
+and by `LinearIndex` (every filter tried in turn); the time to build each index, and the
+measured selectivity.  All must return the same sets on every publication measured; a disagreement
 aborts the benchmark.
 Each timing cycles through --pubs publications for at least --seconds, single-threaded.
 """
@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.machine import machine
-from broker.cores.matching import CountingIndex, LinearIndex, SubscriptionIndex
+from broker.cores.matching.counting import CountingIndex
+from broker.cores.matching.linear import LinearIndex
+from broker.cores.matching.vectorised import SubscriptionIndex
 from broker.stockquote import StockQuotes
 
 RESULTS = Path("bench-results")

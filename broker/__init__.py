@@ -2,12 +2,12 @@
 
 The specification is ``../shared/papers/002_*.txt`` (OctopiA).  Modules:
 
-- `broker.cores.language`  the content-based language: typed publications, filters (conjunctions of
-  predicates) used as advertisements and subscriptions, parsing, matching, overlap, covering,
-  the wire form of filters and publications.
-- `broker.cores.matching`  `SubscriptionIndex`: which subscriptions match a publication, by an index
-  (counting over per-attribute structures) rather than a scan.
+- `broker.cores.language`  the content-based language, one module per job: typed values and
+  publications, predicates, filters (conjunctions of predicates) used as advertisements and
+  subscriptions, satisfiability, overlap and covering, the text forms; filters' wire form.
+- `broker.cores.matching`  which subscriptions match a publication: `SubscriptionIndex` (vectorised,
+  the brokers' index), `CountingIndex` (the counting algorithm) and `LinearIndex` (a scan).
 - `broker.stockquote` the stock-quote workload of §10 (500 symbols, 7 attributes, 2% selectivity).
-- `broker.cores.topology`, `broker.cores.octopia`, `broker.cores.padres`, `broker.sim`: the SCOT topology, the
-  routing cores and their simulator.
+- `broker.cores.topology`, `broker.cores.topologyfile`, `broker.cores.octopia`, `broker.cores.padres`,
+  `broker.sim`: the SCOT topology and its files, the routing cores and their simulator.
 """

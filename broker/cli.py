@@ -40,7 +40,8 @@ from typing import Any
 import click
 
 from broker.client import BrokerClient, advertisement_id, to_attrs, to_filter
-from broker.cores.language import FilterError, attrs_to_text, parse_filter
+from broker.cores.language.text import attrs_to_text, parse_filter
+from broker.cores.language.values import FilterError
 from broker.cores.messages import Deliver
 from pubsub.cli.common import ADDRESS, ConfigError, admin_options, run_client, run_daemon, telemetry_options
 from pubsub.runtime.settings import AdminSettings, TelemetrySettings
@@ -131,7 +132,7 @@ def broker_command(
         run_broker,
     )
     from broker.cores.topology import TopologyError
-    from broker.cores.topology import load as load_topology
+    from broker.cores.topologyfile import load as load_topology
     from pubsub.runtime.settings import RuntimeSettings, SettingsError, load
 
     rates: dict[str, float] = {}

@@ -40,14 +40,9 @@ from typing import Any
 
 import xxhash
 
-from broker.cores.language import (
-    Filter,
-    FilterError,
-    Value,
-    attrs_from_json,
-    parse_attrs,
-    parse_filter,
-)
+from broker.cores.language.filters import Filter
+from broker.cores.language.text import attrs_from_json, parse_attrs, parse_filter
+from broker.cores.language.values import FilterError, Value
 from broker.cores.messages import (
     Attrs,
     ClientAdvertise,
@@ -89,7 +84,7 @@ def to_attrs(value: Mapping[str, Value] | str) -> dict[str, Value]:
         if isinstance(value, str):
             text = value.strip()
             return attrs_from_json(text) if text.startswith("{") else parse_attrs(text)
-        from broker.cores.language import validate_publication
+        from broker.cores.language.values import validate_publication
 
         return validate_publication(value)
     except FilterError as exc:

@@ -49,7 +49,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW, BrokerCore
-from broker.cores.language import Filter, Value
+from broker.cores.language.filters import Filter
+from broker.cores.language.values import Value
 from broker.cores.messages import (
     BROKER_TO_BROKER,
     Attrs,

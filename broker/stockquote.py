@@ -25,7 +25,9 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from broker.cores.language import Filter, Predicate, Value
+from broker.cores.language.filters import Filter
+from broker.cores.language.predicates import Predicate
+from broker.cores.language.values import Value
 
 SYMBOLS = 500
 ATTRIBUTES = ("symbol", "open", "high", "low", "close", "volume", "date")

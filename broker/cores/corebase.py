@@ -29,7 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from broker.cores.language import Filter, FilterError, Value, validate_publication
+from broker.cores.language.filters import Filter
+from broker.cores.language.values import FilterError, Value, validate_publication
 from broker.cores.messages import (
     Attrs,
     ClientAdvertise,
@@ -50,7 +51,7 @@ DEFAULT_TW = 0.05
 
 def conforms(adv: Filter, attrs: Mapping[str, Value]) -> bool:
     """A publication conforms to an advertisement: it matches it and carries only attributes
-    the advertisement names (the overlap convention of `broker.cores.language.overlaps`)."""
+    the advertisement names (the overlap convention of `broker.cores.language.relations.overlaps`)."""
     return adv.matches(attrs) and adv.attributes.issuperset(attrs)
 
 

@@ -7,7 +7,7 @@ annotations.  Two field types are taught to the codec here (`pubsub.kernel.wire.
 - `Filter` (advertisements and subscriptions) travels as ``[[attr, op, value], ...]``
   (`Filter.to_wire`), checked by `Filter.from_wire`;
 - `Attrs` (a publication's attributes) travels as a map, checked by
-  `broker.cores.language.validate_publication`.
+  `broker.cores.language.values.validate_publication`.
 
 Broker references inside the cores are SCOT broker ids ``"x,i"`` (`broker.cores.topology`), plain
 strings on the wire (``sender``); the cores check that a sender is a neighbour of the right
@@ -41,12 +41,13 @@ from __future__ import annotations
 
 from typing import Any, NewType
 
-from broker.cores.language import Filter, FilterError, validate_publication
+from broker.cores.language.filters import Filter
+from broker.cores.language.values import FilterError, validate_publication
 from pubsub.kernel import wire
 from pubsub.kernel.message import Message, message
 from pubsub.kernel.wire import WireError
 
-#: A publication's attributes: 1..64 named str/int/float values (`broker.cores.language`).
+#: A publication's attributes: 1..64 named str/int/float values (`broker.cores.language.values`).
 Attrs = NewType("Attrs", dict)
 
 

@@ -63,8 +63,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW, BrokerCore, civ_bits
-from broker.cores.language import Filter, overlaps
-from broker.cores.matching import SubscriptionIndex
+from broker.cores.language.filters import Filter
+from broker.cores.language.relations import overlaps
+from broker.cores.matching.vectorised import SubscriptionIndex
 from broker.cores.messages import (
     Attrs,
     CivSet,

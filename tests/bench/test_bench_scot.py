@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from bench import scot
-from broker.cores import topology as T
+from bench.scotplan import NETWORKS
+from broker.cores import topologyfile as TF
 
-S_E = T.s_e()
+S_E = TF.s_e()
 # PADRES floods: the host sends to every neighbour, every other broker to all but the sender.
 FLOOD = 2 * len(S_E.links()) - (len(S_E) - 1)
 
@@ -116,9 +117,9 @@ def test_burst_congests_and_idr_reroutes(run: tuple[dict[str, Any], str]) -> Non
     assert min(cfg["burst_rates"]) > cfg["burst_bandwidth"] / min_frame
     runs = data["octopia"]["bursts"] + data["padres"]["bursts"]
     assert {(r["network"], r["mode"]) for r in runs} == {
-        (net, mode) for net in scot.NETWORKS for mode in ("spr", "idr", "tid-s")
+        (net, mode) for net in NETWORKS for mode in ("spr", "idr", "tid-s")
     }
-    for net in scot.NETWORKS:
+    for net in NETWORKS:
         by_mode = {r["mode"]: r for r in data["octopia"]["bursts"] if r["network"] == net}
         spr, idr = by_mode["spr"], by_mode["idr"]
         assert spr["peak_q_ilinks"] > tau

@@ -18,10 +18,11 @@ from broker.client import BrokerClient, BrokerRefused, Subscription, advertiseme
 from broker.cli import format_broker_status
 from broker.cores.control import BrokerHeartbeat
 from broker.app import BrokerApp, BrokerSettings, parse_link_rate
-from broker.cores.language import Filter
+from broker.cores.language.filters import Filter
 from broker.links import OutLink
 from broker.cores.messages import Attrs, ClientPublish, PadresPublish, ScotPublish
-from broker.cores.topology import Scot, scot, scot3x3
+from broker.cores.topology import Scot, scot
+from broker.cores.topologyfile import scot3x3
 from pubsub.kernel import wire
 from pubsub.cli.main import main
 from pubsub.client.library import ConnectionLost

@@ -39,8 +39,9 @@ from typing import Any
 import pytest
 
 from broker.client import BrokerClient
-from broker.cores.language import Filter, parse_filter
-from broker.cores.topology import scot3x3
+from broker.cores.language.filters import Filter
+from broker.cores.language.text import parse_filter
+from broker.cores.topologyfile import scot3x3
 from broker.localscot import LocalScot
 from pubsub.ops.processes import ClusterError, poll
 from pubsub.telemetry.metrics import samples

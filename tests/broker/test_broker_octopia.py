@@ -5,7 +5,7 @@ of messages matters) and, for Fig. 7, with pinned Link Status Table rows.
 
 Readings of figures whose drawing is not in the extracted text:
 
-- Fig. 2/3/4/5/8: the factor is the path a-b-c-d-e-f (see `broker.cores.topology.figure3`).  The
+- Fig. 2/3/4/5/8: the factor is the path a-b-c-d-e-f (see `broker.cores.topologyfile.figure3`).  The
   subscribers' brokers are not given; Fig. 5 fixes only their clusters (S, S0 in C0, S1 in
   C1, S2 in C2) and §9.1 says B(e, 1) reaches S1 through B(d, 1).  We place S at B(c, 0), S0
   at B(f, 0), S1 at B(b, 1), S2 at B(d, 2).
@@ -34,8 +34,9 @@ from collections import Counter
 import pytest
 
 from broker.cores import topology as T
+from broker.cores import topologyfile as TF
 from broker.cores.corebase import civ_bits
-from broker.cores.language import parse_filter as F
+from broker.cores.language.text import parse_filter as F
 from broker.cores.messages import CivSet, CivUnset, ScotAdvertise, ScotPublish, ScotSubscribe
 from broker.cores.octopia import OctopiaBroker
 from broker.sim import BrokerSim
@@ -78,7 +79,7 @@ def test_fig4_advertisements_reach_exactly_the_host_region() -> None:
     """Fig. 4: P0, P2 (host region R_a) and P1 (R_e) advertise; each advertisement reaches the
     secondary brokers of its host region only (m - 1 = 2 messages), one broker per cluster,
     with the host broker as last hop (advertisement trees of length 1)."""
-    topo = T.figure3()
+    topo = TF.figure3()
     sim = octopia(topo)
     for client, bid in (("P0", "a,0"), ("P1", "e,1"), ("P2", "a,2")):
         sim.attach(client, bid)
@@ -101,7 +102,7 @@ def test_fig4_advertisements_reach_exactly_the_host_region() -> None:
 
 def test_fig4_unadvertise_touches_only_the_host_region() -> None:
     """§6: unadvertise removes the advertisement from the CLTs of the host region only."""
-    topo = T.figure3()
+    topo = TF.figure3()
     sim = octopia(topo)
     sim.attach("P1", "e,1")
     sim.advertise("P1", "a", F("k exists"))
@@ -121,7 +122,7 @@ def test_fig5_subscriptions_are_confined_to_the_host_cluster() -> None:
     """Fig. 5: each subscription is broadcast over the aLinks of its host cluster only
     (|V_af| - 1 = 5 messages), stored in the PRT of every broker of that cluster, with last
     hops that point back along the cluster's tree towards the subscriber."""
-    topo = T.figure3()
+    topo = TF.figure3()
     sim = octopia(topo)
     for client, bid in FIG5.items():
         sim.attach(client, bid)
@@ -145,7 +146,7 @@ def test_fig5_subscriptions_are_confined_to_the_host_cluster() -> None:
 
 
 def test_fig5_unsubscribe_touches_only_the_host_cluster() -> None:
-    topo = T.figure3()
+    topo = TF.figure3()
     sim = octopia(topo)
     for client, bid in FIG5.items():
         sim.attach(client, bid)
@@ -168,7 +169,7 @@ def test_civ_bits_are_indexed_from_the_right() -> None:
 def test_fig8_text_p1_without_matching_subscriptions_has_civ_010() -> None:
     """§8: B(e, 1) advertises P1 with CIV_a^1 = 010 to B(e, 0) and B(e, 2); with no matching
     subscription in C0 and C2 their CIV_s^0 and CIV_s^2 stay 010 and no CIV_SET is sent."""
-    topo = T.figure3()
+    topo = TF.figure3()
     sim = octopia(topo)
     sim.attach("P1", "e,1")
     sim.advertise("P1", "a", F("k exists"))
@@ -181,7 +182,7 @@ def test_fig8_text_p1_without_matching_subscriptions_has_civ_010() -> None:
 def test_fig8_text_p2_with_interested_c0_gets_civ_101() -> None:
     """§8: C0 hosts a subscriber interested in P2; B(a, 0) sets CIV_s^0[0] and sends one
     CIV_SET to B(a, 2), whose CIV_a^2 becomes 101."""
-    topo = T.figure3()
+    topo = TF.figure3()
     sim = octopia(topo)
     sim.attach("S", "c,0")
     sim.attach("S0", "f,0")
@@ -202,7 +203,7 @@ def test_section8_subscription_sets_civ_then_last_unsubscribe_unsets_it() -> Non
     """§8: S2's first subscription matching P0's advertisement makes B(a, 2) set CIV_s^2[2]
     and send CIV_SET to B(a, 0), which sets CIV_a^0[2]; a second one sends nothing; when the
     last interested subscriber of C2 unsubscribes, CIV_UNSET clears the bit again."""
-    topo = T.figure3()
+    topo = TF.figure3()
     sim = octopia(topo)
     sim.attach("P0", "a,0")
     sim.advertise("P0", "a", F("k >= 0 and k <= 10"))
@@ -232,7 +233,7 @@ def test_section8_subscription_sets_civ_then_last_unsubscribe_unsets_it() -> Non
 def test_civ_set_names_every_overlapping_advertisement_once_per_ilink() -> None:
     """Alg. 2 l.6-10 (getDistinctMatchingAdvs): a new subscription overlapping two
     advertisements of the same host broker causes one CIV_SET on that iLink."""
-    topo = T.figure3()
+    topo = TF.figure3()
     sim = octopia(topo)
     sim.attach("P", "c,1")
     sim.attach("Q", "c,1")
@@ -249,7 +250,7 @@ def test_civ_set_names_every_overlapping_advertisement_once_per_ilink() -> None:
 
 # --- Fig. 8: static publication routing (scotSPR) ------------------------------------------------
 def fig8(dynamic: bool = False) -> BrokerSim:
-    topo = T.figure3()
+    topo = TF.figure3()
     sim = octopia(topo, dynamic=dynamic)
     for client, bid in FIG5.items():
         sim.attach(client, bid)
@@ -312,7 +313,7 @@ def test_publication_without_conforming_advertisement_is_refused() -> None:
 
 # --- Fig. 7: inter-cluster dynamic routing (scotIDR), Cases I-III --------------------------------
 def fig7(placement: dict[str, str], dynamic: bool) -> BrokerSim:
-    topo = T.figure7()
+    topo = TF.figure7()
     sim = octopia(topo, dynamic=dynamic)
     sim.attach("P", "b,3")
     sim.advertise("P", "a", F("k exists"))
@@ -451,7 +452,7 @@ def test_idr_without_congestion_is_spr() -> None:
 
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_messages_from_strangers_and_stale_ids_are_counted_not_applied(dynamic: bool) -> None:
-    topo = T.figure7()
+    topo = TF.figure7()
     broker = OctopiaBroker(topo, "b,3", dynamic=dynamic)
     assert broker.handle(ScotSubscribe("x/s1", F("k > 1"), "c,0"), 0.0) == []  # not a neighbour
     assert broker.handle(ScotSubscribe("x/s1", F("k > 1"), "b,2"), 0.0) == []  # iLink, not aLink

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from broker.cores.language import parse_filter as F
+from broker.cores.language.text import parse_filter as F
 from broker.cores.messages import PadresAdvertise, PadresPublish, PadresSubscribe
 from broker.cores.padres import PadresBroker
 from broker.sim import BrokerSim

@@ -37,7 +37,9 @@ from hypothesis import HealthCheck, Phase, event, find, given, settings
 from hypothesis import strategies as st
 
 from broker.cores.corebase import conforms
-from broker.cores.language import Filter, Predicate, overlaps
+from broker.cores.language.filters import Filter
+from broker.cores.language.predicates import Predicate
+from broker.cores.language.relations import overlaps
 from broker.cores.octopia import OctopiaBroker
 from broker.cores.padres import PadresBroker
 from broker.sim import BrokerSim

@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from broker.cores import topology as T
-from broker.cores.language import parse_filter as F
+from broker.cores import topologyfile as TF
+from broker.cores.language.text import parse_filter as F
 from broker.cores.messages import ScotPublish
 from broker.sim import BrokerSim
 from broker.simrecords import SimError
@@ -16,7 +16,7 @@ from pubsub.kernel.wire import encode_payload
 
 def line(**kw: object) -> BrokerSim:
     """P at (a,0), S at (a,1) on the 3x3 SCOT: every publication crosses l<(a,0),(a,1)>."""
-    sim = BrokerSim(T.scot3x3(), **kw)  # type: ignore[arg-type]
+    sim = BrokerSim(TF.scot3x3(), **kw)  # type: ignore[arg-type]
     sim.attach("P", "a,0")
     sim.attach("S", "a,1")
     sim.advertise("P", "a", F("k exists"))
@@ -42,10 +42,10 @@ def test_fifo_queue_and_bandwidth_give_exact_delays() -> None:
 def test_runs_are_deterministic_for_a_seed() -> None:
     def run(seed: int) -> tuple:
         sim = BrokerSim(
-            T.figure7(), protocol="octopia", dynamic=True, seed=seed, bandwidth=200.0,
+            TF.figure7(), protocol="octopia", dynamic=True, seed=seed, bandwidth=200.0,
             propagation=0.001, jitter=0.004, t_w=0.01, tau=2.0,
         )
-        for k, b in enumerate(T.figure7().brokers):
+        for k, b in enumerate(TF.figure7().brokers):
             sim.attach(f"C{k}", b)
             sim.subscribe(f"C{k}", "s", F(f"k >= {k % 3}"))
         sim.advertise("C5", "a", F("k exists"))
@@ -109,7 +109,7 @@ def test_idr_avoids_a_congested_ilink_that_spr_keeps_using() -> None:
     once, fewer copies into the loaded queue and smaller delays for C0's subscriber."""
     results = {}
     for dynamic in (False, True):
-        topo = T.figure7()
+        topo = TF.figure7()
         sim = BrokerSim(
             topo, protocol="octopia", dynamic=dynamic, bandwidth=500.0, propagation=0.001,
             t_w=0.01, tau=5.0,
@@ -140,7 +140,7 @@ def test_idr_avoids_a_congested_ilink_that_spr_keeps_using() -> None:
 
 
 def test_operation_spans_traffic_and_table_sizes() -> None:
-    topo = T.scot3x3()
+    topo = TF.scot3x3()
     for protocol in ("octopia", "padres"):
         sim = BrokerSim(topo, protocol=protocol, propagation=0.01)
         sim.attach("P", "a,0")
@@ -204,7 +204,7 @@ def test_queue_samples_and_idle_clock() -> None:
 
 
 def test_misuse_is_reported() -> None:
-    topo = T.scot3x3()
+    topo = TF.scot3x3()
     with pytest.raises(SimError, match="unknown protocol"):
         BrokerSim(topo, protocol="siena")
     sim = BrokerSim(topo)

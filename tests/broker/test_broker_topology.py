@@ -1,4 +1,5 @@
-"""SCOT topology (OctopiA §3-§4, `broker.cores.topology`): structure, shipped files, validation."""
+"""SCOT topology (OctopiA §3-§4, `broker.cores.topology`, `broker.cores.topologyfile`): structure,
+shipped files, validation."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from pathlib import Path
 import pytest
 
 from broker.cores import topology as T
+from broker.cores import topologyfile as TF
 from broker.cores.topology import ALINK, ILINK, TopologyError, scot
 
 
 def test_figure3_structure_clusters_regions_and_links() -> None:
     """Fig. 3: G_af (six vertices) □ K_3 has 3 clusters of 6 brokers and 6 regions of 3."""
-    topo = T.figure3()
+    topo = TF.figure3()
     assert len(topo) == 18
     assert topo.clusters == (0, 1, 2)
     assert topo.cluster(0) == ("a,0", "b,0", "c,0", "d,0", "e,0", "f,0")
@@ -37,7 +39,7 @@ def test_figure3_structure_clusters_regions_and_links() -> None:
 
 def test_s_e_matches_section_10_counts() -> None:
     """§10/Fig. 9: S_e has 4 inner and 10 edge factor vertices, times K_4."""
-    topo = T.s_e()
+    topo = TF.s_e()
     assert len(topo.vertices) == 14 and topo.m == 4
     inner = {topo.region_of(b) for b in topo.inner_brokers()}
     assert inner == {"F", "G", "H", "I"}
@@ -45,7 +47,7 @@ def test_s_e_matches_section_10_counts() -> None:
 
 
 def test_scot3x3_and_distances() -> None:
-    topo = T.scot3x3()
+    topo = TF.scot3x3()
     assert len(topo) == 9 and topo.diameter == 2
     assert topo.distance("a,0", "c,2") == 3  # diam(G_af) + 1 (§9.1)
     assert topo.path_in_cluster("a,1", "c,1") == ("a,1", "b,1", "c,1")
@@ -66,12 +68,12 @@ def test_m_one_is_the_factor_alone() -> None:
 
 
 def test_file_round_trip_with_addresses_and_clients(tmp_path: Path) -> None:
-    topo = T.scot3x3()
+    topo = TF.scot3x3()
     addresses = {b: f"127.0.0.1:{7100 + k}" for k, b in enumerate(topo.brokers)}
     topo = scot(topo.edges, topo.m, addresses=addresses, clients={"P": "b,1"})
     path = tmp_path / "t.json"
     path.write_text(topo.to_json())
-    back = T.load(path)
+    back = TF.load(path)
     assert back == topo
     assert back.address("c,2") == addresses["c,2"]
     assert back.broker_at(addresses["a,1"]) == "a,1"
@@ -107,17 +109,17 @@ def test_file_round_trip_with_addresses_and_clients(tmp_path: Path) -> None:
 )
 def test_invalid_topologies_are_refused_with_a_clear_message(obj: object, fragment: str) -> None:
     with pytest.raises(TopologyError) as info:
-        T.loads(json.dumps(obj))
+        TF.loads(json.dumps(obj))
     assert fragment in str(info.value)
 
 
 def test_unreadable_and_non_json_files(tmp_path: Path) -> None:
     with pytest.raises(TopologyError, match="cannot read"):
-        T.load(tmp_path / "missing.json")
+        TF.load(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"
     bad.write_text("factor: [a, b]")
     with pytest.raises(TopologyError, match=r"bad\.json: a topology file must be JSON"):
-        T.load(bad)
+        TF.load(bad)
 
 
 def test_broker_id_parsing_and_unknown_ids() -> None:
@@ -125,7 +127,7 @@ def test_broker_id_parsing_and_unknown_ids() -> None:
     for bad in ("e", "e,", ",1", "e,01", "e,-1", 5):
         with pytest.raises(TopologyError):
             T.parse_broker_id(bad)
-    topo = T.scot3x3()
+    topo = TF.scot3x3()
     with pytest.raises(TopologyError, match="no broker"):
         topo.primary_neighbours("z,0")
     with pytest.raises(TopologyError, match="no cluster"):
@@ -135,4 +137,4 @@ def test_broker_id_parsing_and_unknown_ids() -> None:
     with pytest.raises(TopologyError, match="no address"):
         topo.address("a,0")
     with pytest.raises(TopologyError, match="no shipped topology"):
-        T.shipped("nope")
+        TF.shipped("nope")

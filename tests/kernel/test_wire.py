@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.cores.language import Filter, Predicate
+from broker.cores.language.filters import Filter
+from broker.cores.language.predicates import Predicate
 from broker.cores.messages import Attrs
 from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Hello, Reply
