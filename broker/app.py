@@ -7,7 +7,8 @@ left out and must equal the file's address when given.  The daemon
 
 * drives the core (`broker.cores.octopia.OctopiaBroker`, SPR or IDR, or `broker.cores.padres.PadresBroker`)
   over `pubsub.runtime.net.Runtime`: messages from neighbours go to ``core.handle``; the core's sends
-  to broker ids ``"x,i"`` go to that neighbour's output queue (`broker.links.OutLink`), its
+  to broker ids ``"x,i"`` go through the runtime's send path to that neighbour (whose queue
+  and rate limit the runtime keeps, `broker.links.NeighbourLink` reads them for the LST), its
   `Deliver` / `ClientRefused` to the client connection they name;
 * accepts only the running protocol's broker-to-broker messages from peers (a client
   operation or the other protocol's message arriving on a peer connection is dropped and
@@ -71,7 +72,7 @@ from broker.cores.control import BrokerHeartbeat
 from broker.faults import broker_actions
 from broker.telemetry import broker_instrument
 from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW
-from broker.links import OutLink
+from broker.links import NeighbourLink
 from broker.cores.messages import (
     CivSet,
     CivUnset,
@@ -97,7 +98,9 @@ from broker.cores.factory import make_core
 from broker.cores.topology import BrokerId, Scot, TopologyError, parse_broker_id
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref, Send
-from pubsub.runtime.net import ClientSession, Runtime, Stats
+from pubsub.runtime.connection import ClientSession
+from pubsub.runtime.net import Runtime
+from pubsub.runtime.stats import Stats
 from pubsub.runtime.host import Daemon, host
 from pubsub.runtime.settings import ENV_PREFIX, AdminSettings, RuntimeSettings, SettingsError, TelemetrySettings
 
@@ -156,9 +159,6 @@ class BrokerSettings(BaseSettings):
     )
     broker_heartbeat: float = Field(
         0.5, ge=0, description="seconds between heartbeats to every neighbour (0: off)"
-    )
-    broker_queue_bound: int = Field(
-        100_000, ge=1, description="messages a rate-limited link queues at most"
     )
     broker_client_buffer_bytes: int = Field(
         8 << 20, ge=1024, description="unread bytes a client may hold before deliveries drop"
@@ -246,7 +246,7 @@ def _check_id(value: str, what: str) -> str | None:
 
 
 class BrokerApp:
-    """The `pubsub.runtime.net.Application` of one broker (see the module docstring)."""
+    """The `pubsub.runtime.application.Application` of one broker (see the module docstring)."""
 
     def __init__(self, topo: Scot, settings: BrokerSettings, stats: Stats, ref: Ref) -> None:
         self.topo = topo
@@ -264,7 +264,7 @@ class BrokerApp:
         )
         self._peer_types = PEER_MESSAGES[settings.broker_protocol]
         self.runtime: Runtime | None = None
-        self.links: dict[BrokerId, OutLink] = {}
+        self.links: dict[BrokerId, NeighbourLink] = {}
         self._addr_to_bid = {topo.address(b): b for b in topo.neighbours(self.me)}
         #: Daemon-level counters: rejected input, dropped deliveries, client operations.
         self.counters: Counter[str] = Counter()
@@ -287,22 +287,16 @@ class BrokerApp:
 
     # --- start-up ----------------------------------------------------------------------------
     def attach(self, runtime: Runtime) -> None:
-        """Called by the runtime at start: build the output queues, start pumps and the
-        t_w window."""
+        """Called by the runtime at start: the neighbour links (with their configured rate
+        limits) and the t_w window."""
         self.runtime = runtime
         for bid in self.topo.neighbours(self.me):
             address = self.topo.address(bid)
-            link = OutLink(
-                bid,
-                address,
-                self.topo.link_kind(self.me, bid) or "?",
-                emit=lambda msg, a=address: runtime.send(Ref(a), msg),
-                runtime_queued=lambda a=address: runtime.queued(Ref(a)),
-                bound=self.settings.broker_queue_bound,
-                rate=self.settings.broker_link_rates.get(bid),
-            )
+            link = NeighbourLink(bid, address, self.topo.link_kind(self.me, bid) or "?", runtime)
+            rate = self.settings.broker_link_rates.get(bid)
+            if rate is not None:
+                link.set_rate(rate)
             self.links[bid] = link
-            runtime.spawn(link.run(), f"link {bid}")
         runtime.spawn(self._window_loop(), "lst window")
 
     async def _window_loop(self) -> None:
@@ -341,7 +335,8 @@ class BrokerApp:
         if beat and self.runtime is not None and now - self._last_heartbeat >= beat:
             self._last_heartbeat = now
             for link in self.links.values():
-                self.runtime.send(Ref(link.address), BrokerHeartbeat(self.me))
+                if link.queue_len() == 0:  # queued frames already make the runtime connect
+                    self.runtime.send(link.ref, BrokerHeartbeat(self.me))
         self._route(self.core.timeout(now))
         self.intervals += 1
         for observer in self.observers:
@@ -478,12 +473,11 @@ class BrokerApp:
                 self._to_client(dest, msg)
                 continue
             link = self.links.get(dest)
-            if link is None:
+            if link is None or self.runtime is None:
                 self.counters["send_to_non_neighbour"] += 1
                 continue
-            if not link.put(msg):
-                self.counters["dropped_queue_full"] += 1
-            elif isinstance(msg, PUBLICATIONS):
+            self.runtime.send(link.ref, msg)
+            if isinstance(msg, PUBLICATIONS):
                 self.counters["routed_publications"] += 1
 
     def _to_client(self, dest: str, msg: Message) -> None:

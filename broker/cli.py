@@ -244,7 +244,7 @@ def link_rate_command(admin_ref: str, setting: str, timeout: float) -> None:
 
     from pubsub.runtime.admin import admin_request
     from pubsub.runtime.adminparams import ChaosError
-    from pubsub.runtime.net import RequestError
+    from pubsub.runtime.client import RequestError
 
     try:
         body = asyncio.run(admin_request(admin_ref, "link_rate", {"link": link, "rate": rate}, timeout))

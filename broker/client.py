@@ -57,6 +57,7 @@ from pubsub.kernel import wire
 from pubsub.client.library import ClientError, ConnectionLost, _close, _connect, _read
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message
+from pubsub.runtime.streams import MessageReader
 
 #: Seconds a request may take.
 DEFAULT_TIMEOUT = 5.0
@@ -160,7 +161,7 @@ class BrokerClient:
         self.client_id = client_id or f"c-{secrets.token_hex(4)}"
         self.timeout = timeout
         self.max_frame = max_frame
-        self._reader: asyncio.StreamReader | None = None
+        self._reader: MessageReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._task: asyncio.Task[None] | None = None
         self._pending: deque[asyncio.Future[Message]] = deque()
@@ -174,7 +175,7 @@ class BrokerClient:
     async def connect(self) -> BrokerClient:
         """Open the connection (ClientError ``connection`` when the broker is unreachable)."""
         if self._writer is None:
-            reader, writer = await _connect(self.broker, self.timeout)
+            reader, writer = await _connect(self.broker, self.timeout, self.max_frame)
             self._reader, self._writer = reader, writer
             self._task = asyncio.get_running_loop().create_task(self._read_loop(reader))
         return self
@@ -201,10 +202,10 @@ class BrokerClient:
     ) -> None:
         await self.close()
 
-    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+    async def _read_loop(self, reader: MessageReader) -> None:
         try:
             while True:
-                msg = await _read(reader, self.max_frame)
+                msg = await _read(reader)
                 if isinstance(msg, Deliver):
                     for sub_id in msg.sub_ids:
                         sub = self._subs.get(sub_id)

@@ -115,7 +115,7 @@ def data_dir(role: str, env: Mapping[str, str]) -> str:
 
 def add_topics(directory: str, topics: Sequence[str]) -> list[str]:
     """Add `topics` to the node's durable topic set in `directory`; the whole set, sorted."""
-    from pubsub.node.app import TopicFile, TopicFileError
+    from pubsub.node.topicfile import TopicFile, TopicFileError
     from pubsub.kernel.wire import WireError, validate_topic
 
     try:
@@ -164,7 +164,7 @@ def health(role: str, env: Mapping[str, str]) -> int:
     import asyncio
 
     from pubsub.kernel.control import Reply, StatusRequest
-    from pubsub.runtime.net import RequestError, request
+    from pubsub.runtime.client import RequestError, request
 
     ref = listen_ref(role, env)
     try:

@@ -31,7 +31,8 @@ from pubsub.skipring.messages import GetConfiguration, SetData
 from pubsub.runtime.host import Daemon, host
 from supervisor.faults import supervisor_actions
 from supervisor.telemetry import supervisor_instrument
-from pubsub.runtime.net import Runtime, Stats
+from pubsub.runtime.net import Runtime
+from pubsub.runtime.stats import Stats
 from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
 from supervisor.settings import SupervisorSettings
 from supervisor.core import SupervisorCore
@@ -51,7 +52,7 @@ class SupervisorCoreLike(Protocol):
 
 
 class SupervisorApp:
-    """The `pubsub.runtime.net.Application` of the supervisor daemon."""
+    """The `pubsub.runtime.application.Application` of the supervisor daemon."""
 
     def __init__(
         self, ref: Ref, core: SupervisorCoreLike, store: SupervisorStore, stats: Stats

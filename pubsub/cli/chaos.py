@@ -121,7 +121,7 @@ def _run(
     """Ask every admin who it is, then apply `action` to each; print; exit 1 on failure."""
     from pubsub.runtime.admin import admin_request
     from pubsub.runtime.adminparams import ChaosError, new_marker_id
-    from pubsub.runtime.net import RequestError
+    from pubsub.runtime.client import RequestError
 
     marker = marker_id or new_marker_id(action)
     done: list[dict[str, Any]] = []
@@ -184,7 +184,7 @@ def info(admins: list[str], as_json: bool, timeout: float) -> None:
     """Show who answers on each admin address and which network faults are in force."""
     from pubsub.runtime.admin import admin_request
     from pubsub.runtime.adminparams import ChaosError
-    from pubsub.runtime.net import RequestError
+    from pubsub.runtime.client import RequestError
 
     async def run() -> list[dict[str, Any]]:
         out = []

@@ -57,7 +57,7 @@ from pubsub.ops.detached import (
 from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import ClusterError
 from pubsub.ops.ringview import members_of, ring_problems
-from pubsub.runtime.net import RequestError, request
+from pubsub.runtime.client import RequestError, request
 
 DEFAULT_DIR = ".pubsub-cluster"
 #: Seconds one status request may take in `status`.

@@ -47,11 +47,14 @@ from pubsub.skipring.messages import (
     Follow,
     JoinTopic,
     LeaveTopic,
+    Payload,
     PublishAck,
     PublishFailed,
     PublishRequest,
 )
-from pubsub.runtime.net import RequestError, request, split_ref
+from pubsub.runtime.client import RequestError, request
+from pubsub.runtime.connection import split_ref
+from pubsub.runtime.streams import MessageReader
 
 #: Seconds a request (join, status, ...) may take.
 DEFAULT_TIMEOUT = 5.0
@@ -123,9 +126,10 @@ def _topic(topic: str) -> Topic:
 
 
 async def _connect(
-    addr: str, timeout: float
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """An open client connection (Hello sent) to the node at `addr`; ClientError if not."""
+    addr: str, timeout: float, max_frame: int = wire.DEFAULT_MAX_FRAME
+) -> tuple[MessageReader, asyncio.StreamWriter]:
+    """An open client connection (Hello sent) to the daemon at `addr`, its messages read
+    through the frame decoder; ClientError if it cannot be opened."""
     try:
         host, port = split_ref(addr)
     except wire.WireError:
@@ -140,13 +144,21 @@ async def _connect(
     except OSError as exc:
         raise ClientError("connection", f"cannot reach {addr}: {exc.strerror or exc}") from None
     writer.write(wire.encode(Hello(ref=None, role="client")))
-    return reader, writer
+    return MessageReader(reader, max_frame), writer
 
 
-async def _read(reader: asyncio.StreamReader, max_frame: int) -> Message:
-    """The next frame; IncompleteReadError at the end, WireError for garbage."""
-    length = wire.frame_length(await reader.readexactly(wire.HEADER_SIZE), max_frame)
-    return wire.decode(await reader.readexactly(length), max_frame)
+async def _read(messages: MessageReader) -> Message:
+    """The next message; IncompleteReadError at the end of the stream (also inside a
+    frame), WireError for garbage."""
+    try:
+        msg = await messages.read()
+    except wire.WireError as exc:
+        if exc.code != "truncated_frame":
+            raise
+        msg = None
+    if msg is None:
+        raise asyncio.IncompleteReadError(b"", None)
+    return msg
 
 
 async def _close(writer: asyncio.StreamWriter | None) -> None:
@@ -161,7 +173,7 @@ class _Publisher:
     """The connection shared by concurrent `publish` calls, answers matched by id."""
 
     def __init__(
-        self, addr: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, max_frame: int
+        self, addr: str, reader: MessageReader, writer: asyncio.StreamWriter, max_frame: int
     ) -> None:
         self.addr = addr
         self.writer = writer
@@ -174,10 +186,10 @@ class _Publisher:
     def usable(self) -> bool:
         return self.error is None and not self.writer.is_closing()
 
-    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+    async def _read_loop(self, reader: MessageReader) -> None:
         try:
             while True:
-                msg = await _read(reader, self.max_frame)
+                msg = await _read(reader)
                 if isinstance(msg, (PublishAck, PublishFailed)):
                     future = self.pending.pop(msg.id, None)
                     if future is not None and not future.done():
@@ -272,7 +284,7 @@ class Client:
                     await self._publisher.close()
                     self._publisher = None
                 try:
-                    reader, writer = await _connect(self.node, self.timeout)
+                    reader, writer = await _connect(self.node, self.timeout, self.max_frame)
                 except ClientError as exc:
                     raise PublishError(exc.code, str(exc)) from None
                 self._publisher = _Publisher(self.node, reader, writer, self.max_frame)
@@ -288,7 +300,7 @@ class Client:
         publisher.pending[request_id] = future
         try:
             publisher.writer.write(
-                wire.encode(PublishRequest(topic=name, payload=data, id=request_id), self.max_frame)
+                wire.encode(PublishRequest(topic=name, payload=Payload(data), id=request_id), self.max_frame)
             )
             await publisher.writer.drain()
             async with asyncio.timeout(self.publish_timeout):
@@ -351,7 +363,7 @@ class Subscription:
         self.live = live
         self.last_seq = since
         self.latest: int | None = None
-        self._reader: asyncio.StreamReader | None = None
+        self._reader: MessageReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._ended = False
 
@@ -362,13 +374,13 @@ class Subscription:
         client = self.client
         if self.join:
             await client.join(self.topic)
-        reader, writer = await _connect(client.node, client.timeout)
+        reader, writer = await _connect(client.node, client.timeout, client.max_frame)
         self._writer = writer
         try:
             follow = Follow(self.topic, self.since, self.new_only, self.live)
             writer.write(wire.encode(follow, client.max_frame))
             async with asyncio.timeout(client.timeout):
-                first = await _read(reader, client.max_frame)
+                first = await _read(reader)
         except TimeoutError:
             await self.close()
             raise ClientError("timeout", f"{client.node} did not start the stream") from None
@@ -411,7 +423,7 @@ class Subscription:
             raise StopAsyncIteration
         node = self.client.node
         try:
-            msg = await _read(self._reader, self.client.max_frame)
+            msg = await _read(self._reader)
         except asyncio.IncompleteReadError:
             self._ended = True
             raise ConnectionLost(

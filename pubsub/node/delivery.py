@@ -35,7 +35,7 @@ from typing import Any
 from pubsub.kernel.control import ErrorReply, Reply
 from pubsub.kernel.message import Topic
 from pubsub.skipring.messages import Delivery, Follow
-from pubsub.runtime.net import ClientSession
+from pubsub.runtime.connection import ClientSession
 from pubsub.node.store import PublicationStore, Stored, StoreError
 
 log = logging.getLogger(__name__)

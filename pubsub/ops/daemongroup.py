@@ -36,7 +36,7 @@ from pubsub.ops.processes import (
     _status_problem,
     pick_free_ports,
 )
-from pubsub.runtime.net import RequestError, request
+from pubsub.runtime.client import RequestError, request
 
 
 class DaemonGroup:

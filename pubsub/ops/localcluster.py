@@ -17,7 +17,7 @@ range*: the daemons' own outgoing connections take their local ports from that r
 a port one of them happens to hold would stop a daemon from being restarted on its old
 port.  Each candidate is checked by binding it.
 
-Queries.  The cluster talks to the daemons with the client library (`pubsub.runtime.net.request`
+Queries.  The cluster talks to the daemons with the client library (`pubsub.runtime.client.request`
 and `pubsub.client.library`, fast, several daemons at once on one event loop) or, with
 ``via_cli=True``, through the ``pubsub`` command itself (``subscribe --detach``,
 ``unsubscribe``, ``status --json``, ``publish``, ``history --json``), so that the
@@ -78,7 +78,7 @@ from pubsub.ops.processes import (
     poll,
 )
 from pubsub.ops.ringview import members_of
-from pubsub.runtime.net import RequestError, request
+from pubsub.runtime.client import RequestError, request
 from pubsub.skipring.messages import JoinTopic, LeaveTopic
 
 

@@ -7,7 +7,7 @@ default; a host that is not loopback is refused unless ``--admin-allow-remote`` 
 on the peer/client port the runtime counts them as ``forbidden`` errors, answers with an
 ErrorReply and never passes them on (`pubsub.runtime.net`).  Nothing else is served on the admin
 listener, so it exposes no more than the injections below.  The protocol is the client one
-of `pubsub.runtime.net.request`: ``Hello(ref=None, role="client")``, then requests, each answered
+of `pubsub.runtime.client.request`: ``Hello(ref=None, role="client")``, then requests, each answered
 by one Reply (body: what was done) or ErrorReply (code and a one-line reason).
 
 The injections (`ChaosRequest.action`; every request is validated first and a bad one is
@@ -37,7 +37,7 @@ refused with code ``bad_params``, ``unsupported``, ``unknown_topic`` or
     drop that fraction of the outgoing peer frames for ``duration`` seconds, then stop.
 
 The corruptions are `pubsub.skipring.corruption`'s, the same ones the simulator starts from
-(`pubsub.sim.scenarios.corrupted_start`); the network faults are `pubsub.runtime.net.NetworkFaults`
+(`pubsub.sim.scenarios.corrupted_start`); the network faults are `pubsub.runtime.faults.NetworkFaults`
 (frames are discarded inside the runtime, TCP connections stay up, so a partition is not
 seen as a crash by the failure detector).  A new partition (drop) replaces the one in force.
 
@@ -291,10 +291,10 @@ async def admin_request(
 ) -> dict[str, Any]:
     """Send one chaos request to the admin address `admin`; the reply body.
 
-    ChaosError with the daemon's code when it refuses; `pubsub.runtime.net.RequestError` when it
+    ChaosError with the daemon's code when it refuses; `pubsub.runtime.client.RequestError` when it
     cannot be reached or does not answer in time.
     """
-    from pubsub.runtime.net import request
+    from pubsub.runtime.client import request
 
     reply = await request(admin, ChaosRequest(action=action, params=dict(params or {})), timeout)
     if isinstance(reply, ErrorReply):

@@ -15,9 +15,11 @@ from pubsub.kernel.control import ChaosRequest, ErrorReply, Hello, Reply
 from pubsub.kernel.message import Message, Ref
 from pubsub.runtime.admin import Action, Chaos, EventSink
 from pubsub.runtime.adminparams import ChaosError
-from pubsub.runtime.net import LogLimiter, split_ref
+from pubsub.runtime.connection import split_ref
+from pubsub.runtime.stats import LogLimiter
 from pubsub.runtime.net import Runtime
 from pubsub.runtime.settings import AdminSettings
+from pubsub.runtime.streams import MessageReader
 
 log = logging.getLogger(__name__)
 
@@ -75,16 +77,17 @@ class AdminServer:
         settings = self.runtime.settings
         peer = writer.get_extra_info("peername")
         source = peer[0] if isinstance(peer, tuple) else str(peer)
+        messages = MessageReader(reader, settings.max_frame_bytes)
         try:
             async with asyncio.timeout(settings.hello_timeout):
-                hello = await self._read(reader, writer, source)
+                hello = await self._read(messages, writer, source)
             if hello is None:
                 return
             if not (isinstance(hello, Hello) and hello.role == "client" and hello.ref is None):
                 self._refuse(writer, source, "no_hello", "expected Hello(role=client, ref=None)")
                 return
             while True:
-                msg = await self._read(reader, writer, source)
+                msg = await self._read(messages, writer, source)
                 if msg is None:
                     return
                 crash = self._answer(writer, msg, source)
@@ -104,22 +107,11 @@ class AdminServer:
             writer.close()
 
     async def _read(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, source: str
+        self, messages: MessageReader, writer: asyncio.StreamWriter, source: str
     ) -> Message | None:
         """The next frame's message; None at EOF or after refusing a bad frame."""
-        max_frame = self.runtime.settings.max_frame_bytes
         try:
-            header = await reader.readexactly(wire.HEADER_SIZE)
-        except asyncio.IncompleteReadError as exc:
-            if exc.partial:
-                self._refuse(writer, source, "truncated_frame", "connection closed inside a frame")
-            return None
-        try:
-            length = wire.frame_length(header, max_frame)
-            payload = await reader.readexactly(length)
-            return wire.decode(payload, max_frame)
-        except asyncio.IncompleteReadError:
-            self._refuse(writer, source, "truncated_frame", "connection closed inside a frame")
+            return await messages.read()
         except wire.WireError as exc:
             self._refuse(writer, source, exc.code, exc.detail)
         return None

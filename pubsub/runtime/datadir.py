@@ -1,9 +1,15 @@
-"""Data directories of the daemons: created on demand, checked writable, one-line errors."""
+"""Data directories of the daemons: created on demand, checked writable, one-line errors;
+and `StoreError`, which every daemon's durable store raises."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+
+class StoreError(RuntimeError):
+    """A durable store (a node's publications, the supervisor's database) cannot be opened,
+    read or written; the message is one line for the operator."""
 
 
 def prepare_data_dir(directory: Path, error: type[Exception]) -> Path:

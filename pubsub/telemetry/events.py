@@ -295,7 +295,7 @@ class Observer:
 
 
 class MessageDeltas:
-    """The ``messages`` event: a runtime's counts (`pubsub.runtime.net.Stats`) since the previous
+    """The ``messages`` event: a runtime's counts (`pubsub.runtime.stats.Stats`) since the previous
     call; counts before the first call belong to no interval."""
 
     def __init__(self, stats: Any) -> None:

@@ -5,7 +5,7 @@ text format) on ``--metrics-host`` (default 127.0.0.1).  Each daemon has its own
 `CollectorRegistry`, so several daemons may run in one process (the tests do).
 
 Nothing is counted twice: the collectors read what the daemon keeps anyway -- the
-runtime's `pubsub.runtime.net.Stats`, the cores' status and counters -- when Prometheus scrapes.
+runtime's `pubsub.runtime.stats.Stats`, the cores' status and counters -- when Prometheus scrapes.
 Only what exists nowhere else is counted here: deliveries by arrival path with their
 latency (`DeliveryMetrics`, an `Observer` of the node) and the supervisor's configuration
 requests and sends (counted by `supervisor.app.SupervisorApp`).
@@ -33,7 +33,6 @@ import contextlib
 import json
 import logging
 import os
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -92,12 +91,12 @@ class LatencyHistogram:
     def __init__(self, buckets: Sequence[float] = LATENCY_BUCKETS) -> None:
         self.bounds = tuple(sorted(buckets))
         self.counts: dict[str, list[int]] = {}
-        self.sums: Counter[str] = Counter()
+        self.sums: dict[str, float] = {}
 
     def observe(self, via: str, seconds: float) -> None:
         counts = self.counts.setdefault(via, [0] * (len(self.bounds) + 1))
         counts[bisect.bisect_left(self.bounds, seconds)] += 1
-        self.sums[via] += seconds
+        self.sums[via] = self.sums.get(via, 0.0) + seconds
 
     def family(self, name: str, documentation: str) -> HistogramMetricFamily:
         family = HistogramMetricFamily(name, documentation, labels=["via"])
@@ -132,7 +131,7 @@ def _by_label(
 
 
 class RuntimeCollector:
-    """The network runtime's counters (`pubsub.runtime.net.Stats`), for every daemon."""
+    """The network runtime's counters (`pubsub.runtime.stats.Stats`), for every daemon."""
 
     def __init__(self, stats: Any, role: str, ref: str, app: Any = None) -> None:
         self.stats = stats

@@ -19,7 +19,7 @@ from broker.cli import format_broker_status
 from broker.cores.control import BrokerHeartbeat
 from broker.app import BrokerApp, BrokerSettings, parse_link_rate
 from broker.cores.language.filters import Filter
-from broker.links import OutLink
+from broker.links import NeighbourLink
 from broker.cores.messages import Attrs, ClientPublish, PadresPublish, ScotPublish
 from broker.cores.topology import Scot, scot
 from broker.cores.topologyfile import scot3x3
@@ -31,7 +31,8 @@ from pubsub.runtime.admin import Chaos
 from pubsub.runtime.adminparams import ChaosError
 from broker.faults import broker_actions
 from pubsub.kernel.message import Message, Ref
-from pubsub.runtime.net import Runtime, Stats
+from pubsub.runtime.net import Runtime
+from pubsub.runtime.stats import Stats
 from pubsub.runtime.settings import RuntimeSettings
 from tests.integration.test_daemons import bound_socket, ref_of, wait_until
 
@@ -208,22 +209,58 @@ async def test_peers_cannot_inject_client_operations_or_the_other_protocol() -> 
 
 
 # --- links: LST reports, rate limits, congestion, dead neighbours -------------------------------------
-async def test_outlink_rate_limit_keeps_order_and_reports_windows() -> None:
-    sent: list[Message] = []
-    link = OutLink("b,1", "127.0.0.1:1", "iLink", sent.append, lambda: 0, bound=5, rate=50.0)
-    task = asyncio.get_running_loop().create_task(link.run())
-    msgs = [BrokerHeartbeat(str(i)) for i in range(7)]
-    assert [link.put(m) for m in msgs] == [True] * 5 + [False] * 2  # bounded queue
-    assert link.window() == (5, 7, 0)
-    await wait_until(lambda: _true(len(sent) == 2), what="two sends at 50/s")
-    assert link.queue_len() >= 2  # the limit holds the rest back
-    link.set_rate(None)  # lifting it flushes in order
-    assert sent == msgs[:5] and link.dropped == 2 and link.window() == (0, 0, 5)
-    link.put(msgs[5])
-    assert sent[-1] is msgs[5]  # unlimited and empty: straight through
-    with pytest.raises(ValueError):
-        link.set_rate(0)
-    task.cancel()
+class _Sink:
+    """A peer that takes every frame and does nothing."""
+
+    def __init__(self, ref: Ref) -> None:
+        self.ref = ref
+        self.received: list[Message] = []
+
+    def handle(self, msg: Message, now: float) -> list[Any]:
+        self.received.append(msg)
+        return []
+
+    def timeout(self, now: float) -> list[Any]:
+        return []
+
+    def peer_unreachable(self, ref: Ref, now: float) -> list[Any]:
+        return []
+
+    def control(self, msg: Message, now: float) -> tuple[Message, list[Any]]:
+        return ErrorReply(code="unsupported", detail=msg.kind), []
+
+
+async def test_neighbour_link_reports_lst_windows_from_the_runtime_queue() -> None:
+    """Q_l, Q_in and Q_out of §9.2 come from the runtime's queue of the link (which holds
+    the rate limit): what waits now, what entered and what was written in each window."""
+    socks = [bound_socket(), bound_socket()]
+    a_app, b_app = (_Sink(ref_of(s)) for s in socks)
+    a = Runtime(a_app, RuntimeSettings(), stats=Stats(), sock=socks[0])
+    b = Runtime(b_app, RuntimeSettings(), stats=Stats(), sock=socks[1])
+    await a.start()
+    await b.start()
+    try:
+        link = NeighbourLink("b,1", b.ref, "iLink", a)
+        link.set_rate(5.0)
+        msgs = [BrokerHeartbeat(str(i)) for i in range(7)]
+        for m in msgs:
+            a.send(link.ref, m)
+        assert link.window() == (7, 7, 0)  # all queued, nothing written yet
+        await wait_until(lambda: _true(link.sent >= 2), what="two sends at 5/s")
+        assert link.queue_len() >= 3  # the limit holds the rest back
+        link.set_rate(None)  # lifting it lets the rest go, in order
+        await wait_until(lambda: _true(len(b_app.received) == 7), what="the rest once lifted")
+        assert b_app.received == msgs
+        assert link.window() == (0, 0, 7)  # none entered since, all 7 written
+        assert link.dropped == 0 and link.rate is None
+        assert link.snapshot()["sent_by_kind"] == {"broker_heartbeat": 7}
+        with pytest.raises(ValueError):
+            link.set_rate(0)
+    finally:
+        await a.stop()
+        await b.stop()
+        for sock in socks:
+            sock.close()
 
 
 async def test_a_rate_limited_ilink_fills_up_is_congested_and_recovers() -> None:

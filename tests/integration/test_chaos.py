@@ -29,7 +29,7 @@ from pubsub.ops.processes import ClusterError
 from pubsub.ops.ringview import members_of, ring_order
 from pubsub.runtime.admin import admin_request
 from pubsub.runtime.adminparams import ChaosError
-from pubsub.runtime.net import request
+from pubsub.runtime.client import request
 from pubsub.runtime.settings import AdminSettings, SettingsError, load
 from tests.cluster_checks import ring_problems
 

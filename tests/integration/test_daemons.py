@@ -24,8 +24,11 @@ from pubsub.cli.main import main
 from pubsub.kernel.control import Reply, StatusRequest
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import JoinTopic, LeaveTopic
-from pubsub.runtime.net import Runtime, Stats, request
-from pubsub.node.app import NodeApp, TopicFile, TopicFileError
+from pubsub.runtime.client import request
+from pubsub.runtime.net import Runtime
+from pubsub.runtime.stats import Stats
+from pubsub.node.app import NodeApp
+from pubsub.node.topicfile import TopicFile, TopicFileError
 from pubsub.skipring.nodecore import NodeCore
 from pubsub.runtime.settings import RuntimeSettings
 from supervisor.core import SupervisorCore

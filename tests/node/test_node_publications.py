@@ -20,8 +20,10 @@ from pubsub.client.library import Ack, Client, ClientError, PublishError
 from pubsub.kernel.control import Hello, Reply, StatusRequest
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import Delivery, Follow
-from pubsub.runtime.net import Runtime, Stats
-from pubsub.node.app import SEQ_BLOCK, NodeApp, TopicFile
+from pubsub.runtime.net import Runtime
+from pubsub.runtime.stats import Stats
+from pubsub.node.app import SEQ_BLOCK, NodeApp
+from pubsub.node.topicfile import TopicFile
 from pubsub.skipring.nodecore import NodeCore
 from pubsub.node.store import PublicationStore
 from tests.integration.test_daemons import (
@@ -47,11 +49,10 @@ async def pnode(
     store = PublicationStore(data, sync="normal")
     app = NodeApp(
         ref,
-        NodeCore(ref, sup, rng=random.Random(2)),
+        NodeCore(ref, sup, rng=random.Random(2), **options),  # type: ignore[arg-type]
         stats,
         TopicFile(data) if data else None,
         store=store,
-        **options,  # type: ignore[arg-type]
     )
     initial = app.rejoin()
     rt = Runtime(app, FAST, stats=stats, sock=sock)
@@ -180,7 +181,7 @@ def test_a_slow_reader_costs_one_batch_and_loses_nothing(tmp_path: Path) -> None
                 wire.encode(Hello(ref=None, role="client")) + wire.encode(Follow(T, 0, False, True))
             )
             payload = bytes(size)
-            for start in range(0, count, 100):
+            for _ in range(0, count, 100):
                 await asyncio.gather(*(client.publish(T, payload) for _ in range(100)))
             [stream] = app.deliveries.streams[T]
             assert stream.session.buffered() < 2 * (1 << 20)  # not 16 MB
@@ -229,7 +230,7 @@ def test_publish_errors(tmp_path: Path) -> None:
                 with pytest.raises(PublishError) as info:
                     await client.publish(Topic("empty"), b"x")
                 assert info.value.code == "no_members"
-            assert oapp.handover.counters["succeeded"] == 1
+            assert oapp.core.handover.counters["succeeded"] == 1
             history = await Client(member.ref).history(T)
             assert [d.payload for d in history] == [b"through a non-member"]
         with pytest.raises(PublishError) as info:

@@ -71,7 +71,7 @@ ANALYSIS_TIMEOUT = 480.0
 STATUS_SCRIPT = """
 import asyncio, json, sys
 from pubsub.kernel.control import Reply, StatusRequest
-from pubsub.runtime.net import request
+from pubsub.runtime.client import request
 
 async def one(ref):
     try:
@@ -435,7 +435,7 @@ def test_entrypoint_builds_each_role(tmp_path: Path) -> None:
     data = os.path.join(str(tmp_path), "nodes", ep.socket.gethostname())
     assert argv == ["pubsub", "node", "--listen", "10.0.0.7:7001", "--supervisor", SUPERVISOR,
                     "--data", data]
-    from pubsub.node.app import TopicFile
+    from pubsub.node.topicfile import TopicFile
 
     assert TopicFile(data).load() == {"news", "sports"}
     env["PUBSUB_TOPICS"] = "weather"  # added to what the node already remembers

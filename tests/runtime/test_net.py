@@ -22,7 +22,8 @@ from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Hello, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.skipring.messages import JoinTopic, Ping, Pong
-from pubsub.runtime.net import RequestError, Runtime, request
+from pubsub.runtime.client import RequestError, request
+from pubsub.runtime.net import Runtime
 from pubsub.runtime.settings import RuntimeSettings
 
 SCENARIO_TIMEOUT = 30.0
@@ -425,5 +426,46 @@ def test_request_errors_are_clear(run: Any) -> None:
                 await request(f"127.0.0.1:{port}", StatusRequest(), timeout=0.2)
         finally:
             server.close()
+
+    run(scenario)
+
+
+def test_rate_limited_link_keeps_order_holds_back_and_flushes_when_lifted(run: Any) -> None:
+    """A per-link rate limit (the broker's ``link_rate``): at most R frames per second leave,
+    the rest wait in order and count as queued; lifting the limit lets them all go, in order;
+    a rate that is not a positive number is refused."""
+
+    async def scenario() -> None:
+        async with running() as (a, _), running() as (b, app_b):
+            a.set_rate(b.ref, 20.0)
+            assert a.rate(b.ref) == 20.0
+            for n in range(10):
+                a.send(b.ref, Ping(nonce=n))
+            await wait_until(lambda: len(app_b.nonces()) >= 2, what="first frames at 20/s")
+            queued, enqueued, written, dropped = a.link_counters(b.ref)
+            assert enqueued == 10 and dropped == 0
+            assert queued >= 5 and written <= 5  # the limit holds the rest back
+            a.set_rate(b.ref, None)
+            await wait_until(lambda: len(app_b.nonces()) == 10, what="the rest once lifted")
+            assert app_b.nonces() == list(range(10))
+            assert a.link_counters(b.ref) == (0, 10, 10, 0)
+            assert a.enqueued_by_kind(b.ref) == {"ping": 10}
+            for bad in (0.0, -1.0, float("inf"), float("nan")):
+                with pytest.raises(ValueError):
+                    a.set_rate(b.ref, bad)
+            with pytest.raises(ValueError):
+                a.set_rate(Ref("no-port"), 1.0)
+
+    run(scenario)
+
+
+def test_link_counters_count_drops_of_a_full_queue(run: Any) -> None:
+    async def scenario() -> None:
+        ref = dead_ref()
+        async with running(unreachable_after=10_000, send_queue_bound=5) as (a, _):
+            a.set_rate(ref, 1.0)
+            for n in range(7):
+                a.send(ref, Ping(nonce=n))
+            assert a.link_counters(ref) == (5, 7, 0, 2)
 
     run(scenario)

@@ -46,7 +46,7 @@ from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import ClusterError
 from pubsub.runtime.admin import admin_request
 from pubsub.runtime.adminparams import ChaosError, new_marker_id
-from pubsub.runtime.net import RequestError
+from pubsub.runtime.client import RequestError
 from pubsub.telemetry.events import EventWriter
 
 

@@ -1,0 +1,163 @@
+"""One TCP connection as the runtime holds it (`Connection`), and a client's connection as
+the application sees it (`ClientSession`: send at any time, wait for the client to read,
+learn when it is gone)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from pubsub.kernel import wire
+from pubsub.kernel.message import Message, Ref
+from pubsub.runtime.stats import Stats
+
+log = logging.getLogger(__name__)
+
+
+def split_ref(ref: str) -> tuple[str, int]:
+    """("host", port) of a reference "host:port"; WireError("bad_field") if malformed."""
+    wire.validate_ref(ref)
+    host, _, port = ref.rpartition(":")
+    return host, int(port)
+
+
+class Connection:
+    """One TCP connection (peer or client), alive as long as its reader task runs."""
+
+    _next_seq = 0
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, outgoing: bool
+    ) -> None:
+        Connection._next_seq += 1
+        self.seq = Connection._next_seq
+        self.reader = reader
+        self.writer = writer
+        self.outgoing = outgoing
+        self.role: str | None = None  # "peer" / "client" once known
+        self.peer: Ref | None = None  # the other side's ref (peers only)
+        self.initiator: Ref | None = None  # the ref of the side that connected
+        self.write_closed = False
+        self.closed = False
+        self.fatal = False  # bad input: ErrorReply sent, write side closed, discarding input
+        self.task: asyncio.Task[None] | None = None
+        addr = writer.get_extra_info("peername")
+        self.address = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
+
+    @property
+    def label(self) -> str:
+        """How logs name the other side."""
+        return self.peer or self.address
+
+    @property
+    def source(self) -> str:
+        """Whom rate-limited logging groups by: the peer's ref, else its IP address (a
+        misbehaving client opening many connections still gets one line per code)."""
+        return self.peer or self.address.rpartition(":")[0] or self.address
+
+    @property
+    def writable(self) -> bool:
+        return not self.write_closed and not self.closed and not self.writer.is_closing()
+
+    def write(self, data: bytes) -> bool:
+        if not self.writable:
+            return False
+        self.writer.write(data)
+        return True
+
+    def close_write(self) -> None:
+        """Half-close: FIN after everything already written; keep reading."""
+        if self.write_closed:
+            return
+        self.write_closed = True
+        try:
+            if self.writer.can_write_eof():
+                self.writer.write_eof()
+            else:
+                self.writer.close()
+        except (OSError, RuntimeError):
+            self.writer.close()
+
+    def close(self) -> None:
+        self.write_closed = True
+        self.closed = True
+        self.writer.close()
+
+    def __repr__(self) -> str:
+        return f"<Connection #{self.seq} {self.role} {self.label} initiator={self.initiator}>"
+
+
+class ClientSession:
+    """A client's connection as the application sees it: send frames at any time, wait for
+    the client to read (backpressure), learn when the connection is gone."""
+
+    def __init__(self, conn: Connection, stats: Stats, max_frame: int) -> None:
+        self._conn = conn
+        self._stats = stats
+        self._max_frame = max_frame
+        self._callbacks: list[Callable[[], None]] = []
+        self._gone = False
+        #: Set by the application when the connection carries a stream (no more requests).
+        self.streaming = False
+
+    @property
+    def address(self) -> str:
+        """The client's address (for logs)."""
+        return self._conn.address
+
+    @property
+    def closed(self) -> bool:
+        """True once nothing more can be written to the client."""
+        return self._gone or not self._conn.writable
+
+    def send(self, msg: Message) -> bool:
+        """Write one frame to the client; False if the connection is gone or `msg` does not
+        fit in a frame (counted as an error by its code)."""
+        if self.closed:
+            return False
+        stats = self._stats
+        try:
+            frame = wire.encode(msg, self._max_frame)
+        except wire.WireError as exc:
+            stats.error(exc.code)
+            return False
+        if not self._conn.write(frame):
+            return False
+        stats.frames_out[msg.kind] += 1
+        stats.bytes_out[msg.kind] += len(frame)
+        return True
+
+    def buffered(self) -> int:
+        """Bytes written to the client and not yet accepted by its socket."""
+        if self.closed:
+            return 0
+        return self._conn.writer.transport.get_write_buffer_size()
+
+    async def drain(self) -> None:
+        """Wait until the client has read enough of what was sent (returns at once when
+        the connection is gone)."""
+        if self.closed:
+            return
+        try:
+            await self._conn.writer.drain()
+        except (ConnectionError, OSError, RuntimeError):
+            pass
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once when the connection is gone (at once if it already is)."""
+        if self._gone:
+            callback()
+        else:
+            self._callbacks.append(callback)
+
+    def _closed(self) -> None:
+        if self._gone:
+            return
+        self._gone = True
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - one bad callback must not stop the others
+                log.exception("session close callback failed")

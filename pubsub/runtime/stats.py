@@ -1,0 +1,82 @@
+"""What a runtime counts (`Stats`, put into every daemon's status reply and exported to
+Prometheus by `pubsub.telemetry.metrics`), and `LogLimiter`, which keeps a flood of bad
+input from becoming a flood of log lines."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from typing import Any
+
+
+class Stats:
+    """Counters of one runtime; `snapshot` is JSON-able and goes into status replies."""
+
+    def __init__(self) -> None:
+        self.frames_in: Counter[str] = Counter()
+        self.bytes_in: Counter[str] = Counter()
+        self.frames_out: Counter[str] = Counter()
+        self.bytes_out: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
+        self.dropped_sends = 0
+        self.peers_unreachable = 0
+        self.local_deliveries = 0
+        self.connections_accepted = 0
+        self.connections_opened = 0
+        self.connections_retired = 0
+        self.connections_open = 0
+        self.connect_failures = 0
+        #: Peer frames discarded by injected faults (`NetworkFaults`), by reason.
+        self.fault_drops: Counter[str] = Counter()
+
+    def error(self, code: str) -> None:
+        """Count one error of kind `code`."""
+        self.errors[code] += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """All counters as plain dicts and ints."""
+        return {
+            "frames_in": dict(self.frames_in),
+            "bytes_in": dict(self.bytes_in),
+            "frames_out": dict(self.frames_out),
+            "bytes_out": dict(self.bytes_out),
+            "errors": dict(self.errors),
+            "dropped_sends": self.dropped_sends,
+            "peers_unreachable": self.peers_unreachable,
+            "local_deliveries": self.local_deliveries,
+            "connections_accepted": self.connections_accepted,
+            "connections_opened": self.connections_opened,
+            "connections_retired": self.connections_retired,
+            "connections_open": self.connections_open,
+            "connect_failures": self.connect_failures,
+            "fault_drops": dict(self.fault_drops),
+        }
+
+
+class LogLimiter:
+    """Logs a given key at most once per `period` seconds, reporting how many were held back."""
+
+    MAX_KEYS = 10_000
+
+    def __init__(self, logger: logging.Logger, period: float = 60.0) -> None:
+        self._log = logger
+        self._period = period
+        self._seen: dict[tuple[object, ...], list[float]] = {}  # key -> [last time, held back]
+
+    def log(
+        self, key: tuple[object, ...], level: int, msg: str, *args: object, exc_info: bool = False
+    ) -> None:
+        now = asyncio.get_running_loop().time()
+        entry = self._seen.get(key)
+        if entry is not None and now - entry[0] < self._period:
+            entry[1] += 1
+            return
+        if len(self._seen) >= self.MAX_KEYS:
+            self._seen.clear()
+        held = int(entry[1]) if entry else 0
+        self._seen[key] = [now, 0]
+        if held:
+            msg += " (%d similar messages suppressed)"
+            args = (*args, held)
+        self._log.log(level, msg, *args, exc_info=exc_info)
