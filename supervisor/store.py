@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
-from pubsub.runtime.datadir import prepare_data_dir
+from pubsub.runtime.datadir import StoreError, prepare_data_dir
 from pubsub.kernel.wire import WireError, validate_ref, validate_topic
 from pubsub.skipring.fields import validate_label
 
@@ -28,10 +28,6 @@ DB_NAME = "supervisor.sqlite3"
 
 Row = tuple[str, str, str]
 Change = tuple[str, str, str | None]
-
-
-class StoreError(RuntimeError):
-    """The database cannot be opened or written; the message is one line for the operator."""
 
 
 class SupervisorStore:

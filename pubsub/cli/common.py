@@ -18,7 +18,7 @@ from pubsub.client.run import until_stopped
 from pubsub.kernel.control import ErrorReply, Reply
 from pubsub.kernel.message import Message, Ref
 from pubsub.kernel.wire import WireError, validate_ref, validate_topic
-from pubsub.runtime.net import RequestError, request
+from pubsub.runtime.client import RequestError, request
 from pubsub.runtime.settings import (
     AdminSettings,
     RuntimeSettings,
@@ -191,18 +191,14 @@ def admin_options(f: Any) -> Any:
 
 def run_daemon(what: str, listen: str, run: Any) -> None:
     """Run a daemon; turn start-up failures into one-line errors."""
-    from pubsub.node.app import TopicFileError
-    from pubsub.node.store import StoreError as PublicationStoreError
     from pubsub.runtime.adminserver import AdminError
+    from pubsub.runtime.datadir import StoreError
     from pubsub.telemetry.events import EventsError
     from pubsub.telemetry.metrics import MetricsError
-    from supervisor.store import StoreError
 
     try:
         run()
-    except (
-        StoreError, TopicFileError, PublicationStoreError, MetricsError, EventsError, AdminError
-    ) as exc:
+    except (StoreError, MetricsError, EventsError, AdminError) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)

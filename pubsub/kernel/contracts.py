@@ -1,7 +1,8 @@
 """The contracts every protocol mode implements (docs/architecture.md, "Core and Mode").
 
 `Core` is the shape of a protocol core: a state machine without I/O that answers each
-message and each Timeout with the messages it wants sent.  The network runtime
+message and each Timeout with its effects: the messages it wants sent, and the order it
+needs against durability and clients (`pubsub.kernel.effects`).  The network runtime
 (`pubsub.runtime`) and the simulator (`pubsub.sim`) drive cores only through it.
 
 `Mode` describes one protocol mode to the layers above the kernel: what the CLI offers,
@@ -14,22 +15,25 @@ mode's types.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pubsub.kernel.message import Message, Send
+from pubsub.kernel.effects import Effect
+from pubsub.kernel.message import Message
 
 
 class Core(Protocol):
     """A protocol core: pure, deterministic given its inputs, no I/O, no clock of its own."""
 
-    def handle(self, msg: Message, now: float) -> list[Send]:
-        """React to one message; the messages to send."""
+    def handle(self, msg: Message, now: float) -> Sequence[Effect]:
+        """React to one message; what to do: messages to send (`Send`), and where order
+        against durability or a client matters, `Persist` and `Answer`
+        (`pubsub.kernel.effects`)."""
         ...
 
-    def timeout(self, now: float) -> list[Send]:
-        """The periodic action (the papers' Timeout); the messages to send."""
+    def timeout(self, now: float) -> Sequence[Effect]:
+        """The periodic action (the papers' Timeout); what to do, as for `handle`."""
         ...
 
 

@@ -33,143 +33,58 @@ is reserved (one small transaction) before the first number beyond it is used.  
 node continues at the reservation, so it never issues a (publisher, seq) pair twice, even
 for a publication that left the node (by anti-entropy) before its commit.
 
-Publishing.  A PublishRequest whose payload exceeds ``max_payload_bytes`` fails with
-``payload_too_large``.  A member of the topic stores the publication, commits, acknowledges
-(PublishAck with its local number), then floods.  Any other node hands it over to a member
-(`pubsub.skipring.handover`: GetMember to the supervisor, HandOver to the member, whose
-HandOverAck comes after *its* commit) and acknowledges once a member holds it durably, or
-fails with ``no_members`` / ``handover_failed``.
+Publishing.  The core decides (`NodeCore.publish_request`, hand-overs in
+`pubsub.skipring.handover`) and states the order as effects (`pubsub.kernel.effects`): this
+app executes them -- `Persist` joins the next group commit and runs what waits for it
+afterwards (acknowledge, then flood), `Answer` goes to the client connection it names, with
+the store's local number filled into a PublishAck for a publication stored here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
-from pathlib import Path
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from functools import partial
+from typing import Any
 
 import uvloop
 
-from pubsub.runtime.datadir import prepare_data_dir
-from pubsub.skipring.antientropy import DEFAULT_BATCH_BYTES, Arrival
-from pubsub.node.delivery import Deliveries
-from pubsub.skipring.handover import HandOverClient
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
+from pubsub.kernel.effects import Answer, Effect, Persist
 from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.node.delivery import Deliveries
+from pubsub.node.faults import node_actions
+from pubsub.node.settings import FRAME_OVERHEAD, NodeSettings
+from pubsub.node.store import NewRow, PublicationStore, StoreError
+from pubsub.node.telemetry import node_instrument
+from pubsub.runtime.host import Daemon, host
+from pubsub.runtime.connection import ClientSession
+from pubsub.runtime.net import Runtime
+from pubsub.runtime.stats import LogLimiter, Stats
+from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
+from pubsub.skipring.antientropy import DEFAULT_BATCH_BYTES
 from pubsub.skipring.messages import (
     Follow,
-    HandOver,
-    HandOverAck,
     JoinTopic,
     LeaveTopic,
-    MemberIs,
-    Publication,
     PublishAck,
     PublishFailed,
     PublishRequest,
 )
-from pubsub.node.faults import node_actions
-from pubsub.node.telemetry import node_instrument
-from pubsub.runtime.host import Daemon, host
-from pubsub.runtime.net import ClientSession, LogLimiter, Runtime, Stats
 from pubsub.skipring.nodecore import NodeCore
-from pubsub.node.settings import DEFAULT_MAX_PAYLOAD_BYTES, FRAME_OVERHEAD, NodeSettings
-from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
-from pubsub.node.store import NewRow, PublicationStore, StoreError
-from pubsub.kernel.wire import WireError, validate_topic
+from pubsub.node.topicfile import TopicFile, TopicFileError
 
 log = logging.getLogger(__name__)
 
-TOPICS_FILE = "topics.json"
-TOPICS_FORMAT = 1
 #: Sequence numbers reserved durably at a time (see the module docstring).
 SEQ_BLOCK = 1024
 #: Seconds before a failed store write is tried again.
 STORE_RETRY = 1.0
-
-
-class TopicFileError(RuntimeError):
-    """The topics file cannot be read or written; the message is one line for the operator."""
-
-
-class TopicFile:
-    """The durable set of wanted topics, one JSON document written atomically."""
-
-    def __init__(self, data_dir: Path | str) -> None:
-        self.dir = prepare_data_dir(Path(data_dir), TopicFileError)
-        self.path = self.dir / TOPICS_FILE
-
-    def load(self) -> set[Topic]:
-        """The stored topics (empty when there is no file yet); invalid entries are skipped."""
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return set()
-        except OSError as exc:
-            raise TopicFileError(f"cannot read {self.path}: {exc.strerror or exc}") from None
-        try:
-            doc = json.loads(text)
-            entries = doc["topics"]
-            if not isinstance(entries, list):
-                raise TypeError("'topics' is not a list")
-        except (ValueError, KeyError, TypeError) as exc:
-            raise TopicFileError(f"{self.path} is not a topics file: {exc}") from None
-        topics: set[Topic] = set()
-        for entry in entries:
-            try:
-                topics.add(validate_topic(entry))
-            except WireError as exc:
-                log.warning("%s: skipping invalid topic %r: %s", self.path, entry, exc.detail)
-        return topics
-
-    def save(self, topics: set[Topic]) -> None:
-        """Replace the file with `topics` (temporary file, fsync, rename, fsync directory)."""
-        doc = {"format": TOPICS_FORMAT, "topics": sorted(topics)}
-        tmp = self.path.with_name(f".{TOPICS_FILE}.tmp")
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(doc, f, ensure_ascii=False, indent=1)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-            fd = os.open(self.dir, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            raise TopicFileError(f"cannot write {self.path}: {exc.strerror or exc}") from None
-
-
-class NodeCoreLike(Protocol):
-    """The part of `pubsub.skipring.nodecore.NodeCore` the daemon uses."""
-
-    ref: Ref
-    supervisor: Ref
-    wanted_topics: set[Topic]
-    next_seq: int
-    flooding: bool
-    publications: dict[Topic, Any]
-
-    def join(self, topic: Topic) -> list[Send]: ...
-    def leave(self, topic: Topic) -> list[Send]: ...
-    def handle(self, msg: Message, now: float) -> list[Send]: ...
-    def timeout(self, now: float) -> list[Send]: ...
-    def peer_unreachable(self, ref: Ref, now: float) -> list[Send]: ...
-    def status(self) -> dict[str, object]: ...
-    def is_member(self, topic: Topic) -> bool: ...
-    def issue(self, payload: bytes, published_ms: int = 0) -> Publication: ...
-    def publish_publication(self, topic: Topic, publication: Publication) -> list[Send]: ...
-    def holds(self, topic: Topic, publication: Publication) -> bool: ...
-    def restore(self, topic: Topic, publications: Iterable[Publication]) -> int: ...
-    def drain_arrivals(self) -> list[tuple[Topic, Arrival]]: ...
 
 
 #: Run after a commit: (whether it succeeded, local numbers of what it wrote by (topic, key)).
@@ -177,29 +92,22 @@ AfterCommit = Callable[[bool, dict[tuple[Topic, bytes], int]], None]
 
 
 class NodeApp:
-    """The `pubsub.runtime.net.Application` of the subscriber daemon."""
+    """The `pubsub.runtime.application.Application` of the subscriber daemon."""
 
     def __init__(
         self,
         ref: Ref,
-        core: NodeCoreLike,
+        core: NodeCore,
         stats: Stats,
         topic_file: TopicFile | None = None,
         *,
         store: PublicationStore | None = None,
-        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
-        handover_timeout: float = 1.5,
-        handover_attempts: int = 4,
     ) -> None:
         self.ref = ref
         self.core = core
         self.stats = stats
         self.topic_file = topic_file
         self.store = store if store is not None else PublicationStore(None)
-        self.max_payload_bytes = max_payload_bytes
-        self.handover = HandOverClient(
-            ref, core.supervisor, step_timeout=handover_timeout, attempts=handover_attempts
-        )
         self.deliveries = Deliveries(self.store)
         self.runtime: Runtime | None = None
         self.counters: Counter[str] = Counter()
@@ -207,7 +115,8 @@ class NodeApp:
         self._rows: list[NewRow] = []  # stored in the tries, not yet written
         self._after: list[AfterCommit] = []
         self._commit_scheduled = False
-        self._clients: dict[int, tuple[ClientSession, int]] = {}  # hand-over -> (client, id)
+        self._sessions: dict[int, ClientSession] = {}  # client token -> its connection
+        self._next_client = 0
         self._limiter = LogLimiter(log)
         self.core.next_seq = max(self.core.next_seq, self.store.seq_reserved)
         self._seq_limit = self.store.seq_reserved
@@ -246,22 +155,11 @@ class NodeApp:
     # ------------------------------------------------------------------ the protocol
     def handle(self, msg: Message, now: float) -> list[Send]:
         self._notify("touched")
-        if isinstance(msg, (MemberIs, HandOverAck)):
-            sends = self.handover.handle(msg, now)
-            self._answer_handovers()
-            return sends
-        if isinstance(msg, HandOver):
-            return self._accept_handover(msg)
-        sends = self.core.handle(msg, now)
-        self._collect()
-        return sends
+        return self._execute(self.core.handle(msg, now))
 
     def timeout(self, now: float) -> list[Send]:
         self.intervals += 1
-        sends = self.core.timeout(now)
-        sends.extend(self.handover.timeout(now))
-        self._answer_handovers()
-        self._collect()
+        sends = self._execute(self.core.timeout(now))
         self._notify("ticked")
         return sends
 
@@ -316,53 +214,29 @@ class NodeApp:
 
     # ------------------------------------------------------------------ publishing
     def _publish(self, msg: PublishRequest, session: ClientSession, now: float) -> list[Send]:
-        def fail(code: str, detail: str) -> list[Send]:
-            self.counters[f"publish_failed_{code}"] += 1
-            session.send(PublishFailed(id=msg.id, code=code, detail=detail))
-            return []
-
-        size = len(msg.payload)
-        if size > self.max_payload_bytes:
-            return fail(
-                "payload_too_large",
-                f"payload of {size} bytes exceeds this node's limit of "
-                f"{self.max_payload_bytes} bytes (PUBSUB_MAX_PAYLOAD_BYTES)",
-            )
+        client = self._client_token(session)
         try:
             self._reserve_seq()
         except StoreError as exc:
             self.stats.error("store_error")
-            return fail("store_error", str(exc))
-        publication = self.core.issue(msg.payload, published_ms=int(time.time() * 1000))
-        topic = msg.topic
-        if not self.core.is_member(topic):
-            request, sends = self.handover.start(topic, publication, now)
-            self._clients[request] = (session, msg.id)
-            self.counters["handovers_started"] += 1
-            return sends
-        floods = self.core.publish_publication(topic, publication)
-        self._collect()
+            self._answer(Answer(client, PublishFailed(msg.id, "store_error", str(exc))), {})
+            return []
+        published_ms = int(time.time() * 1000)
+        return self._execute(self.core.publish_request(client, msg, published_ms, now))
 
-        def done(ok: bool, written: dict[tuple[Topic, bytes], int]) -> None:
-            if not ok:
-                fail("store_error", "the publication could not be written to the store")
-                return
-            self.counters["published_local"] += 1
-            session.send(
-                PublishAck(
-                    id=msg.id,
-                    topic=topic,
-                    publisher=publication.publisher,
-                    seq=publication.seq,
-                    key=publication.key,
-                    stored_by=self.ref,
-                    local_seq=written.get((topic, publication.key)),
-                )
-            )
-            self._dispatch(floods)  # durable first, then the acknowledgement, then flooding
+    def _client_token(self, session: ClientSession) -> int:
+        """The token by which the core addresses this client connection."""
+        for token, known in self._sessions.items():
+            if known is session:
+                return token
+        self._next_client += 1
+        token = self._next_client
+        self._sessions[token] = session
+        def forget() -> None:
+            self._sessions.pop(token, None)
 
-        self._after_commit(done)
-        return []
+        session.on_close(forget)
+        return token
 
     def _reserve_seq(self) -> None:
         """Make sure the next sequence number is below the durable reservation."""
@@ -372,61 +246,49 @@ class NodeApp:
         self.store.reserve_seq(limit)
         self._seq_limit = limit
 
-    def _answer_handovers(self) -> None:
-        for outcome in self.handover.drain_outcomes():
-            client = self._clients.pop(outcome.request, None)
-            if client is None:
-                continue
-            session, client_id = client
-            p = outcome.publication
-            if outcome.ok and outcome.member is not None:
-                self.counters["handovers_succeeded"] += 1
-                session.send(
-                    PublishAck(
-                        id=client_id,
-                        topic=outcome.topic,
-                        publisher=p.publisher,
-                        seq=p.seq,
-                        key=p.key,
-                        stored_by=outcome.member,
-                        local_seq=None,
-                    )
-                )
+    # ------------------------------------------------------------------ effects
+    def _execute(
+        self, effects: Iterable[Effect], written: Mapping[tuple[Topic, bytes], int] | None = None
+    ) -> list[Send]:
+        """Carry out a core's effects (`pubsub.kernel.effects`): sends are returned for the
+        runtime, answers go to their clients, and a Persist queues what the core stored for
+        the next group commit and runs its `then` (or `otherwise`) after that commit."""
+        sends: list[Send] = []
+        self._collect()
+        for effect in effects:
+            if isinstance(effect, Send):
+                sends.append(effect)
+            elif isinstance(effect, Answer):
+                self._answer(effect, written or {})
             else:
-                self.counters[f"publish_failed_{outcome.code}"] += 1
-                session.send(PublishFailed(id=client_id, code=outcome.code, detail=outcome.detail))
+                self._after_commit(partial(self._committed, effect))
+        return sends
 
-    def _accept_handover(self, msg: HandOver) -> list[Send]:
-        """A non-member hands a publication to us: store it durably, answer, then flood."""
-        self.counters["handovers_received"] += 1
+    def _committed(self, persist: Persist, ok: bool, written: dict[tuple[Topic, bytes], int]) -> None:
+        self._dispatch(self._execute(persist.then if ok else persist.otherwise, written))
 
-        def answer(ok: bool, code: str = "") -> Send:
-            return Send(msg.sender, HandOverAck(msg.topic, self.ref, msg.request, ok, code))
-
-        if not self.core.is_member(msg.topic):
-            return [answer(False, "not_member")]
-        floods = self.core.publish_publication(msg.topic, msg.publication)
-        if not self.core.holds(msg.topic, msg.publication):
-            return [answer(False, "bad_publication")]
-        self._collect(via="handover")
-
-        def done(ok: bool, written: dict[tuple[Topic, bytes], int]) -> None:
-            if ok:
-                self._dispatch([answer(True), *floods])
-            else:
-                self._dispatch([answer(False, "store_error")])
-
-        self._after_commit(done)
-        return []
+    def _answer(self, answer: Answer, written: Mapping[tuple[Topic, bytes], int]) -> None:
+        """Send an answer to its client; local numbers are the store's, so a PublishAck for
+        a publication stored here gets its number from the commit that wrote it."""
+        msg = answer.msg
+        if isinstance(msg, PublishAck):
+            if msg.stored_by == self.ref:
+                msg = replace(msg, local_seq=written.get((msg.topic, msg.key)))
+                self.counters["published_local"] += 1
+        elif isinstance(msg, PublishFailed):
+            self.counters[f"publish_failed_{msg.code}"] += 1
+        session = self._sessions.get(answer.client)
+        if session is not None:
+            session.send(msg)
 
     # ------------------------------------------------------------------ persistence
-    def _collect(self, via: str | None = None) -> None:
+    def _collect(self) -> None:
         """Queue what the core stored since the last call for the next commit."""
         arrivals = self.core.drain_arrivals()
         if not arrivals:
             return
         for topic, arrival in arrivals:
-            self._rows.append(NewRow(topic, arrival.publication, via or arrival.via, arrival.hops))
+            self._rows.append(NewRow(topic, arrival.publication, arrival.via, arrival.hops))
         self._schedule_commit()
 
     def _after_commit(self, action: AfterCommit) -> None:
@@ -460,7 +322,7 @@ class NodeApp:
                 self._run_after(action, False, {})
             self._retry_later()
             return
-        local = {(s.topic, s.publication.key): s.local_seq for s in written}
+        local: dict[tuple[Topic, bytes], int] = {(s.topic, s.publication.key): s.local_seq for s in written}
         for topic in {s.topic for s in written}:
             self.deliveries.notify(topic)
         if written:
@@ -537,7 +399,7 @@ class NodeApp:
             "durable": self.store.durable,
             "sync": self.store.sync,
             "flooding": bool(self.core.flooding),
-            "max_payload_bytes": self.max_payload_bytes,
+            "max_payload_bytes": self.core.max_payload_bytes,
             "next_seq": self.core.next_seq,
             "seq_reserved": self.store.seq_reserved,
             "stored": {t: n for t, n in sorted(self.store.topics().items())},
@@ -547,9 +409,9 @@ class NodeApp:
             "streams_by_topic": {t: n for t, n in sorted(streams.items())},
             "streams_opened": self.deliveries.opened,
             "delivered": self.deliveries.delivered,
-            "handovers_pending": len(self.handover.pending),
-            "handover": {k: v for k, v in sorted(self.handover.counters.items()) if v},
-            "node": {k: v for k, v in sorted(self.counters.items()) if v},
+            "handovers_pending": len(self.core.handover.pending),
+            "handover": {k: v for k, v in sorted(self.core.handover.counters.items()) if v},
+            "node": {k: v for k, v in sorted((self.counters + self.core.publishing).items()) if v},
             "rejected_malformed": totals.get("rejected_malformed", 0),
             "counters": dict(sorted(totals.items())),
             "topic_counters": by_topic,
@@ -585,18 +447,12 @@ async def serve_node(
             publish_batch_bytes=min(
                 DEFAULT_BATCH_BYTES, runtime_settings.max_frame_bytes - FRAME_OVERHEAD
             ),
-        )
-        stats = Stats()
-        app = NodeApp(
-            listen,
-            core,
-            stats,
-            topic_file,
-            store=store,
             max_payload_bytes=settings.max_payload_bytes,
             handover_timeout=settings.handover_timeout,
             handover_attempts=settings.handover_attempts,
         )
+        stats = Stats()
+        app = NodeApp(listen, core, stats, topic_file, store=store)
         daemon = Daemon(
             role="node",
             app=app,

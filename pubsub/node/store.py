@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pubsub.runtime.datadir import prepare_data_dir
+from pubsub.runtime.datadir import StoreError, prepare_data_dir
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import Payload, Publication, PublicationKey
 from pubsub.skipring.trie import HASH_BYTES
@@ -55,10 +55,6 @@ DB_NAME = "publications.sqlite3"
 FORMAT = 1
 
 SyncMode = Literal["full", "normal"]
-
-
-class StoreError(RuntimeError):
-    """The store cannot be opened, read or written; the message is one line for the operator."""
 
 
 @dataclass(frozen=True, slots=True)

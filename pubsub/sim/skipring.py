@@ -9,24 +9,51 @@ nodes swallow messages; a sender whose message hits a crashed node hears about i
 `nodes[ref].instances[topic]` and `supervisor.topics[topic]` to read or inject state, and
 into `nodes[ref].publications[topic]` (the topic's `AntiEntropy` core and its trie) for
 publications; `publish` issues one, and `flooding` switches §4.3's flooding for every node.
+
+Publishing as a client does it (`publish_request`) runs the node's own decisions: the
+hand-over through a non-member and the order "persist, then acknowledge, then flood",
+which the core states as effects (`pubsub.kernel.effects`).  With `commit_delay` set, each
+node has a simulated store: what its core stored is written by a group commit that takes
+`commit_delay` seconds, a `Persist` runs its effects only after the commit that holds what
+was stored before it, and a crash loses what was not yet written.  Answers to clients are
+collected in `answers`; with `trace` every send and commit is logged in `log`, so tests can
+check the order with no network.  Without `commit_delay`, durability is not modelled and a
+`Persist` runs its effects at once.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pubsub.kernel.effects import Answer, Effect, Persist
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.sim.engine import EventQueue
+from pubsub.skipring.antientropy import Arrival
+from pubsub.skipring.messages import Payload, PublishRequest
 from pubsub.skipring.nodecore import NodeCore
 from supervisor.core import SupervisorCore
 
 SUPERVISOR = Ref("supervisor")
 
-_DELIVER, _TIMER, _UNREACHABLE = 0, 1, 2
+_DELIVER, _TIMER, _UNREACHABLE, _COMMIT = 0, 1, 2, 3
+
+
+@dataclass
+class SimStore:
+    """A simulated node's durable store: what commits wrote, and what waits for the next."""
+
+    written: dict[Topic, dict[bytes, Arrival]] = field(default_factory=dict)
+    unwritten: list[tuple[Topic, Arrival]] = field(default_factory=list)
+    waiting: list[Persist] = field(default_factory=list)
+    commit_pending: bool = False
+    commits: int = 0
+
+    def holds(self, topic: Topic, key: bytes) -> bool:
+        return key in self.written.get(topic, {})
 
 
 @dataclass
@@ -55,6 +82,8 @@ class Simulation:
         detect_delay: float = 1.0,
         probe_timeout: float = 3.0,
         flooding: bool = True,
+        commit_delay: float | None = None,
+        trace: bool = False,
     ) -> None:
         self.rng = random.Random(seed)
         self.interval = interval
@@ -74,6 +103,13 @@ class Simulation:
         self.crashed: set[Ref] = set()
         self.traffic = Traffic()
         self.drop_rate = 0.0
+        self.commit_delay = commit_delay
+        #: Simulated stores, by node (only with `commit_delay`).
+        self.stores: dict[Ref, SimStore] = {}
+        #: (time, node, answer) of every answer a node gave a client.
+        self.answers: list[tuple[float, Ref, Answer]] = []
+        #: With `trace`: (time, "send" | "commit", node, detail) in the order they happened.
+        self.log: list[tuple[float, str, Ref, Any]] | None = [] if trace else None
         self._pending_unreachable: set[tuple[Ref, Ref]] = set()
         self._schedule(self._next_tick(), _TIMER, SUPERVISOR, None)
 
@@ -89,6 +125,8 @@ class Simulation:
         self.nodes[name] = NodeCore(
             name, SUPERVISOR, rng=random.Random(self.rng.getrandbits(64)), flooding=self.flooding
         )
+        if self.commit_delay is not None:
+            self.stores[name] = SimStore()
         self._schedule(self.now + self.rng.uniform(0, self.interval), _TIMER, name, None)
         return name
 
@@ -99,6 +137,16 @@ class Simulation:
         """Node `ref` issues a publication on `topic` (NodeCore.publish)."""
         self._dispatch(ref, self.nodes[ref].publish(topic, payload))
 
+    def publish_request(
+        self, ref: Ref, topic: Topic, payload: bytes, *, client: int = 1, request_id: int = 1
+    ) -> None:
+        """A client (token `client`) asks node `ref` to publish, as over the client port:
+        the node acknowledges once durable, or hands the publication over to a member when
+        it is not one (`NodeCore.publish_request`); answers land in `answers`."""
+        request = PublishRequest(topic, Payload(payload), request_id)
+        published_ms = int(self.now * 1000)
+        self._dispatch(ref, self.nodes[ref].publish_request(client, request, published_ms, self.now))
+
     def leave(self, ref: Ref, topic: Topic) -> None:
         self._dispatch(ref, self.nodes[ref].leave(topic))
 
@@ -106,6 +154,10 @@ class Simulation:
         """Stop a node without warning; its address stays dead."""
         del self.nodes[ref]
         self.crashed.add(ref)
+        store = self.stores.get(ref)
+        if store is not None:  # what was not written yet is lost with the process
+            store.unwritten.clear()
+            store.waiting.clear()
 
     def inject(self, dest: Ref, msg: Message, src: Ref = SUPERVISOR) -> None:
         """Put a message in flight (e.g. a corrupted one) as if `src` had sent it."""
@@ -127,6 +179,8 @@ class Simulation:
                 self._deliver(target, payload)
             elif kind == _TIMER:
                 self._tick(target)
+            elif kind == _COMMIT:
+                self._commit(target)
             else:
                 self._unreachable(target, payload)
         events.now = max(events.now, deadline)
@@ -177,10 +231,30 @@ class Simulation:
     def _alive_refs(self) -> set[Ref]:
         return {SUPERVISOR, *self.nodes}
 
-    def _dispatch(self, src: Ref, sends: list[Send]) -> None:
+    def _dispatch(self, src: Ref, effects: Sequence[Effect]) -> None:
+        store = self.stores.get(src)
+        if store is not None and src in self.nodes:
+            arrivals = self.nodes[src].drain_arrivals()
+            if arrivals:
+                store.unwritten.extend(arrivals)
+                self._commit_soon(src, store)
         low, high = self.delay
         traffic = self.traffic
-        for dest, msg in sends:
+        log = self.log
+        for effect in effects:
+            if isinstance(effect, Answer):
+                self.answers.append((self.now, src, effect))
+                continue
+            if isinstance(effect, Persist):
+                if store is None:
+                    self._dispatch(src, effect.then)
+                else:
+                    store.waiting.append(effect)
+                    self._commit_soon(src, store)
+                continue
+            dest, msg = effect
+            if log is not None:
+                log.append((self.now, "send", src, (dest, msg)))
             kind = msg.kind
             traffic.by_kind[kind] += 1
             if src == SUPERVISOR:
@@ -190,6 +264,28 @@ class Simulation:
             if self.drop_rate and self.rng.random() < self.drop_rate:
                 continue
             self._schedule(self.now + self.rng.uniform(low, high), _DELIVER, dest, (src, msg))
+
+    def _commit_soon(self, ref: Ref, store: SimStore) -> None:
+        if not store.commit_pending:
+            store.commit_pending = True
+            assert self.commit_delay is not None
+            self._schedule(self.now + self.commit_delay, _COMMIT, ref, None)
+
+    def _commit(self, ref: Ref) -> None:
+        """One group commit: write what waits, then run the Persists that waited for it."""
+        store = self.stores.get(ref)
+        if store is None or ref not in self.nodes:
+            return  # crashed before its commit: nothing was written
+        store.commit_pending = False
+        rows, store.unwritten = store.unwritten, []
+        waiting, store.waiting = store.waiting, []
+        for topic, arrival in rows:
+            store.written.setdefault(topic, {})[arrival.publication.key] = arrival
+        store.commits += 1
+        if self.log is not None:
+            self.log.append((self.now, "commit", ref, [(t, a.publication.key) for t, a in rows]))
+        for persist in waiting:
+            self._dispatch(ref, persist.then)
 
     def _schedule(self, when: float, kind: int, target: Ref, payload: Any) -> None:
         self.events.schedule(when, kind, (target, payload))

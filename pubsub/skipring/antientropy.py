@@ -88,7 +88,7 @@ from pubsub.kernel.wire import MAX_PAYLOAD_BYTES
 from pubsub.skipring.fields import MAX_DIGESTS, MAX_PUBLICATIONS
 
 #: How a stored publication arrived.
-LOCAL, FLOOD, ANTI_ENTROPY = "local", "flood", "anti-entropy"
+LOCAL, FLOOD, ANTI_ENTROPY, HANDOVER = "local", "flood", "anti-entropy", "handover"
 
 #: Default size of one Publish batch: publications, and bytes of payload (plus overhead).
 DEFAULT_BATCH_PUBLICATIONS = 64
@@ -203,16 +203,20 @@ class AntiEntropy:
         return [Send(target, CheckTrie(self.topic, self.ref, [NodeDigest(label, NodeHash(digest))]))]
 
     def publish_local(
-        self, publication: Publication, flood_targets: Iterable[Ref] | None = None
+        self,
+        publication: Publication,
+        flood_targets: Iterable[Ref] | None = None,
+        via: str = LOCAL,
     ) -> list[Send]:
-        """A publication issued here: store it; when flooding, PublishNew to every neighbour.
+        """A publication issued here (or handed over to us, `via` HANDOVER): store it; when
+        flooding, PublishNew to every neighbour.
 
         §4.3: the publisher inserts p and sends PublishNew(p) to all ring and shortcut
         neighbours (`flood_targets`, or the callback given at construction).
         """
         if not self._valid_publication(publication):
             return []
-        if not self.store(publication, LOCAL, 0):
+        if not self.store(publication, via, 0):
             self.counters["publish_local_duplicates"] += 1
             return []
         self.counters["published"] += 1
@@ -222,15 +226,14 @@ class AntiEntropy:
 
     def handle(self, msg: Message, flood_targets: Iterable[Ref] | None = None) -> list[Send]:
         """React to CheckTrie, CheckAndPublish, Publish or PublishNew for this topic."""
-        kind = type(msg)
-        if kind is CheckTrie:
-            self.check_trie(msg.sender, msg.tuples)  # type: ignore[attr-defined]
-        elif kind is CheckAndPublish:
-            self.check_and_publish(msg.sender, msg.tuples, msg.prefix)  # type: ignore[attr-defined]
-        elif kind is Publish:
-            self.publish(msg.publications)  # type: ignore[attr-defined]
-        elif kind is PublishNew:
-            self.publish_new(msg.publication, msg.hops, flood_targets)  # type: ignore[attr-defined]
+        if isinstance(msg, CheckTrie):
+            self.check_trie(msg.sender, msg.tuples)
+        elif isinstance(msg, CheckAndPublish):
+            self.check_and_publish(msg.sender, msg.tuples, msg.prefix)
+        elif isinstance(msg, Publish):
+            self.publish(msg.publications)
+        elif isinstance(msg, PublishNew):
+            self.publish_new(msg.publication, msg.hops, flood_targets)
         else:
             self._reject("unknown_message")
         return self._flush()
@@ -426,8 +429,8 @@ class AntiEntropy:
         return {"count": len(self.trie), "root": [label.bits, digest.hex()]}
 
     def _send(self, dest: Ref, msg: Message) -> None:
-        if msg.kind == "publish":
-            self.counters["publications_sent"] += len(msg.publications)  # type: ignore[attr-defined]
+        if isinstance(msg, Publish):
+            self.counters["publications_sent"] += len(msg.publications)
         self.counters[f"sent_{msg.kind}"] += 1
         self._out.append(Send(dest, msg))
 

@@ -174,10 +174,12 @@ class HandOverClient:
         request = self._by_nonce.get(nonce)
         return None if request is None else self.pending.get(request)
 
-    def _finish(self, entry: _Pending, ok: bool, **fields: str | None) -> None:
+    def _finish(
+        self, entry: _Pending, ok: bool, *, member: Ref | None = None, code: str = "", detail: str = ""
+    ) -> None:
         self._by_nonce.pop(entry.nonce, None)
         del self.pending[entry.request]
         self.counters["succeeded" if ok else "failed"] += 1
         self._outcomes.append(
-            Outcome(entry.request, entry.topic, entry.publication, ok, **fields)  # type: ignore[arg-type]
+            Outcome(entry.request, entry.topic, entry.publication, ok, member, code, detail)
         )

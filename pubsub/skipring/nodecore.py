@@ -20,10 +20,17 @@ instance's contacts: ring neighbours and shortcuts (E_R and E_S).  `publish` iss
 publication from this process with a per-process sequence number; `drain_arrivals`
 hands the publications stored since the last call to whoever delivers and persists them.
 
-For the daemon: `issue` numbers a publication without storing it (for a topic this
-process does not run, whose publication is handed over to a member),
-`publish_publication` stores and spreads an issued or handed-over publication, and `restore`
-refills a topic's trie from durable storage without reporting the publications as new.
+Publishing for clients (`publish_request`) and the hand-over are decided here too, and so is
+their order against durability: a member stores the publication, then returns
+``Persist(then=(acknowledge, flood))`` -- durable first, then the acknowledgement, then
+flooding -- and a non-member hands the publication over to a member (`HandOverClient`:
+GetMember to the supervisor, HandOver to the member, whose HandOverAck comes after *its*
+Persist), then answers the client once a member holds it durably or the attempts are
+exhausted.  Answers to clients are `Answer` effects tagged with the client's token
+(`pubsub.kernel.effects`).  `issue` numbers a publication without storing it,
+`publish_publication` stores and spreads an issued or handed-over publication, and
+`restore` refills a topic's trie from durable storage without reporting the publications
+as new.
 
 The daemon (`pubsub.node.app`) and the simulator (`pubsub.sim`) drive this same class.
 """
@@ -32,22 +39,37 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 
-from pubsub.skipring.antientropy import DEFAULT_BATCH_BYTES, AntiEntropy, Arrival, make_publication
+from pubsub.kernel.effects import Answer, Effect, Persist
 from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.skipring.antientropy import (
+    DEFAULT_BATCH_BYTES,
+    HANDOVER,
+    LOCAL,
+    AntiEntropy,
+    Arrival,
+    make_publication,
+)
+from pubsub.skipring.handover import DEFAULT_ATTEMPTS, DEFAULT_STEP_TIMEOUT, HandOverClient
 from pubsub.skipring.messages import (
     Check,
     CheckAndPublish,
     CheckTrie,
+    HandOver,
+    HandOverAck,
     Introduce,
     IntroduceShortcut,
     Linearize,
+    MemberIs,
     PUBLICATION_MESSAGES,
     Ping,
     Pong,
     Publication,
+    PublishAck,
+    PublishFailed,
+    PublishRequest,
     RemoveConnections,
     SetData,
     SuspectCrash,
@@ -79,6 +101,9 @@ class NodeCore:
         rng: random.Random,
         flooding: bool = True,
         publish_batch_bytes: int = DEFAULT_BATCH_BYTES,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        handover_timeout: float = DEFAULT_STEP_TIMEOUT,
+        handover_attempts: int = DEFAULT_ATTEMPTS,
     ) -> None:
         self.ref = ref
         self.supervisor = supervisor
@@ -95,6 +120,15 @@ class NodeCore:
         #: Counters of the publication cores of topics this process left (metrics stay
         #: monotonic when a topic's core is dropped).
         self.retired_counters: Counter[str] = Counter()
+        #: Largest payload a client may publish through this process.
+        self.max_payload_bytes = max_payload_bytes
+        #: Publications of topics we do not run, being handed over to a member.
+        self.handover = HandOverClient(
+            ref, supervisor, step_timeout=handover_timeout, attempts=handover_attempts
+        )
+        #: Publishing decisions: hand-overs started, succeeded and received.
+        self.publishing: Counter[str] = Counter()
+        self._clients: dict[int, tuple[int, int]] = {}  # hand-over -> (client token, request id)
 
     # ------------------------------------------------------------------ client intents
     def join(self, topic: Topic) -> list[Send]:
@@ -118,8 +152,12 @@ class NodeCore:
         return [Send(self.supervisor, Unsubscribe(topic, self.ref))]
 
     # ------------------------------------------------------------------ protocol
-    def handle(self, msg: Message, now: float) -> list[Send]:
+    def handle(self, msg: Message, now: float) -> Sequence[Effect]:
         """Dispatch one protocol message."""
+        if isinstance(msg, (MemberIs, HandOverAck)):
+            return [*self.handover.handle(msg, now), *self._answer_handovers()]
+        if isinstance(msg, HandOver):
+            return self._accept_handover(msg)
         if isinstance(msg, Ping):
             return [Send(self.supervisor, Pong(msg.nonce, self.ref))]
         topic = getattr(msg, "topic", None)
@@ -129,13 +167,13 @@ class NodeCore:
         if instance is None:
             return self._not_a_member(msg)
         if isinstance(msg, SetData) and msg.label is None and topic in self.leaving:
-            sends = instance.release()  # permission to leave (§4.1 step 4, Lemma 4.1)
+            released = instance.release()  # permission to leave (§4.1 step 4, Lemma 4.1)
             del self.instances[topic]
             retired = self.publications.pop(topic, None)
             if retired is not None:
                 self.retired_counters.update(retired.counters)
             self.leaving.discard(topic)
-            return sends
+            return released
         if isinstance(msg, PUBLICATION_MESSAGES):
             return self.anti_entropy(topic).handle(msg)
         return instance.handle(msg)
@@ -146,17 +184,19 @@ class NodeCore:
                 return []
             return [Send(self.supervisor, Unsubscribe(msg.topic, self.ref))]
         ref = _carried_ref(msg)
-        if ref is None or ref == self.ref:
+        topic = getattr(msg, "topic", None)
+        if ref is None or ref == self.ref or not isinstance(topic, str):
             return []
-        return [Send(ref, RemoveConnections(msg.topic, self.ref))]  # type: ignore[attr-defined]
+        return [Send(ref, RemoveConnections(Topic(topic), self.ref))]
 
-    def timeout(self, now: float) -> list[Send]:
+    def timeout(self, now: float) -> list[Effect]:
         """Timeout of every instance; leaving instances repeat their Unsubscribe.
 
         Each instance with a label also runs PublishTimeout (Alg. 5 l.1-4) with its ring
-        neighbours as they stand after BuildSR's own Timeout.
+        neighbours as they stand after BuildSR's own Timeout.  Hand-overs whose step timed
+        out start their next attempt (or fail, answering their client).
         """
-        sends: list[Send] = []
+        sends: list[Effect] = [*self.handover.timeout(now), *self._answer_handovers()]
         for topic, instance in self.instances.items():
             if topic in self.leaving:
                 sends.append(Send(self.supervisor, Unsubscribe(topic, self.ref)))
@@ -227,7 +267,9 @@ class NodeCore:
         self.next_seq += 1
         return publication
 
-    def publish_publication(self, topic: Topic, publication: Publication) -> list[Send]:
+    def publish_publication(
+        self, topic: Topic, publication: Publication, via: str = LOCAL
+    ) -> list[Send]:
         """Store and spread a publication as its publisher does (§4.3: store, then
         PublishNew to every neighbour when flooding): one `issue` made here, or one another
         process handed over because it does not run the topic.
@@ -237,7 +279,75 @@ class NodeCore:
         """
         if not self.is_member(topic):
             raise ValueError(f"not subscribed to topic {topic!r}")
-        return self.anti_entropy(topic).publish_local(publication)
+        return self.anti_entropy(topic).publish_local(publication, via=via)
+
+    # ------------------------------------------------------------------ publishing for clients
+    def publish_request(
+        self, client: int, request: PublishRequest, published_ms: int, now: float
+    ) -> list[Effect]:
+        """A client (token `client`) asks to publish: refuse an oversize payload; as a
+        member, store the publication and acknowledge it once durable, then flood; else
+        hand it over to a member.  `published_ms` is the wall clock the daemon read."""
+        size = len(request.payload)
+        if size > self.max_payload_bytes:
+            return [
+                Answer(
+                    client,
+                    PublishFailed(
+                        request.id,
+                        "payload_too_large",
+                        f"payload of {size} bytes exceeds this node's limit of "
+                        f"{self.max_payload_bytes} bytes (PUBSUB_MAX_PAYLOAD_BYTES)",
+                    ),
+                )
+            ]
+        publication = self.issue(request.payload, published_ms=published_ms)
+        topic = request.topic
+        if not self.is_member(topic):
+            number, sends = self.handover.start(topic, publication, now)
+            self._clients[number] = (client, request.id)
+            self.publishing["handovers_started"] += 1
+            return list(sends)
+        floods = self.publish_publication(topic, publication)
+        ack = PublishAck(
+            request.id, topic, publication.publisher, publication.seq, publication.key, self.ref, None
+        )
+        failed = PublishFailed(
+            request.id, "store_error", "the publication could not be written to the store"
+        )
+        return [Persist(then=(Answer(client, ack), *floods), otherwise=(Answer(client, failed),))]
+
+    def _accept_handover(self, msg: HandOver) -> list[Effect]:
+        """A non-member hands a publication to us: store it, and once it is durable answer
+        HandOverAck(ok) and flood it."""
+        self.publishing["handovers_received"] += 1
+
+        def ack(ok: bool, code: str = "") -> Send:
+            return Send(msg.sender, HandOverAck(msg.topic, self.ref, msg.request, ok, code))
+
+        if not self.is_member(msg.topic):
+            return [ack(False, "not_member")]
+        floods = self.publish_publication(msg.topic, msg.publication, via=HANDOVER)
+        if not self.holds(msg.topic, msg.publication):
+            return [ack(False, "bad_publication")]
+        return [Persist(then=(ack(True), *floods), otherwise=(ack(False, "store_error"),))]
+
+    def _answer_handovers(self) -> list[Effect]:
+        """Answer the clients of the hand-overs that ended."""
+        answers: list[Effect] = []
+        for outcome in self.handover.drain_outcomes():
+            waiting = self._clients.pop(outcome.request, None)
+            if waiting is None:
+                continue
+            client, request_id = waiting
+            p = outcome.publication
+            if outcome.ok and outcome.member is not None:
+                self.publishing["handovers_succeeded"] += 1
+                ack = PublishAck(request_id, outcome.topic, p.publisher, p.seq, p.key, outcome.member, None)
+                answers.append(Answer(client, ack))
+            else:
+                answers.append(Answer(client, PublishFailed(request_id, outcome.code, outcome.detail)))
+        return answers
 
     def holds(self, topic: Topic, publication: Publication) -> bool:
         """Whether the topic's trie holds `publication`."""

@@ -1,0 +1,39 @@
+"""Effects beyond `Send` that a core may return, for what the runtime must order or route.
+
+`Persist` states an ordering the protocol depends on: "make durable what I stored, then do
+this" -- e.g. a node acknowledges a publication, and floods it, only once it is on disk
+(paper 000 §4.2 leaves durability to the implementation; the acknowledgement promises it).
+`Answer` addresses a client request by the token the runtime gave it, so that replies that
+come later (after a commit, after a hand-over) are decided by the core too.
+
+The network runtime's daemon (`pubsub.node.app`) executes them with a group commit to its
+store; the simulator (`pubsub.sim.skipring`) executes them against an in-memory store with
+a configurable commit delay, so ordering is checked without a network.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from pubsub.kernel.message import Message, Send
+
+
+class Answer(NamedTuple):
+    """Send `msg` to the client whose request the runtime tagged with `client`."""
+
+    client: int
+    msg: Message
+
+
+class Persist(NamedTuple):
+    """Make durable everything the core stored up to now, then carry out `then`, in order;
+    if that cannot be done, carry out `otherwise` instead.  An executor may write several
+    Persists in one transaction, but never carries out `then` before the write that holds
+    what was stored before the Persist was returned."""
+
+    then: tuple[Effect, ...]
+    otherwise: tuple[Effect, ...] = ()
+
+
+#: What a core's `handle` and `timeout` may return.
+Effect = Send | Answer | Persist
