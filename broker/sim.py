@@ -435,7 +435,7 @@ class BrokerSim:
 
     def publication_delays(self) -> list[float]:
         """Every delivery's delay (delivery time minus publish time)."""
-        out = []
+        out: list[float] = []
         for pid, ds in self.deliveries.items():
             start = self.published.get(pid)
             if start is not None:

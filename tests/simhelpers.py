@@ -38,7 +38,7 @@ def subscribers(sim: Simulation, topic: Topic) -> set[Ref]:
 def problems(sim: Simulation, topic: Topic) -> list[str]:
     """Everything that keeps the topic from being exactly SR(n); [] when legitimate."""
     members, states = snapshot(sim, topic)
-    found = compare(members, states)
+    found = compare({str(r): bits for r, bits in members.items()}, {str(r): st for r, st in states.items()})
     wanted = subscribers(sim, topic)
     if set(members) != wanted:
         found.append(

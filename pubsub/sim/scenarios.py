@@ -44,7 +44,9 @@ def corrupted_start(sim: Simulation, n: int, topic: Topic, rng: random.Random) -
         return belief(rng, ref, states[ref].label, n)
 
     edges = [(refs[i], refs[rng.randrange(i)]) for i in range(1, n)]  # a random spanning tree
-    edges += [tuple(rng.sample(refs, 2)) for _ in range(n // 2 if n > 2 else 0)]
+    for _ in range(n // 2 if n > 2 else 0):
+        a, b = rng.sample(refs, 2)
+        edges.append((a, b))
     for a, b in edges:
         holder, held = (a, b) if rng.random() < 0.5 else (b, a)  # weakly connected only
         plant(states[holder], held, rng, n, believe)

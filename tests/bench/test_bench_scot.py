@@ -72,7 +72,7 @@ def test_advertisements_clt_is_the_host_region_srt_is_every_broker(run: tuple[di
     data, _ = run
     m = S_E.m
     for o, p in zip(
-        rows(data, "octopia", "publisher_scalability"), rows(data, "padres", "publisher_scalability")
+        rows(data, "octopia", "publisher_scalability"), rows(data, "padres", "publisher_scalability"), strict=True
     ):
         n = o["publishers"]
         assert o["adv_table_mean"] == pytest.approx(n * m / len(S_E))
@@ -93,7 +93,7 @@ def test_subscriptions_fill_the_cluster_and_publications_arrive_once(run: tuple[
     data, _ = run
     cluster = len(S_E.cluster(0))
     for o, p in zip(
-        rows(data, "octopia", "subscriber_scalability"), rows(data, "padres", "subscriber_scalability")
+        rows(data, "octopia", "subscriber_scalability"), rows(data, "padres", "subscriber_scalability"), strict=True
     ):
         n = o["subscribers"]
         assert o["prt_mean"] == pytest.approx(n / S_E.m)

@@ -57,7 +57,7 @@ def expected_root(publications: list[Publication]) -> tuple[object, bytes]:
 
 
 def only_root_check_tries_in_flight(sim: Simulation) -> bool:
-    for _, dest, msg in sim.in_flight():
+    for _, _dest, msg in sim.in_flight():
         if msg.kind not in PUBLICATION_KINDS:
             continue
         if not isinstance(msg, CheckTrie) or len(msg.tuples) != 1:

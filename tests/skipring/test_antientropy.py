@@ -166,7 +166,7 @@ def publication_sets(key_bits: int) -> st.SearchStrategy[tuple[list[Publication]
         lambda ps: st.tuples(
             st.just(ps), st.lists(st.sampled_from([0, 1, 2]), min_size=len(ps), max_size=len(ps))
         )
-    ).map(lambda pair: ([p for p, s in zip(*pair) if s != 1], [p for p, s in zip(*pair) if s != 0]))
+    ).map(lambda pair: ([p for p, s in zip(*pair, strict=True) if s != 1], [p for p, s in zip(*pair, strict=True) if s != 0]))
 
 
 @pytest.mark.parametrize("key_bits", [128, 6])
@@ -307,7 +307,7 @@ def test_leaf_with_another_hash_is_ignored_and_counted() -> None:
 )
 def test_arbitrary_requests_never_raise(labels: list[str], hashes: list[bytes], prefix: object) -> None:
     u, v = figure_2()
-    tuples = [digest(lab, hsh) for lab, hsh in zip(labels, hashes)]
+    tuples = [digest(lab, hsh) for lab, hsh in zip(labels, hashes, strict=False)]  # fewer labels than hashes
     for msg in (CheckTrie(TOPIC, U, tuples), CheckAndPublish(TOPIC, U, tuples, prefix)):  # type: ignore[arg-type]
         for dest, reply in v.handle(msg):
             assert dest == U and reply.kind in ("check_trie", "check_and_publish", "publish")
