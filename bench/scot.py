@@ -5,7 +5,7 @@ stock-quote advertisement each, on a random broker), the subscribers (one 7-attr
 subscription of about 2% selectivity each, on a random broker) and every publication, and
 the same network model carries them for both systems.  Each system runs in its own process
 (``--jobs 2``) on its own `broker.sim.BrokerSim` over S_e = the 14-vertex factor of Fig. 9
-times K_4 (`broker.cores.topologyfile.s_e`, 56 brokers).
+times K_4 (`broker.topologyfile.s_e`, 56 brokers).
 
 Phases (§10, "Results"):
 

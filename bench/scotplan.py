@@ -18,7 +18,7 @@ from broker.cores.language.filters import Filter
 from broker.cores.language.predicates import Predicate
 from broker.cores.language.values import Value
 from broker.cores.topology import BrokerId, Scot
-from broker.cores.topologyfile import s_e
+from broker.topologyfile import s_e
 from broker.stockquote import StockQuotes
 
 PROTOCOLS = ("octopia", "padres")

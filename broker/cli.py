@@ -25,7 +25,7 @@ run as ``python -m pubsub.cli.main``, where that module is ``__main__``.
 
 Client ids: ``--client`` (default ``cli``, env PUBSUB_CLIENT_ID) names the publisher whose
 advertisements a publication must conform to; advertisements persist at the broker until
-``unadvertise`` (see `broker.app`).
+``unadvertise`` (see `broker.sessions`).
 """
 
 from __future__ import annotations
@@ -124,15 +124,10 @@ def broker_command(
     HOST:PORT in its "addresses" map.  Clients use `pubsub advertise`, `pubsub publish
     --broker`, `pubsub subscribe --broker` and `pubsub status --broker`.
     """
-    from broker.app import (
-        FLAGS,
-        BrokerSettings,
-        check_against_topology,
-        parse_link_rate,
-        run_broker,
-    )
+    from broker.app import run_broker
+    from broker.settings import FLAGS, BrokerSettings, check_against_topology, parse_link_rate
     from broker.cores.topology import TopologyError
-    from broker.cores.topologyfile import load as load_topology
+    from broker.topologyfile import load as load_topology
     from pubsub.runtime.settings import RuntimeSettings, SettingsError, load
 
     rates: dict[str, float] = {}
@@ -230,7 +225,7 @@ def link_rate_command(admin_ref: str, setting: str, timeout: float) -> None:
 
     An operator's action: it goes to the broker's admin listener (`pubsub broker
     --admin-listen HOST:PORT`), never to its client port."""
-    from broker.app import parse_link_rate
+    from broker.settings import parse_link_rate
 
     link, _, value = setting.rpartition("=")
     rate: float | None

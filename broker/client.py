@@ -10,7 +10,7 @@ One `BrokerClient` is one connection to one broker (the client's host broker)::
             async for d in sub:                                    # broker.cores.messages.Deliver
                 print(d.publisher, d.pid, d.attrs)
 
-Ownership (`broker.app`): advertisements are filed under the client id and outlive the
+Ownership (`broker.sessions`): advertisements are filed under the client id and outlive the
 connection (withdraw them with `unadvertise`); a publication is routed only if it conforms to
 one of its client id's advertisements at this broker.  Subscriptions belong to the connection:
 closing the client (or a `Subscription`) unsubscribes them.  An advertisement needs one

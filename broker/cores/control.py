@@ -7,7 +7,7 @@
 Run-time changes by an operator (the link rate) are admin actions (`broker.faults`), served
 on the admin listener only.
 
-Client requests and their answers (`broker.app` documents the exchange) reuse
+Client requests and their answers (`broker.sessions` documents the exchange) reuse
 `broker.cores.messages` (the client operations, `Deliver`, `ClientRefused`) and the daemons'
 generic `StatusRequest` / `Reply` / `ErrorReply` (`pubsub.kernel.control`).
 """

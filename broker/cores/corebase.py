@@ -25,7 +25,7 @@ Q_l * CE > tau, with the congestion element CE = (1 + Q_in) / (1 + Q_out).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +47,12 @@ from pubsub.kernel.message import Message, Ref, Send
 #: Default congestion threshold tau and window t_w (§10: tau = 10, t_w = 50 ms).
 DEFAULT_TAU = 10.0
 DEFAULT_TW = 0.05
+
+#: A broker-to-broker message handler of a core: ``handler(msg, now)`` -> the sends.  Its
+#: message parameter is the one type it is registered under in `BrokerCore._handlers`, so
+#: it is typed Any here (a handler of `Message` could not be registered with its narrower
+#: parameter); `handle` looks it up by ``type(msg)``, so it only ever gets its own type.
+Handler = Callable[[Any, float], list[Send]]
 
 
 def conforms(adv: Filter, attrs: Mapping[str, Value]) -> bool:
@@ -156,7 +162,7 @@ class BrokerCore:
         self._seq = 0
         #: Inter-broker hops after which a publication is dropped (a guard; never reached).
         self.max_hops = 2 * len(topo) + 2
-        self._handler_map: dict[type, Any] | None = None
+        self._handler_map: dict[type[Message], Handler] | None = None
 
     # --- identifiers -------------------------------------------------------------------------
     def _new_id(self, tag: str) -> str:
@@ -202,7 +208,7 @@ class BrokerCore:
             return []
         return handler(msg, now)
 
-    def _handlers(self) -> dict[type, Any]:
+    def _handlers(self) -> dict[type[Message], Handler]:
         raise NotImplementedError
 
     # --- client operations (validated here, protocol work in the subclasses) -------------------

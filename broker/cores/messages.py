@@ -42,13 +42,13 @@ from __future__ import annotations
 from typing import Any, NewType
 
 from broker.cores.language.filters import Filter
-from broker.cores.language.values import FilterError, validate_publication
+from broker.cores.language.values import FilterError, Value, validate_publication
 from pubsub.kernel import wire
 from pubsub.kernel.message import Message, message
 from pubsub.kernel.wire import WireError
 
 #: A publication's attributes: 1..64 named str/int/float values (`broker.cores.language.values`).
-Attrs = NewType("Attrs", dict)
+Attrs = NewType("Attrs", dict[str, Value])
 
 
 def _check_filter(value: object) -> Filter:

@@ -62,7 +62,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW, BrokerCore, civ_bits
+from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW, BrokerCore, Handler, civ_bits
 from broker.cores.language.filters import Filter
 from broker.cores.language.relations import overlaps
 from broker.cores.matching.vectorised import SubscriptionIndex
@@ -77,7 +77,7 @@ from broker.cores.messages import (
     ScotUnsubscribe,
 )
 from broker.cores.topology import BrokerId, Scot
-from pubsub.kernel.message import Ref, Send
+from pubsub.kernel.message import Message, Ref, Send
 
 
 @dataclass(slots=True)
@@ -117,7 +117,7 @@ class OctopiaBroker(BrokerCore):
         self.prt: SubscriptionIndex[str] = SubscriptionIndex()
         self.prt_hop: dict[str, str] = {}
 
-    def _handlers(self) -> dict[type, Any]:
+    def _handlers(self) -> dict[type[Message], Handler]:
         return {
             ScotPublish: self._on_publish,
             ScotAdvertise: self._on_advertise,

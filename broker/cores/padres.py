@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW, BrokerCore
+from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW, BrokerCore, Handler
 from broker.cores.language.filters import Filter
 from broker.cores.language.relations import overlaps
 from broker.cores.matching.vectorised import SubscriptionIndex
@@ -46,7 +46,7 @@ from broker.cores.messages import (
     PadresUnsubscribe,
 )
 from broker.cores.topology import BrokerId, Scot
-from pubsub.kernel.message import Ref, Send
+from pubsub.kernel.message import Message, Ref, Send
 
 
 @dataclass(slots=True)
@@ -76,7 +76,7 @@ class PadresBroker(BrokerCore):
         #: Local subscriptions: uid -> the remote TIDs they are bound to.
         self.bound: dict[str, set[str]] = {}
 
-    def _handlers(self) -> dict[type, Any]:
+    def _handlers(self) -> dict[type[Message], Handler]:
         return {
             PadresPublish: self._on_publish,
             PadresAdvertise: self._on_advertise,

@@ -26,7 +26,7 @@ Validation (`TopologyError`, one line naming the problem): m < 1, bad or duplica
 self loops, duplicate edges (either direction), a cycle, a disconnected factor, vertices listed
 but not matching the edges, addresses that are not ``host:port``, do not cover every broker or
 repeat, clients on unknown brokers.  Topology files and the shipped topologies are read by
-`broker.cores.topologyfile`.
+`broker.topologyfile`.
 """
 
 from __future__ import annotations
@@ -253,7 +253,7 @@ class Scot:
         xb, ib = self.locate(b)
         if ia != ib:
             raise TopologyError(f"{a} and {b} are in different clusters")
-        parent: dict[str, str | None] = {xa: None}
+        parent: dict[str, str] = {xa: xa}  # the root is its own parent (the walk stops there)
         todo = deque([xa])
         while todo:
             u = todo.popleft()
@@ -263,7 +263,7 @@ class Scot:
                     todo.append(w)
         path = [xb]
         while path[-1] != xa:
-            path.append(parent[path[-1]])  # type: ignore[arg-type]
+            path.append(parent[path[-1]])
         return tuple(broker_id(x, ia) for x in reversed(path))
 
     # --- clients and addresses -----------------------------------------------------------------

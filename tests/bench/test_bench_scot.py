@@ -17,7 +17,7 @@ import pytest
 
 from bench import scot
 from bench.scotplan import NETWORKS
-from broker.cores import topologyfile as TF
+from broker import topologyfile as TF
 
 S_E = TF.s_e()
 # PADRES floods: the host sends to every neighbour, every other broker to all but the sender.

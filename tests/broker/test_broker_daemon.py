@@ -17,12 +17,13 @@ from click.testing import CliRunner
 from broker.client import BrokerClient, BrokerRefused, Subscription, advertisement_id, to_filter
 from broker.cli import format_broker_status
 from broker.cores.control import BrokerHeartbeat
-from broker.app import BrokerApp, BrokerSettings, parse_link_rate
+from broker.app import BrokerApp
+from broker.settings import BrokerSettings, parse_link_rate
 from broker.cores.language.filters import Filter
 from broker.links import NeighbourLink
 from broker.cores.messages import Attrs, ClientPublish, PadresPublish, ScotPublish
 from broker.cores.topology import Scot, scot
-from broker.cores.topologyfile import scot3x3
+from broker.topologyfile import scot3x3
 from pubsub.kernel import wire
 from pubsub.cli.main import main
 from pubsub.client.library import ConnectionLost

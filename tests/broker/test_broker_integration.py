@@ -41,7 +41,7 @@ import pytest
 from broker.client import BrokerClient
 from broker.cores.language.filters import Filter
 from broker.cores.language.text import parse_filter
-from broker.cores.topologyfile import scot3x3
+from broker.topologyfile import scot3x3
 from broker.localscot import LocalScot
 from pubsub.ops.processes import ClusterError, poll
 from pubsub.telemetry.metrics import samples

@@ -5,7 +5,7 @@ of messages matters) and, for Fig. 7, with pinned Link Status Table rows.
 
 Readings of figures whose drawing is not in the extracted text:
 
-- Fig. 2/3/4/5/8: the factor is the path a-b-c-d-e-f (see `broker.cores.topologyfile.figure3`).  The
+- Fig. 2/3/4/5/8: the factor is the path a-b-c-d-e-f (see `broker.topologyfile.figure3`).  The
   subscribers' brokers are not given; Fig. 5 fixes only their clusters (S, S0 in C0, S1 in
   C1, S2 in C2) and §9.1 says B(e, 1) reaches S1 through B(d, 1).  We place S at B(c, 0), S0
   at B(f, 0), S1 at B(b, 1), S2 at B(d, 2).
@@ -34,7 +34,7 @@ from collections import Counter
 import pytest
 
 from broker.cores import topology as T
-from broker.cores import topologyfile as TF
+from broker import topologyfile as TF
 from broker.cores.corebase import civ_bits
 from broker.cores.language.text import parse_filter as F
 from broker.cores.messages import CivSet, CivUnset, ScotAdvertise, ScotPublish, ScotSubscribe

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from broker.cores import topologyfile as TF
+from broker import topologyfile as TF
 from broker.cores.language.text import parse_filter as F
 from broker.cores.messages import ScotPublish
 from broker.sim import BrokerSim

@@ -1,4 +1,4 @@
-"""SCOT topology (OctopiA §3-§4, `broker.cores.topology`, `broker.cores.topologyfile`): structure,
+"""SCOT topology (OctopiA §3-§4, `broker.cores.topology`, `broker.topologyfile`): structure,
 shipped files, validation."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from broker.cores import topology as T
-from broker.cores import topologyfile as TF
+from broker import topologyfile as TF
 from broker.cores.topology import ALINK, ILINK, TopologyError, scot
 
 

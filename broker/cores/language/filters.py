@@ -72,9 +72,9 @@ class Filter:
             got = get(attr, _MISSING)
             if got is _MISSING:
                 return False
-            if kind is None:
+            if kind is None or func is None:  # ``exists`` (the one operator without either)
                 continue
-            if kinds.get(type(got)) != kind or not func(got, value):  # type: ignore[misc]
+            if kinds.get(type(got)) != kind or not func(got, value):
                 return False
         return True
 

@@ -63,9 +63,9 @@ class Predicate:
             if self.value is not None:
                 raise FilterError(f"{self.attr} exists takes no value")
             return
-        check_value(self.value, f"value of {self.attr} {self.op}")
-        if self.op == "prefix" and type(self.value) is not str:
-            raise FilterError(f"{self.attr} prefix needs a string, not {format_value(self.value)}")  # type: ignore[arg-type]
+        value = check_value(self.value, f"value of {self.attr} {self.op}")
+        if self.op == "prefix" and type(value) is not str:
+            raise FilterError(f"{self.attr} prefix needs a string, not {format_value(value)}")
 
     def matches(self, pub: Publication) -> bool:
         if self.attr not in pub:
@@ -78,9 +78,9 @@ class Predicate:
         return OP_FUNCS[self.op](got, self.value)
 
     def to_text(self) -> str:
-        if self.op == "exists":
+        if self.value is None:  # only ``exists`` has no value (`__post_init__`)
             return f"{self.attr} exists"
-        return f"{self.attr} {self.op} {format_value(self.value)}"  # type: ignore[arg-type]
+        return f"{self.attr} {self.op} {format_value(self.value)}"
 
     def to_wire(self) -> list[Any]:
         return [self.attr, self.op, self.value]

@@ -64,17 +64,18 @@ def _numbers_satisfiable(preds: Iterable[Predicate]) -> bool:
     excluded: set[int | float] = set()
     for p in preds:
         op, v = p.op, p.value
+        assert isinstance(v, (int, float))  # `attribute_satisfiable` passes only numeric predicates
         if op == "!=":
-            excluded.add(v)  # type: ignore[arg-type]
+            excluded.add(v)
             continue
         if op in ("=", ">", ">="):
             closed = op != ">"
-            if lo is None or v > lo or (v == lo and not closed):  # type: ignore[operator]
-                lo, lo_closed = v, closed  # type: ignore[assignment]
+            if lo is None or v > lo or (v == lo and not closed):
+                lo, lo_closed = v, closed
         if op in ("=", "<", "<="):
             closed = op != "<"
-            if hi is None or v < hi or (v == hi and not closed):  # type: ignore[operator]
-                hi, hi_closed = v, closed  # type: ignore[assignment]
+            if hi is None or v < hi or (v == hi and not closed):
+                hi, hi_closed = v, closed
     x: int | float | None
     if lo is None:
         x = -sys.float_info.max  # the least value of the domain

@@ -116,12 +116,13 @@ def _tokenize(text: str, what: str) -> list[_Token]:
         value: Value | None = None
         if kind == "string":
             try:
-                value = json.loads(lexeme, strict=False)
+                string: str = json.loads(lexeme, strict=False)  # a JSON string literal (the token)
             except ValueError as exc:
                 detail = getattr(exc, "msg", str(exc))
                 raise _error(column + getattr(exc, "pos", 0), f"bad string escape ({detail})") from None
-            if len(value) > MAX_STRING_LENGTH:  # type: ignore[arg-type]
+            if len(string) > MAX_STRING_LENGTH:
                 raise _error(column, f"string longer than {MAX_STRING_LENGTH} characters")
+            value = string
         elif kind == "number":
             value = _number(lexeme, column)
         tokens.append(_Token(kind, lexeme, column, value))

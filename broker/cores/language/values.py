@@ -68,15 +68,15 @@ def check_name(name: object) -> str:
 
 def check_value(value: object, where: str = "value") -> Value:
     """A value (str, int in 64 bits, finite float), or FilterError."""
-    kind = kind_of(value)
-    if kind is None:
-        raise FilterError(
-            f"{where} must be a string, integer or float, not {type(value).__name__}"
-        )
-    if type(value) is int and not INT_MIN <= value <= INT_MAX:
-        raise FilterError(f"{where} {value} does not fit in 64 bits")
-    if type(value) is float and not math.isfinite(value):
-        raise FilterError(f"{where} must be finite, not {value!r}")
+    # Exact types, as `kind_of`: bool (an int subclass) and other subclasses are not values.
+    if type(value) is int:
+        if not INT_MIN <= value <= INT_MAX:
+            raise FilterError(f"{where} {value} does not fit in 64 bits")
+        return value
+    if type(value) is float:
+        if not math.isfinite(value):
+            raise FilterError(f"{where} must be finite, not {value!r}")
+        return value
     if type(value) is str:
         if len(value) > MAX_STRING_LENGTH:
             raise FilterError(f"{where} longer than {MAX_STRING_LENGTH} characters")
@@ -85,7 +85,8 @@ def check_value(value: object, where: str = "value") -> Value:
                 value.encode("utf-8")
             except UnicodeEncodeError:
                 raise FilterError(f"{where} is not valid Unicode (a lone surrogate)") from None
-    return value  # type: ignore[return-value]
+        return value
+    raise FilterError(f"{where} must be a string, integer or float, not {type(value).__name__}")
 
 
 def format_value(value: Value) -> str:

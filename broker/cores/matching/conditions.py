@@ -36,6 +36,41 @@ class Entry(NamedTuple):
     op: str | None
     value: Value | None
 
+    @property
+    def operand(self) -> Value:
+        """The value of an "eq", "range", "prefix" or "kill" entry (each has one)."""
+        assert self.value is not None
+        return self.value
+
+    @property
+    def bound(self) -> tuple[str, str]:
+        """(kind, op) of a "range" entry: the bound type it belongs to."""
+        assert self.kind is not None and self.op is not None
+        return self.kind, self.op
+
+    @property
+    def value_kind(self) -> str:
+        """The kind of a "kind" entry (set from a valued predicate, never None there)."""
+        assert self.kind is not None
+        return self.kind
+
+
+def _less(a: Value, b: Value) -> bool:
+    """a < b for two values of one kind: all valued predicates on an attribute that passed
+    `attribute_satisfiable` have the same kind (numbers compare with numbers, strings with
+    strings)."""
+    if isinstance(a, str):
+        assert isinstance(b, str)
+        return a < b
+    assert not isinstance(b, str)
+    return a < b
+
+
+def _value_of(p: Predicate) -> Value:
+    """The value of a predicate other than ``exists`` (the only one without a value)."""
+    assert p.value is not None
+    return p.value
+
 
 def normalise(f: Filter) -> tuple[list[Entry], list[Entry]] | None:
     """(counted entries, kill entries) of a filter -- see the module docstring -- or None if
@@ -60,25 +95,26 @@ def normalise(f: Filter) -> tuple[list[Entry], list[Entry]] | None:
             continue
         lower: Predicate | None = None
         upper: Predicate | None = None
-        longest: Predicate | None = None
+        longest: str | None = None  # the longest prefix
         for p in valued:
-            v = p.value
+            v = _value_of(p)
             if p.op in (GT, GE):
-                if lower is None or v > lower.value or (v == lower.value and p.op == GT):  # type: ignore[operator]
+                if lower is None or _less(_value_of(lower), v) or (v == lower.value and p.op == GT):
                     lower = p
             elif p.op in (LT, LE):
-                if upper is None or v < upper.value or (v == upper.value and p.op == LT):  # type: ignore[operator]
+                if upper is None or _less(v, _value_of(upper)) or (v == upper.value and p.op == LT):
                     upper = p
             elif p.op == "prefix":
-                if longest is None or len(v) > len(longest.value):  # type: ignore[arg-type]
-                    longest = p
+                assert type(v) is str  # `Predicate` accepts only string prefixes
+                if longest is None or len(v) > len(longest):
+                    longest = v
             elif p.op == "!=":
                 kills.append(Entry(attr, "kill", kind, "!=", v))
         for bound in (lower, upper):
             if bound is not None:
                 counted.append(Entry(attr, "range", kind, bound.op, bound.value))
         if longest is not None:
-            counted.append(Entry(attr, "prefix", STR, "prefix", longest.value))
+            counted.append(Entry(attr, "prefix", STR, "prefix", longest))
         if lower is None and upper is None and longest is None:
             counted.append(Entry(attr, "kind", kind, None, None))
     return counted, kills

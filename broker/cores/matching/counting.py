@@ -127,6 +127,10 @@ class CountingIndex(Generic[K]):
     """
 
     def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        """The state of a new index."""
         self._sid_of: dict[K, int] = {}
         self._subs: dict[int, _Sub[K]] = {}
         self._need: dict[int, int] = {}
@@ -185,7 +189,8 @@ class CountingIndex(Generic[K]):
         return True
 
     def clear(self) -> None:
-        self.__init__()  # type: ignore[misc]
+        """Forget every subscription (the state of a new index)."""
+        self._reset()
 
     def _place(self, sid: int, e: Entry) -> None:
         ai = self._attrs.get(e.attr)
@@ -193,23 +198,23 @@ class CountingIndex(Generic[K]):
             ai = self._attrs[e.attr] = _AttrIndex()
         where = e.where
         if where == "eq":
-            ai.eq.setdefault(e.value, set()).add(sid)  # type: ignore[arg-type]
+            ai.eq.setdefault(e.operand, set()).add(sid)
         elif where == "range":
-            slot = (e.kind, e.op)
-            th = ai.ranges.get(slot)  # type: ignore[arg-type]
+            slot = e.bound
+            th = ai.ranges.get(slot)
             if th is None:
-                th = ai.ranges[slot] = _Thresholds()  # type: ignore[index]
-            th.add(sid, e.value)  # type: ignore[arg-type]
+                th = ai.ranges[slot] = _Thresholds()
+            th.add(sid, e.operand)
         elif where == "prefix":
             assert type(e.value) is str
             ai.prefix.setdefault(e.value, set()).add(sid)
             ai.prefix_lengths[len(e.value)] += 1
         elif where == "kind":
-            ai.kind.setdefault(e.kind, set()).add(sid)  # type: ignore[arg-type]
+            ai.kind.setdefault(e.value_kind, set()).add(sid)
         elif where == "exists":
             ai.exists.add(sid)
         else:
-            ai.kill.setdefault(e.value, set()).add(sid)  # type: ignore[arg-type]
+            ai.kill.setdefault(e.operand, set()).add(sid)
 
     def _unplace(self, sid: int, e: Entry) -> None:
         ai = self._attrs[e.attr]
@@ -217,11 +222,11 @@ class CountingIndex(Generic[K]):
         if where == "eq":
             discard(ai.eq, e.value, sid)
         elif where == "range":
-            slot = (e.kind, e.op)
-            th = ai.ranges[slot]  # type: ignore[index]
+            slot = e.bound
+            th = ai.ranges[slot]
             th.remove(sid)
             if not th:
-                del ai.ranges[slot]  # type: ignore[arg-type]
+                del ai.ranges[slot]
         elif where == "prefix":
             assert type(e.value) is str
             discard(ai.prefix, e.value, sid)

@@ -46,12 +46,13 @@ class OrderCodes:
         lo = self.code[values[at - 1]] if at > 0 else None
         hi = self.code[values[at + 1]] if at + 1 < len(values) else None
         code: int | None
-        if lo is None and hi is None:
-            code = 0
+        if lo is None:
+            if hi is None:
+                code = 0
+            else:
+                code = hi - _CODE_STEP if hi - _CODE_STEP > _CODE_LOW else None
         elif hi is None:
-            code = lo + _CODE_STEP if lo + _CODE_STEP < _CODE_HIGH else None  # type: ignore[operator]
-        elif lo is None:
-            code = hi - _CODE_STEP if hi - _CODE_STEP > _CODE_LOW else None
+            code = lo + _CODE_STEP if lo + _CODE_STEP < _CODE_HIGH else None
         else:
             code = (lo + hi) // 2 if hi - lo >= 2 else None
         if code is not None:

@@ -31,6 +31,7 @@ K = TypeVar("K", bound=Hashable)
 _I64_MIN = -(2**63)
 _I64_MAX = 2**63 - 1
 _KIND_CODE = {NUM: 1, STR: 2}
+_DEFAULT_CAPACITY = 64
 
 
 class _VRange:
@@ -220,7 +221,11 @@ class SubscriptionIndex(Generic[K]):
     O(conditions x log n) (amortised; a relabelling of one bound type's codes is O(n)).
     """
 
-    def __init__(self, capacity: int = 64) -> None:
+    def __init__(self, capacity: int = _DEFAULT_CAPACITY) -> None:
+        self._reset(capacity)
+
+    def _reset(self, capacity: int) -> None:
+        """The state of a new index with room for `capacity` slots."""
         self._subs: dict[K, _VSub[K]] = {}
         self._capacity = max(1, capacity)
         self._n = 0  # slots in use or freed: [0, n)
@@ -248,7 +253,8 @@ class SubscriptionIndex(Generic[K]):
             yield key, sub.filter
 
     def clear(self) -> None:
-        self.__init__()  # type: ignore[misc]
+        """Forget every subscription (the state of a new index, at the default capacity)."""
+        self._reset(_DEFAULT_CAPACITY)
 
     def _grow(self) -> None:
         capacity = self._capacity * 2
@@ -299,22 +305,22 @@ class SubscriptionIndex(Generic[K]):
         if where != "exists":
             attr.valued[slot] = True
         if where == "eq":
-            attr.eqcode[slot] = attr.eq.acquire(e.value)  # type: ignore[arg-type]
+            attr.eqcode[slot] = attr.eq.acquire(e.operand)
         elif where == "range":
-            key = (e.kind, e.op)
-            r = attr.ranges.get(key)  # type: ignore[arg-type]
+            key = e.bound
+            r = attr.ranges.get(key)
             if r is None:
-                r = attr.ranges[key] = _VRange(e.op, self._capacity)  # type: ignore[index, arg-type]
-            r.add(slot, e.value)  # type: ignore[arg-type]
+                r = attr.ranges[key] = _VRange(key[1], self._capacity)
+            r.add(slot, e.operand)
         elif where == "prefix":
             assert type(e.value) is str
             attr.prefcode[slot] = attr.prefix.acquire(e.value)
             attr.prefix_lengths[len(e.value)] += 1
         elif where == "kind":
-            attr.kindcode[slot] = _KIND_CODE[e.kind]  # type: ignore[index]
+            attr.kindcode[slot] = _KIND_CODE[e.value_kind]
             attr.n_kind += 1
         elif where == "kill":
-            attr.kill.setdefault(e.value, set()).add(slot)  # type: ignore[arg-type]
+            attr.kill.setdefault(e.operand, set()).add(slot)
 
     def remove(self, key: K) -> bool:
         """Forget the subscription under ``key``; False if there was none."""
@@ -346,13 +352,13 @@ class SubscriptionIndex(Generic[K]):
         where = e.where
         if where == "eq":
             attr.eqcode[slot] = -1
-            attr.eq.release(e.value)  # type: ignore[arg-type]
+            attr.eq.release(e.operand)
         elif where == "range":
-            key = (e.kind, e.op)
-            r = attr.ranges[key]  # type: ignore[index]
+            key = e.bound
+            r = attr.ranges[key]
             r.remove(slot)
             if not r.value_of:
-                del attr.ranges[key]  # type: ignore[arg-type]
+                del attr.ranges[key]
         elif where == "prefix":
             assert type(e.value) is str
             attr.prefcode[slot] = -1
@@ -391,7 +397,8 @@ class SubscriptionIndex(Generic[K]):
             np.equal(present, self._natt[:n], out=tmp)
             np.logical_and(cand, tmp, out=cand)
         key_of = self._key_of
-        return {key_of[slot] for slot in np.flatnonzero(cand).tolist()}  # type: ignore[misc]
+        # `cand` starts from `_alive`, and every live slot has a key (freed slots hold None).
+        return {key for slot in np.flatnonzero(cand).tolist() if (key := key_of[slot]) is not None}
 
     def overlapping(self, adv: Filter) -> set[K]:
         """The keys of the subscriptions that overlap advertisement ``adv`` (a scan)."""

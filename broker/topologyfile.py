@@ -1,5 +1,9 @@
 """SCOT topology files (OctopiA §3-§4, §10): the JSON format, reading it, the shipped topologies.
 
+Its one job is reading topology files into `broker.cores.topology.Scot`; it lives beside the
+daemon and the tooling rather than in `broker.cores` because it reads files (cores do no I/O,
+docs/architecture.md).
+
 Topology file (JSON; `load` / `loads` / `broker.cores.topology.Scot.to_json`)::
 
     {

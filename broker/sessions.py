@@ -1,0 +1,231 @@
+"""The broker daemon's client connections: their requests, who owns what, their deliveries.
+
+Its one job is the client side of one broker (`broker.app.BrokerApp` holds one
+`ClientSessions` and gives it every request that arrives on a client connection and every
+`Deliver` / `ClientRefused` the core addresses to a client).
+
+Clients.  A client connection (``Hello(role="client")``) carries requests, each answered by
+exactly one frame, in order: `Reply` with ``{"ok": true, "op": ..., ...}`` on success, the
+core's `ClientRefused` (``code``: ``not_advertised``, ``duplicate_id``, ``unknown_id``,
+``bad_publication``, ``bad_filter``, ``bad_client``, ``bad_id``) or an `ErrorReply` for a
+request the daemon does not serve.  `Deliver` frames of the connection's subscriptions may
+come between the replies at any time.
+
+Who owns what (a choice the paper leaves open):
+
+* **Advertisements belong to a client id** (``client`` of `ClientAdvertise`, 1..64 of
+  ``[A-Za-z0-9_.:@-]``), not to a connection: they persist at the host broker until
+  `ClientUnadvertise` (or the broker stops), so ``pubsub advertise --client P`` can return
+  and a later ``pubsub publish --client P`` publishes under it.  A publication is routed only
+  if it conforms to one of its client id's advertisements at this broker.
+* **Subscriptions belong to the connection** that made them: the core sees the connection as
+  the client ``"~c<n>"`` (ids starting with ``~`` cannot be chosen by clients), deliveries
+  stream back on it, and when the connection closes every subscription it made is
+  unsubscribed.  The ``client`` field of `ClientSubscribe` / `ClientUnsubscribe` is ignored.
+
+Slow subscribers: deliveries to a client whose connection holds more than
+``client_buffer_bytes`` not yet read are dropped and counted
+(``deliveries_dropped_slow_client``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+from broker.cores.corebase import BrokerCore
+from broker.cores.messages import (
+    ClientAdvertise,
+    ClientPublish,
+    ClientRefused,
+    ClientSubscribe,
+    ClientUnadvertise,
+    ClientUnsubscribe,
+)
+from broker.cores.topology import BrokerId
+from pubsub.kernel.control import ErrorReply, Reply
+from pubsub.kernel.message import Message, Send
+from pubsub.runtime.connection import ClientSession
+
+#: Client ids: what advertisements and publications are filed under.
+CLIENT_ID_RE = re.compile(r"[A-Za-z0-9_.:@-]{1,64}")
+#: Longest advertisement / subscription / publication id a client may give.
+MAX_ID_CHARS = 256
+
+#: The client operations a broker serves on a client connection.
+ClientOperation = ClientAdvertise | ClientUnadvertise | ClientSubscribe | ClientUnsubscribe | ClientPublish
+CLIENT_OPERATIONS = (ClientAdvertise, ClientUnadvertise, ClientSubscribe, ClientUnsubscribe, ClientPublish)
+
+
+class Refusal(NamedTuple):
+    """Why the daemon refuses a client operation before the core sees it."""
+
+    code: str
+    detail: str
+
+
+def _check_id(value: str, what: str) -> str | None:
+    """Why `value` is not an acceptable client-chosen id, or None."""
+    if not value or len(value) > MAX_ID_CHARS:
+        return f"{what} must have 1..{MAX_ID_CHARS} characters"
+    if any(ord(ch) < 32 for ch in value):
+        return f"{what} must not contain control characters"
+    return None
+
+
+class ClientSessions:
+    """The client connections of one broker (see the module docstring).
+
+    `counters` are the daemon's counters (shared with the app, which reports them), `route`
+    hands the core's other sends on (to neighbours or to clients), and `clock` is the
+    runtime's clock, None before the runtime is attached.
+    """
+
+    def __init__(
+        self,
+        me: BrokerId,
+        core: BrokerCore,
+        counters: Counter[str],
+        client_buffer_bytes: int,
+        route: Callable[[Iterable[Send]], None],
+        clock: Callable[[], float | None],
+    ) -> None:
+        self.me = me
+        self.core = core
+        self.counters = counters
+        self.client_buffer_bytes = client_buffer_bytes
+        self._route = route
+        self._clock = clock
+        self._sessions: dict[str, ClientSession] = {}
+        self._session_refs: dict[int, str] = {}
+        self._session_subs: dict[str, set[str]] = {}
+        self._next_session = 0
+        self._next_pid = 0
+
+    # --- requests ------------------------------------------------------------------------------
+    def request(self, msg: Message, session: ClientSession, now: float) -> None:
+        """A request on a client connection (other than a status request); answered here,
+        exactly one frame."""
+        if not isinstance(msg, CLIENT_OPERATIONS):
+            self.counters["unsupported_client_request"] += 1
+            session.send(ErrorReply(code="unsupported", detail=f"a broker does not serve {msg.kind!r}"))
+            return
+        ref = self._session_ref(session)
+        op = self._owned(msg, ref)
+        if isinstance(op, Refusal):
+            self.counters[f"refused_{op.code}"] += 1
+            session.send(ClientRefused(msg.client, op.code, op.detail))
+            return
+        self.counters[f"client_{msg.kind}"] += 1
+        sends = self.core.handle(op, now)
+        owner = op.client
+        refusal: ClientRefused | None = None
+        rest: list[Send] = []
+        for send in sends:
+            if refusal is None and isinstance(send.msg, ClientRefused) and send.dest == owner:
+                refusal = send.msg
+            else:
+                rest.append(send)
+        if refusal is not None:
+            session.send(refusal)
+        else:
+            session.send(Reply(body=self._success(op, ref)))
+        self._route(rest)
+
+    def _session_ref(self, session: ClientSession) -> str:
+        ref = self._session_refs.get(id(session))
+        if ref is None:
+            self._next_session += 1
+            ref = f"~c{self._next_session}"
+            self._session_refs[id(session)] = ref
+            self._sessions[ref] = session
+            self._session_subs[ref] = set()
+            session.on_close(lambda: self._session_closed(session, ref))
+        return ref
+
+    def _session_closed(self, session: ClientSession, ref: str) -> None:
+        """The connection is gone: its subscriptions end (the core unsubscribes them)."""
+        self._session_refs.pop(id(session), None)
+        self._sessions.pop(ref, None)
+        subs = self._session_subs.pop(ref, set())
+        now = self._clock()
+        if now is None:
+            return
+        for sub_id in sorted(subs):
+            self.counters["unsubscribed_on_close"] += 1
+            self._route(self.core.unsubscribe(ref, sub_id, now))
+
+    def _owned(self, msg: ClientOperation, ref: str) -> ClientOperation | Refusal:
+        """The operation as the core gets it (subscriptions: owned by the connection), or the
+        refusal when the client's ids are unacceptable."""
+        if isinstance(msg, (ClientSubscribe, ClientUnsubscribe)):
+            problem = _check_id(msg.sub_id, "a subscription id")
+            if problem:
+                return Refusal("bad_id", problem)
+            if isinstance(msg, ClientSubscribe):
+                return ClientSubscribe(ref, msg.sub_id, msg.sub)
+            return ClientUnsubscribe(ref, msg.sub_id)
+        client = msg.client
+        if not CLIENT_ID_RE.fullmatch(client):
+            return Refusal(
+                "bad_client",
+                f"a client id is 1..64 of letters, digits and _.:@- , not {client[:70]!r}",
+            )
+        if isinstance(msg, ClientPublish):
+            if not msg.pid:
+                self._next_pid += 1
+                return ClientPublish(client, f"{client}@{self.me}#{self._next_pid}", msg.attrs)
+            problem = _check_id(msg.pid, "a publication id")
+        else:
+            problem = _check_id(msg.adv_id, "an advertisement id")
+        if problem:
+            return Refusal("bad_id", problem)
+        return msg
+
+    def _success(self, op: Message, ref: str) -> dict[str, Any]:
+        body: dict[str, Any] = {"ok": True, "broker": self.me}
+        if isinstance(op, ClientSubscribe):
+            self._session_subs[ref].add(op.sub_id)
+            body.update(op="subscribe", id=op.sub_id, uid=self.core.local_subs.get((ref, op.sub_id)))
+        elif isinstance(op, ClientUnsubscribe):
+            self._session_subs[ref].discard(op.sub_id)
+            body.update(op="unsubscribe", id=op.sub_id)
+        elif isinstance(op, ClientAdvertise):
+            body.update(
+                op="advertise", id=op.adv_id, client=op.client,
+                uid=self.core.local_advs.get((op.client, op.adv_id)),
+            )
+        elif isinstance(op, ClientUnadvertise):
+            body.update(op="unadvertise", id=op.adv_id, client=op.client)
+        elif isinstance(op, ClientPublish):
+            body.update(op="publish", pid=op.pid, client=op.client)
+        return body
+
+    # --- deliveries ----------------------------------------------------------------------------
+    def deliver(self, dest: str, msg: Message) -> None:
+        """A `Deliver` or `ClientRefused` of the core, to the client connection `dest` names."""
+        session = self._sessions.get(dest)
+        if session is None or session.closed:
+            self.counters["deliveries_to_gone_client"] += 1
+            return
+        if session.buffered() > self.client_buffer_bytes:
+            self.counters["deliveries_dropped_slow_client"] += 1
+            return
+        if session.send(msg):
+            self.counters["deliveries"] += 1
+        else:
+            self.counters["deliveries_failed"] += 1
+
+    # --- status --------------------------------------------------------------------------------
+    def connections(self) -> int:
+        """Client connections that made a request and are still open."""
+        return len(self._sessions)
+
+    def subscriptions(self) -> int:
+        """Subscriptions of those connections."""
+        return sum(len(s) for s in self._session_subs.values())
+
+
+__all__ = ["CLIENT_ID_RE", "MAX_ID_CHARS", "ClientOperation", "ClientSessions", "Refusal"]

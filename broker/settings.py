@@ -1,0 +1,136 @@
+"""The broker daemon's settings: `BrokerSettings` (flags, then ``PUBSUB_BROKER_*`` variables,
+then defaults), the ``--link-rate x,i=R`` form, and the checks of the settings against the
+topology file (`check_against_topology`).
+
+Its one job is deciding whether a broker's configuration is acceptable, with one-line errors,
+before anything starts (`broker.cli` loads the settings, `broker.app` runs with them).  The
+routing settings are the paper's (002): OctopiA (§6-§9) with static scotSPR or dynamic scotIDR
+routing, or the PADRES-style baseline (§10); tau and t_w are the congestion threshold and the
+Link Status Table window of §9.2 (Eq. 3).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW
+from broker.cores.topology import Scot, TopologyError, parse_broker_id
+from pubsub.runtime.settings import ENV_PREFIX, SettingsError
+
+#: Setting name -> command-line flag (for one-line configuration errors).
+FLAGS = {
+    "broker_topology": "--topology",
+    "broker_id": "--id",
+    "broker_protocol": "--protocol",
+    "broker_routing": "--routing",
+    "broker_tau": "--tau",
+    "broker_tw": "--tw",
+    "broker_link_rates": "--link-rate",
+    "broker_heartbeat": "--heartbeat",
+}
+
+
+class BrokerSettings(BaseSettings):
+    """The broker daemon (flags, then ``PUBSUB_BROKER_*`` environment variables)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    broker_topology: Path = Field(description="the SCOT topology file, with every broker's address")
+    broker_id: str = Field(description="this broker's id 'x,i' in the topology")
+    broker_protocol: Literal["octopia", "padres"] = Field(
+        "octopia", description="OctopiA (§6-§9) or the PADRES-style baseline (TID-S)"
+    )
+    broker_routing: Literal["idr", "spr"] = Field(
+        "idr", description="OctopiA publication routing: dynamic (scotIDR) or static (scotSPR)"
+    )
+    broker_tau: float = Field(DEFAULT_TAU, ge=0, description="congestion threshold tau of Eq. 3")
+    broker_tw: float = Field(
+        DEFAULT_TW, gt=0, le=60, description="seconds of the Link Status Table window t_w"
+    )
+    broker_link_rates: dict[str, float] = Field(
+        default_factory=dict, description="outgoing link -> messages per second at most"
+    )
+    broker_heartbeat: float = Field(
+        0.5, ge=0, description="seconds between heartbeats to every neighbour (0: off)"
+    )
+    broker_client_buffer_bytes: int = Field(
+        8 << 20, ge=1024, description="unread bytes a client may hold before deliveries drop"
+    )
+
+    @field_validator("broker_id")
+    @classmethod
+    def _check_id(cls, value: str) -> str:
+        try:
+            parse_broker_id(value)
+        except TopologyError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("broker_link_rates")
+    @classmethod
+    def _check_rates(cls, value: dict[str, float]) -> dict[str, float]:
+        for link, rate in value.items():
+            try:
+                parse_broker_id(link)
+            except TopologyError as exc:
+                raise ValueError(f"link {link!r}: {exc}") from None
+            if not rate > 0 or rate == float("inf"):
+                raise ValueError(f"link {link}: the rate must be a finite number > 0, not {rate}")
+        return value
+
+
+def parse_link_rate(text: str) -> tuple[str, float]:
+    """``"x,i=R"`` -> ("x,i", R); ValueError with a one-line message."""
+    link, sep, rate_text = text.rpartition("=")
+    if not sep:
+        raise ValueError(f"{text!r} is not LINK=RATE (e.g. b,1=20)")
+    try:
+        parse_broker_id(link)
+    except TopologyError as exc:
+        raise ValueError(f"{text!r}: {exc}") from None
+    try:
+        rate = float(rate_text)
+    except ValueError:
+        raise ValueError(f"{text!r}: the rate {rate_text!r} is not a number") from None
+    if not rate > 0 or rate == float("inf"):
+        raise ValueError(f"{text!r}: the rate must be a finite number of messages per second > 0")
+    return link, rate
+
+
+def check_against_topology(topo: Scot, settings: BrokerSettings, listen: str | None) -> str:
+    """The address to listen on; SettingsError (one line) when the settings and the
+    topology disagree: unknown id, no addresses, --listen differing from the file, a rate
+    for a link that is not one of this broker's."""
+    me = settings.broker_id
+    if me not in topo:
+        raise SettingsError(
+            f"invalid configuration: broker_id (--id / PUBSUB_BROKER_ID): {me} is not a broker "
+            f"of {settings.broker_topology} (vertices {list(topo.vertices)[:8]}, m = {topo.m})"
+        )
+    if not topo.addresses:
+        raise SettingsError(
+            f"invalid configuration: {settings.broker_topology} has no \"addresses\" map; the "
+            "brokers need every broker's HOST:PORT (see `pubsub broker --help`)"
+        )
+    address = topo.address(me)
+    if listen is not None and listen != address:
+        raise SettingsError(
+            f"invalid configuration: --listen {listen} differs from the address of {me} in "
+            f"{settings.broker_topology} ({address}); omit --listen or make them agree"
+        )
+    neighbours = set(topo.neighbours(me))
+    for link in settings.broker_link_rates:
+        if link not in neighbours:
+            raise SettingsError(
+                f"invalid configuration: broker_link_rates (--link-rate / "
+                f"PUBSUB_BROKER_LINK_RATES): {link} is not a neighbour of {me} "
+                f"(neighbours: {', '.join(topo.neighbours(me))})"
+            )
+    return address
+
+
+__all__ = ["FLAGS", "BrokerSettings", "check_against_topology", "parse_link_rate"]
