@@ -32,6 +32,8 @@ FLAGS = {
     "config_budget": "--config-budget",
     "data_dir": "--data",
     "flooding": "--no-flooding",
+    "dissemination": "--dissemination",
+    "publish_linger": "--linger",
     "metrics_port": "--metrics-port",
     "metrics_host": "--metrics-host",
     "events_dir": "--events-dir",

@@ -119,8 +119,24 @@ def supervisor(
     "no_flooding",
     is_flag=True,
     default=False,
-    help="Do not flood new publications; anti-entropy alone spreads them (env "
+    help="Do not spread new publications; anti-entropy alone delivers them (env "
     "PUBSUB_FLOODING=0).",
+)
+@click.option(
+    "--dissemination",
+    type=click.Choice(["tree", "flood"]),
+    default=None,
+    help="How new publications spread besides anti-entropy: tree (a spanning tree over the "
+    "skip ring, n-1 messages per publication; the default) or flood (the paper's flooding) "
+    "(env PUBSUB_DISSEMINATION).",
+)
+@click.option(
+    "--linger",
+    type=click.FloatRange(min=0, max=1),
+    default=None,
+    metavar="S",
+    help="Seconds a group commit waits for more publications before it starts (default 0: "
+    "at once; env PUBSUB_PUBLISH_LINGER).",
 )
 @telemetry_options
 @admin_options
@@ -132,6 +148,8 @@ def node(
     data_dir: Path | None,
     interval: float | None,
     no_flooding: bool,
+    dissemination: str | None,
+    linger: float | None,
 ) -> None:
     """Run a subscriber node daemon until SIGTERM or SIGINT."""
     from pubsub.node.app import run_node
@@ -139,7 +157,12 @@ def node(
     runtime_settings = settings_for_runtime(interval)
     try:
         settings = load(
-            NodeSettings, FLAGS, data_dir=data_dir, flooding=False if no_flooding else None
+            NodeSettings,
+            FLAGS,
+            data_dir=data_dir,
+            flooding=False if no_flooding else None,
+            dissemination=dissemination,
+            publish_linger=linger,
         )
         check_node_limits(settings, runtime_settings)
     except SettingsError as exc:

@@ -14,12 +14,16 @@ fsync, rename) whenever the set changes, and joins them again when it starts.  B
 state is soft: the supervisor and the neighbours rebuild it (self-stabilization).
 
 Publications are not soft.  Every publication the core stores (issued here, handed over,
-flooded or repaired by anti-entropy) is written to the store (`pubsub.node.store`, SQLite in
-``<data>/publications.sqlite3``, or in memory without a data directory) before it counts
-as delivered: arrivals are collected after each call into the core and written in one
-transaction per event-loop pass (group commit); only then are they numbered for clients,
-streamed to followers, acknowledged to publishers and -- for publications issued or
-handed over here -- flooded.  At start every stored topic's trie is rebuilt from the store.
+spread, flooded or repaired by anti-entropy) is written to the store (`pubsub.node.store`,
+SQLite in ``<data>/publications.sqlite3``, or in memory without a data directory) before
+it counts as delivered: arrivals are collected after each call into the core and written
+by group commits on the store's own thread (`pubsub.node.commits`, `pubsub.node.writer`),
+so a commit and its fsync never stall the event loop; only then are they numbered for
+clients, streamed to followers (from memory, `pubsub.node.delivery`), acknowledged to
+publishers and -- for publications issued or handed over here -- spread.  The sends that
+commits release are coalesced before they leave (`pubsub.skipring.batching`: one Spread
+per neighbour and arc for a whole batch).  At start every stored topic's trie is rebuilt
+from the store.
 
 Telemetry (`pubsub.node.telemetry`, through the daemon host `pubsub.runtime.host`): observers
 in ``observers`` hear about
@@ -43,11 +47,12 @@ the store's local number filled into a PublishAck for a publication stored here.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -60,7 +65,10 @@ from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.node.delivery import Deliveries
 from pubsub.node.faults import node_actions
 from pubsub.node.settings import FRAME_OVERHEAD, NodeSettings
-from pubsub.node.store import NewRow, PublicationStore, StoreError
+from pubsub.node.commits import GroupCommit, Written
+from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
+from pubsub.node.writer import StoreThread
+from pubsub.skipring.batching import coalesce
 from pubsub.node.telemetry import node_instrument
 from pubsub.runtime.host import Daemon, host
 from pubsub.runtime.connection import ClientSession
@@ -83,12 +91,6 @@ log = logging.getLogger(__name__)
 
 #: Sequence numbers reserved durably at a time (see the module docstring).
 SEQ_BLOCK = 1024
-#: Seconds before a failed store write is tried again.
-STORE_RETRY = 1.0
-
-
-#: Run after a commit: (whether it succeeded, local numbers of what it wrote by (topic, key)).
-AfterCommit = Callable[[bool, dict[tuple[Topic, bytes], int]], None]
 
 
 class NodeApp:
@@ -102,19 +104,25 @@ class NodeApp:
         topic_file: TopicFile | None = None,
         *,
         store: PublicationStore | None = None,
+        linger: float = 0.0,
     ) -> None:
         self.ref = ref
         self.core = core
         self.stats = stats
         self.topic_file = topic_file
         self.store = store if store is not None else PublicationStore(None)
-        self.deliveries = Deliveries(self.store)
+        #: The store's own thread: every SQLite call of the node runs there.
+        self.thread = StoreThread(f"store {ref}")
+        self.deliveries = Deliveries(self.store, reads=self.thread)
+        self.commits = GroupCommit(
+            self.store, self.thread, on_written=self._written, on_error=self._store_error, linger=linger
+        )
         self.runtime: Runtime | None = None
         self.counters: Counter[str] = Counter()
         self._saved: set[Topic] | None = None
-        self._rows: list[NewRow] = []  # stored in the tries, not yet written
-        self._after: list[AfterCommit] = []
-        self._commit_scheduled = False
+        self._outbox: list[Send] = []  # released by commits, coalesced before they leave
+        self._outbox_scheduled = False
+        self._reserving: concurrent.futures.Future[None] | None = None
         self._sessions: dict[int, ClientSession] = {}  # client token -> its connection
         self._next_client = 0
         self._limiter = LogLimiter(log)
@@ -148,7 +156,8 @@ class NodeApp:
         fresh = topic not in self.core.publications
         sends = self.core.join(topic)
         if fresh and self.store.latest(topic):
-            restored = self.core.restore(topic, self.store.publications(topic))
+            stored = self.thread.call(lambda: list(self.store.publications(topic)))
+            restored = self.core.restore(topic, stored)
             log.info("%s: %s: %d publications restored from the store", self.ref, topic, restored)
         return sends
 
@@ -239,12 +248,32 @@ class NodeApp:
         return token
 
     def _reserve_seq(self) -> None:
-        """Make sure the next sequence number is below the durable reservation."""
-        if not self.store.durable or self.core.next_seq < self._seq_limit:
+        """Make sure the next sequence number is below the durable reservation: reserve the
+        next block on the store's thread once half of the current one is used, and wait
+        for it only if the numbers run out first (StoreError if it cannot be written)."""
+        if not self.store.durable:
             return
-        limit = self.core.next_seq + SEQ_BLOCK
-        self.store.reserve_seq(limit)
-        self._seq_limit = limit
+        seq = self.core.next_seq
+        if seq >= self._seq_limit:
+            if self._reserving is not None:
+                concurrent.futures.wait([self._reserving])
+                self._reserving = None
+            self._seq_limit = max(self._seq_limit, self.store.seq_reserved)
+            if seq >= self._seq_limit:
+                self.thread.call(self.store.reserve_seq, seq + SEQ_BLOCK)
+                self._seq_limit = self.store.seq_reserved
+        if self._reserving is None and seq >= self._seq_limit - SEQ_BLOCK // 2:
+            self._reserving = self.thread.submit(self.store.reserve_seq, self._seq_limit + SEQ_BLOCK)
+            self._reserving.add_done_callback(self._reserved)
+
+    def _reserved(self, future: concurrent.futures.Future[None]) -> None:
+        """(On the store's thread.)  A reservation ended; the next `_reserve_seq` sees it."""
+        if future.exception() is None:
+            self._seq_limit = max(self._seq_limit, self.store.seq_reserved)
+        else:
+            log.error("%s: cannot reserve sequence numbers: %s", self.ref, future.exception())
+        if self._reserving is future:
+            self._reserving = None
 
     # ------------------------------------------------------------------ effects
     def _execute(
@@ -261,11 +290,24 @@ class NodeApp:
             elif isinstance(effect, Answer):
                 self._answer(effect, written or {})
             else:
-                self._after_commit(partial(self._committed, effect))
+                self.commits.after(partial(self._committed, effect))
         return sends
 
-    def _committed(self, persist: Persist, ok: bool, written: dict[tuple[Topic, bytes], int]) -> None:
-        self._dispatch(self._execute(persist.then if ok else persist.otherwise, written))
+    def _committed(self, persist: Persist, ok: bool, written: Written) -> None:
+        """A Persist's commit ended: carry out what waited for it; its sends join the
+        outbox, which leaves coalesced once every action of the commit has run."""
+        self._outbox.extend(self._execute(persist.then if ok else persist.otherwise, written))
+        if not self._outbox_scheduled:
+            self._outbox_scheduled = True
+            try:
+                asyncio.get_running_loop().call_soon(self._send_outbox)
+            except RuntimeError:  # no event loop (a test driving the app by hand)
+                self._send_outbox()
+
+    def _send_outbox(self) -> None:
+        self._outbox_scheduled = False
+        sends, self._outbox = self._outbox, []
+        self._dispatch(coalesce(sends, self.core.publish_batch_bytes))
 
     def _answer(self, answer: Answer, written: Mapping[tuple[Topic, bytes], int]) -> None:
         """Send an answer to its client; local numbers are the store's, so a PublishAck for
@@ -285,74 +327,31 @@ class NodeApp:
     def _collect(self) -> None:
         """Queue what the core stored since the last call for the next commit."""
         arrivals = self.core.drain_arrivals()
-        if not arrivals:
-            return
-        for topic, arrival in arrivals:
-            self._rows.append(NewRow(topic, arrival.publication, arrival.via, arrival.hops))
-        self._schedule_commit()
+        if arrivals:
+            self.commits.add([NewRow(t, a.publication, a.via, a.hops) for t, a in arrivals])
 
-    def _after_commit(self, action: AfterCommit) -> None:
-        self._after.append(action)
-        self._schedule_commit()
+    def _written(self, written: list[Stored]) -> None:
+        """A commit wrote these: streams get them from memory, telemetry hears of them."""
+        self.deliveries.committed(written)
+        self._notify("stored", written)
 
-    def _schedule_commit(self) -> None:
-        if self._commit_scheduled:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.flush()  # no event loop (a test driving the app by hand): write now
-            return
-        self._commit_scheduled = True
-        loop.call_soon(self.flush)
-
-    def flush(self) -> None:
-        """Write every queued publication in one transaction, then run what waited for it:
-        wake streams, acknowledge, flood.  On failure the rows stay queued and are retried."""
-        self._commit_scheduled = False
-        rows, self._rows = self._rows, []
-        actions, self._after = self._after, []
-        try:
-            written = self.store.append(rows)
-        except StoreError as exc:
-            self.stats.error("store_error")
-            self._rows = rows + self._rows
-            self._log_store_error(exc)
-            for action in actions:
-                self._run_after(action, False, {})
-            self._retry_later()
-            return
-        local: dict[tuple[Topic, bytes], int] = {(s.topic, s.publication.key): s.local_seq for s in written}
-        for topic in {s.topic for s in written}:
-            self.deliveries.notify(topic)
-        if written:
-            self._notify("stored", written)
-        for action in actions:
-            self._run_after(action, True, local)
-
-    def _run_after(
-        self, action: AfterCommit, ok: bool, written: dict[tuple[Topic, bytes], int]
-    ) -> None:
-        try:
-            action(ok, written)
-        except Exception:  # noqa: BLE001 - one failing answer must not stop the others
-            self.stats.error("handler_error")
-            log.exception("%s: post-commit action failed", self.ref)
-
-    def _retry_later(self) -> None:
-        if not self._rows:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        loop.call_later(STORE_RETRY, self._schedule_commit)
-
-    def _log_store_error(self, exc: StoreError) -> None:
+    def _store_error(self, exc: StoreError) -> None:
+        self.stats.error("store_error")
         try:
             self._limiter.log(("store",), logging.ERROR, "%s: %s", self.ref, exc)
         except RuntimeError:  # no event loop
             log.error("%s: %s", self.ref, exc)
+
+    def flush(self) -> None:
+        """Write everything still queued now (blocks; shutdown and tests)."""
+        self.commits.flush()
+        if self._outbox:
+            self._send_outbox()
+
+    def close(self) -> None:
+        """Write what is queued, then stop the store's thread (the store stays open)."""
+        self.flush()
+        self.thread.close()
 
     def _notify(self, event: str, *args: Any) -> None:
         """Tell every observer (telemetry); a failing observer is counted, never fatal."""
@@ -399,12 +398,14 @@ class NodeApp:
             "durable": self.store.durable,
             "sync": self.store.sync,
             "flooding": bool(self.core.flooding),
+            "dissemination": self.core.dissemination,
             "max_payload_bytes": self.core.max_payload_bytes,
             "next_seq": self.core.next_seq,
             "seq_reserved": self.store.seq_reserved,
             "stored": {t: n for t, n in sorted(self.store.topics().items())},
-            "unwritten": len(self._rows),
+            "unwritten": self.commits.unwritten,
             "commits": self.store.commits,
+            "group_commits": {"batches": self.commits.batches, "rows": self.commits.rows_written},
             "streams": sum(streams.values()),
             "streams_by_topic": {t: n for t, n in sorted(streams.items())},
             "streams_opened": self.deliveries.opened,
@@ -443,6 +444,7 @@ async def serve_node(
             supervisor,
             rng=random.Random(),
             flooding=settings.flooding,
+            dissemination=settings.dissemination,
             # anti-entropy batches must fit in a frame, whatever PUBSUB_MAX_FRAME_BYTES is
             publish_batch_bytes=min(
                 DEFAULT_BATCH_BYTES, runtime_settings.max_frame_bytes - FRAME_OVERHEAD
@@ -452,7 +454,7 @@ async def serve_node(
             handover_attempts=settings.handover_attempts,
         )
         stats = Stats()
-        app = NodeApp(listen, core, stats, topic_file, store=store)
+        app = NodeApp(listen, core, stats, topic_file, store=store, linger=settings.publish_linger)
         daemon = Daemon(
             role="node",
             app=app,
@@ -460,7 +462,7 @@ async def serve_node(
             instrument=node_instrument(app, stats),
             actions=node_actions(app),
             initial=app.rejoin(),
-            on_stop=app.flush,
+            on_stop=app.close,
         )
         await host(daemon, telemetry, admin)
     finally:

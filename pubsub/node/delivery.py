@@ -17,11 +17,18 @@ numbers come from the node's store (`pubsub.node.store`), so:
   request, with a Reply ``{"end": true, "topic", "latest", "delivered"}`` (``pubsub
   history``); with it the stream goes on until the client closes the connection.
 
+From memory first.  What a commit wrote is handed to `committed` right after the commit
+(the node calls it on the event loop) and kept in a bounded per-topic tail (`recent`, the
+last `recent_limit` publications); a stream whose cursor lies inside that tail is served
+from it without touching SQLite.  Only a stream that is further behind (history, a late
+joiner, a slow client) reads the store, on the store's own thread (`pubsub.node.writer`),
+so a read never stalls the event loop either.
+
 Backpressure.  A stream never queues more than one batch (at most `batch` publications
 and about `batch_bytes` of payload) beyond what the client's socket accepts: after each
-batch it waits for the connection to drain.  A client that falls behind is therefore
-served from the store when it reads again; nothing is dropped, and a slow client costs the
-node memory for one batch only.
+batch, written to the socket at once, it waits for the connection to drain.  A client that
+falls behind is therefore served from the store when it reads again; nothing is dropped,
+and a slow client costs the node memory for one batch only.
 """
 
 from __future__ import annotations
@@ -37,11 +44,14 @@ from pubsub.kernel.message import Topic
 from pubsub.skipring.messages import Delivery, Follow
 from pubsub.runtime.connection import ClientSession
 from pubsub.node.store import PublicationStore, Stored, StoreError
+from pubsub.node.writer import StoreThread
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BATCH = 128
 DEFAULT_BATCH_BYTES = 256 * 1024
+#: Publications per topic kept in memory after their commit, for streams at the tail.
+DEFAULT_RECENT = 4096
 
 Spawn = Callable[[Coroutine[Any, Any, None], str], object]
 
@@ -80,14 +90,20 @@ class Deliveries:
         self,
         store: PublicationStore,
         *,
+        reads: StoreThread | None = None,
         batch: int = DEFAULT_BATCH,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
+        recent_limit: int = DEFAULT_RECENT,
     ) -> None:
-        if batch < 1 or batch_bytes < 1:
-            raise ValueError("batch and batch_bytes must be positive")
+        if batch < 1 or batch_bytes < 1 or recent_limit < 1:
+            raise ValueError("batch, batch_bytes and recent_limit must be positive")
         self.store = store
+        self.reads = reads
         self.batch = batch
         self.batch_bytes = batch_bytes
+        self.recent_limit = recent_limit
+        #: Per topic, the latest committed publications, contiguous in local number.
+        self.recent: dict[Topic, list[Stored]] = {}
         self.streams: dict[Topic, set[Stream]] = {}
         #: Deliveries written to clients since start.
         self.delivered = 0
@@ -116,6 +132,22 @@ class Deliveries:
         self.opened += 1
         spawn(self._run(stream), f"follow {msg.topic} {session.address}")
 
+    def committed(self, written: list[Stored]) -> None:
+        """A commit wrote these (in local order per topic): keep them as the topics' tails
+        and wake the topics' streams."""
+        topics: set[Topic] = set()
+        for stored in written:
+            tail = self.recent.get(stored.topic)
+            if tail is None or (tail and tail[-1].local_seq + 1 != stored.local_seq):
+                tail = self.recent[stored.topic] = []  # first, or not contiguous: start over
+            tail.append(stored)
+            topics.add(stored.topic)
+        for topic in topics:
+            tail = self.recent[topic]
+            if len(tail) > 2 * self.recent_limit:
+                del tail[: len(tail) - self.recent_limit]
+            self.notify(topic)
+
     def notify(self, topic: Topic) -> None:
         """New publications of `topic` are durable: wake its streams."""
         for stream in self.streams.get(topic, ()):
@@ -135,7 +167,7 @@ class Deliveries:
             while not session.closed:
                 limit = self.store.latest(stream.topic) if stream.end is None else stream.end
                 if stream.cursor < limit:
-                    self._send_batch(stream, limit)
+                    self._send_batch(stream, limit, await self._rows(stream, limit))
                     await session.drain()
                     continue
                 if stream.end is not None:
@@ -164,24 +196,40 @@ class Deliveries:
                 if not streams:
                     del self.streams[stream.topic]
 
-    def _send_batch(self, stream: Stream, limit: int) -> None:
-        rows = self.store.read(
-            stream.topic,
-            stream.cursor,
-            limit=min(self.batch, limit - stream.cursor),
-            max_bytes=self.batch_bytes,
-        )
+    async def _rows(self, stream: Stream, limit: int) -> list[Stored]:
+        """The next batch after the stream's cursor: from the topic's tail in memory when
+        it covers the cursor, else read from the store on the store's thread."""
+        want = min(self.batch, limit - stream.cursor)
+        tail = self.recent.get(stream.topic)
+        if tail and tail[0].local_seq <= stream.cursor + 1 <= tail[-1].local_seq:
+            first = stream.cursor + 1 - tail[0].local_seq
+            rows: list[Stored] = []
+            size = 0
+            for stored in tail[first : first + want]:
+                rows.append(stored)
+                size += len(stored.publication.payload)
+                if size >= self.batch_bytes:
+                    break
+            return rows
+        if self.reads is None:
+            return self.store.read(stream.topic, stream.cursor, want, self.batch_bytes)
+        read = self.reads.submit(self.store.read, stream.topic, stream.cursor, want, self.batch_bytes)
+        return await asyncio.wrap_future(read)
+
+    def _send_batch(self, stream: Stream, limit: int, rows: list[Stored]) -> None:
         if not rows:  # only damaged rows in the range (the store logged them): skip them
             stream.cursor = limit
             return
-        for stored in rows:
-            if stored.local_seq > limit:
-                break
-            if stream.session.send(delivery_of(stored)):
-                stream.delivered += 1
-                self.delivered += 1
-            elif stream.session.closed:
-                return
-            else:  # cannot be framed (counted by the runtime); never retried forever
-                log.error("cannot deliver %s #%d: too large for a frame", stored.topic, stored.local_seq)
-            stream.cursor = stored.local_seq
+        rows = [stored for stored in rows if stored.local_seq <= limit]
+        if not rows:
+            stream.cursor = limit
+            return
+        skipped = stream.session.send_many([delivery_of(stored) for stored in rows])
+        if skipped is None:
+            return  # the client is gone
+        for i in skipped:  # cannot be framed (counted by the runtime); never retried forever
+            log.error("cannot deliver %s #%d: too large for a frame", rows[i].topic, rows[i].local_seq)
+        sent = len(rows) - len(skipped)
+        stream.delivered += sent
+        self.delivered += sent
+        stream.cursor = rows[-1].local_seq

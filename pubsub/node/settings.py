@@ -29,7 +29,21 @@ class NodeSettings(BaseSettings):
         description="directory of the node's topics file and publication store "
         "(without it everything is kept in memory)",
     )
-    flooding: bool = Field(True, description="flood new publications (§4.3) besides anti-entropy")
+    flooding: bool = Field(
+        True, description="spread new publications besides anti-entropy (off: anti-entropy alone)"
+    )
+    dissemination: Literal["tree", "flood"] = Field(
+        "tree",
+        description="how new publications spread: tree (the arc broadcast, n-1 messages) or "
+        "flood (the paper's flooding, §4.3)",
+    )
+    publish_linger: float = Field(
+        0.0,
+        ge=0,
+        le=1.0,
+        description="seconds a group commit waits for more publications before it starts "
+        "(0: at the end of the event-loop pass)",
+    )
     max_payload_bytes: int = Field(
         DEFAULT_MAX_PAYLOAD_BYTES,
         ge=0,

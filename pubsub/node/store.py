@@ -95,7 +95,8 @@ class PublicationStore:
             prepare_data_dir(self.path.parent, StoreError)
         where = ":memory:" if self.path is None else str(self.path)
         try:
-            self._db = sqlite3.connect(where, isolation_level=None)
+            # One thread at a time uses the connection (the node's writer thread, `pubsub.node.writer`).
+            self._db = sqlite3.connect(where, isolation_level=None, check_same_thread=False)
             if self.path is not None:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute(f"PRAGMA synchronous={sync.upper()}")

@@ -20,7 +20,7 @@ from pubsub.telemetry.events import EventWriter
 
 
 #: Arrival paths of a stored publication, as label values.
-VIAS = ("local", "handover", "flood", "antientropy")
+VIAS = ("local", "handover", "tree", "flood", "antientropy")
 
 
 class DeliveryMetrics(Observer):

@@ -128,6 +128,29 @@ class ClientSession:
         stats.bytes_out[msg.kind] += len(frame)
         return True
 
+    def send_many(self, msgs: list[Message]) -> list[int] | None:
+        """Write several frames to the client with one write.  None (nothing written) if
+        the connection is gone; else the indices of the messages that did not fit in a
+        frame (counted as errors by their code, and skipped)."""
+        if self.closed:
+            return None
+        stats = self._stats
+        frames: list[bytes] = []
+        skipped: list[int] = []
+        for i, msg in enumerate(msgs):
+            try:
+                frame = wire.encode(msg, self._max_frame)
+            except wire.WireError as exc:
+                stats.error(exc.code)
+                skipped.append(i)
+                continue
+            frames.append(frame)
+            stats.frames_out[msg.kind] += 1
+            stats.bytes_out[msg.kind] += len(frame)
+        if frames and not self._conn.write(b"".join(frames)):
+            return None
+        return skipped
+
     def buffered(self) -> int:
         """Bytes written to the client and not yet accepted by its socket."""
         if self.closed:

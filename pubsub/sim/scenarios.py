@@ -1,4 +1,5 @@
-"""Starting states for simulations: fresh joins, and arbitrary corrupted states.
+"""Starting states for simulations: fresh joins, arbitrary corrupted states, and the
+legitimate state itself (for measuring big rings).
 
 `corrupted_start` builds the "any state at all" of self-stabilization (paper 000, Def. 1.1)
 for one topic: random labels or ⊥, neighbour pointers that form a random weakly connected
@@ -18,7 +19,8 @@ from supervisor.corruption import corrupt_database
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import Contact
 from pubsub.sim.skipring import SUPERVISOR, Simulation
-from pubsub.skipring.buildsr import SkipRingNode
+from pubsub.skipring.buildsr import SkipRingNode, shortcut_chain
+from pubsub.skipring.labels import l
 
 
 def fresh_start(sim: Simulation, n: int, topic: Topic) -> list[Ref]:
@@ -55,4 +57,43 @@ def corrupted_start(sim: Simulation, n: int, topic: Topic, rng: random.Random) -
     for _ in range(n):
         dest, msg = junk(rng, refs, topic, n, believe, SUPERVISOR)
         sim.inject(dest, msg, src=rng.choice(refs))
+    return refs
+
+
+def legitimate_start(sim: Simulation, n: int, topic: Topic) -> list[Ref]:
+    """n subscribers of `topic` already in the legitimate state SR(n): labels l(0..n-1) in
+    the supervisor's database and at the nodes, ring neighbours and shortcuts (§3.2.2) set
+    -- what a fresh start converges to, installed directly so that big rings (thousands of
+    nodes) can be measured without simulating their construction."""
+    refs = [sim.add_node() for _ in range(n)]
+    labels = [l(x) for x in range(n)]
+    holder = dict(zip(labels, refs, strict=True))
+    db = sim.supervisor._db(topic)
+    order = sorted(labels)
+    for label, ref in holder.items():
+        db.put(label, ref)
+    for i, label in enumerate(order):
+        ref = holder[label]
+        node = sim.nodes[ref]
+        node.wanted_topics.add(topic)
+        state = node.instances[topic] = SkipRingNode(ref, topic, SUPERVISOR)
+        node.anti_entropy(topic)
+        state.label = label
+        if n > 1:
+            if i > 0:
+                state.left = Contact(order[i - 1], holder[order[i - 1]])
+            if i < n - 1:
+                state.right = Contact(order[i + 1], holder[order[i + 1]])
+            if i == 0:
+                state.ring = Contact(order[-1], holder[order[-1]])
+            elif i == n - 1:
+                state.ring = Contact(order[0], holder[order[0]])
+        left, right = state.cyclic_left(), state.cyclic_right()
+        chains = (
+            shortcut_chain(label, None if left is None else left.label),
+            shortcut_chain(label, None if right is None else right.label),
+        )
+        for chain in chains:
+            for point in chain:
+                state.shortcuts[point] = holder.get(point)
     return refs

@@ -9,6 +9,10 @@ nodes swallow messages; a sender whose message hits a crashed node hears about i
 `nodes[ref].instances[topic]` and `supervisor.topics[topic]` to read or inject state, and
 into `nodes[ref].publications[topic]` (the topic's `AntiEntropy` core and its trie) for
 publications; `publish` issues one, and `flooding` switches §4.3's flooding for every node.
+`dissemination` chooses how new publications spread: "flood" (the paper's flooding, the
+simulator's default, which the paper's claims are checked with), "tree" (the daemons'
+default, the arc broadcast of `pubsub.skipring.arcs`) or "off" (anti-entropy alone, also
+``flooding=False``).
 
 Publishing as a client does it (`publish_request`) runs the node's own decisions: the
 hand-over through a non-member and the order "persist, then acknowledge, then flood",
@@ -82,6 +86,7 @@ class Simulation:
         detect_delay: float = 1.0,
         probe_timeout: float = 3.0,
         flooding: bool = True,
+        dissemination: str = "flood",
         commit_delay: float | None = None,
         trace: bool = False,
     ) -> None:
@@ -91,6 +96,7 @@ class Simulation:
         self.delay = delay
         self.detect_delay = detect_delay
         self.flooding = flooding
+        self.dissemination = dissemination
         self.events = EventQueue()
         self.supervisor = SupervisorCore(
             SUPERVISOR,
@@ -123,7 +129,11 @@ class Simulation:
         """A new subscriber process (not yet subscribed to anything)."""
         name = Ref(ref or f"n{len(self.nodes) + len(self.crashed)}")
         self.nodes[name] = NodeCore(
-            name, SUPERVISOR, rng=random.Random(self.rng.getrandbits(64)), flooding=self.flooding
+            name,
+            SUPERVISOR,
+            rng=random.Random(self.rng.getrandbits(64)),
+            flooding=self.flooding,
+            dissemination=self.dissemination,
         )
         if self.commit_delay is not None:
             self.stores[name] = SimStore()

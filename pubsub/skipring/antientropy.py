@@ -30,6 +30,17 @@ Flooding (§4.3)
     still delivers everything (Theorem 5.19), flooding only makes it fast.  PublishNew
     counts the edges it crossed in `hops` (the publisher sends 1).
 
+The arc broadcast (``tree``, beyond the paper)
+    Flooding sends a publication over every edge; in a legitimate ring the arc broadcast
+    (`pubsub.skipring.arcs`) sends it over a spanning tree, n - 1 Spread messages in about
+    log2 n hops.  With `tree` on (and `flooding`), the publisher sends Spread to its
+    neighbours, each with its piece of the ring; a receiver stores what is new and
+    forwards the whole batch inside its piece.  A receiver that has no label, knows no
+    ring successor, or does not lie in the arc it was given cannot trust the arc: it falls
+    back to flooding (PublishNew) for the publications that were new to it
+    (``spread_fallbacks``).  Anti-entropy stays the guarantee either way, as Plumtree's lazy
+    push backs its eager tree.
+
 The empty trie
     Its root is reported as (⊥, `EMPTY_HASH`).  A receiver whose own trie is empty treats
     that exact pair as equal (case (i)).  One deliberate departure from Alg. 5 l.1-4: a
@@ -69,11 +80,14 @@ from pubsub.skipring.messages import (
     NodeDigest,
     NodeHash,
     Payload,
+    Position,
     Publication,
     PublicationKey,
     Publish,
     PublishNew,
+    Spread,
 )
+from pubsub.skipring.arcs import ArcView, in_arc, origin_arc, pieces
 from pubsub.skipring.trie import (
     EMPTY_HASH,
     EMPTY_LABEL,
@@ -88,7 +102,9 @@ from pubsub.kernel.wire import MAX_PAYLOAD_BYTES
 from pubsub.skipring.fields import MAX_DIGESTS, MAX_PUBLICATIONS
 
 #: How a stored publication arrived.
-LOCAL, FLOOD, ANTI_ENTROPY, HANDOVER = "local", "flood", "anti-entropy", "handover"
+LOCAL, FLOOD, ANTI_ENTROPY, HANDOVER, TREE = "local", "flood", "anti-entropy", "handover", "tree"
+#: Largest `levels` a Spread may claim (labels have at most 64 bits).
+MAX_LEVELS = 64
 
 #: Default size of one Publish batch: publications, and bytes of payload (plus overhead).
 DEFAULT_BATCH_PUBLICATIONS = 64
@@ -115,12 +131,16 @@ class AntiEntropy:
         *,
         key_bits: int = KEY_BITS,
         flooding: bool = True,
+        tree: bool = False,
         flood_targets: Callable[[], Iterable[Ref]] | None = None,
+        arc_view: Callable[[], ArcView | None] | None = None,
         verify_keys: bool = True,
         batch_publications: int = DEFAULT_BATCH_PUBLICATIONS,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
     ) -> None:
-        """`flood_targets` names the current ring and shortcut neighbours (for PublishNew).
+        """`flood_targets` names the current ring and shortcut neighbours (for PublishNew);
+        `arc_view` tells where this node and its neighbours sit on the ring (for Spread,
+        when `tree` is on; None while the node has no label).
 
         `key_bits` < 128 makes trie keys the first `key_bits` bits of a publication's key
         (tests replay the paper's 3-bit example that way).  `verify_keys` checks that each
@@ -135,7 +155,9 @@ class AntiEntropy:
         self.key_bits = key_bits
         self.trie: PatriciaTrie[Publication] = PatriciaTrie(key_bits)
         self.flooding = flooding
+        self.tree = tree
         self.flood_targets = flood_targets
+        self.arc_view = arc_view
         self.verify_keys = verify_keys
         self.batch_publications = batch_publications
         self.batch_bytes = batch_bytes
@@ -221,7 +243,12 @@ class AntiEntropy:
             return []
         self.counters["published"] += 1
         if self.flooding:
-            self._flood(publication, 1, flood_targets)
+            view = self._view() if self.tree and flood_targets is None else None
+            if view is not None:
+                start, end = origin_arc(view.me)
+                self._spread([publication], start, end, view.levels, 1, view)
+            else:
+                self._flood(publication, 1, flood_targets)
         return self._flush()
 
     def handle(self, msg: Message, flood_targets: Iterable[Ref] | None = None) -> list[Send]:
@@ -234,6 +261,8 @@ class AntiEntropy:
             self.publish(msg.publications)
         elif isinstance(msg, PublishNew):
             self.publish_new(msg.publication, msg.hops, flood_targets)
+        elif isinstance(msg, Spread):
+            self.spread(msg)
         else:
             self._reject("unknown_message")
         return self._flush()
@@ -294,6 +323,54 @@ class AntiEntropy:
         self.counters["stored_by_flooding"] += 1
         if self.flooding:
             self._flood(publication, hops + 1, flood_targets)
+
+    def spread(self, msg: Spread) -> None:
+        """Spread: store what is new, then forward the batch inside our piece of the arc
+        (or, when the arc cannot be trusted here, flood what was new; see the module
+        docstring)."""
+        hops, levels, batch = msg.hops, msg.levels, msg.publications
+        if type(hops) is not int or hops < 0 or type(levels) is not int or not 1 <= levels <= MAX_LEVELS:
+            self._reject("bad_spread")
+            return
+        if not isinstance(batch, list) or len(batch) > MAX_PUBLICATIONS:
+            self._reject("bad_spread")
+            return
+        counters = self.counters
+        counters["spread_received"] += 1
+        valid: list[Publication] = []
+        new: list[Publication] = []
+        for publication in batch:
+            if not self._valid_publication(publication):
+                continue
+            valid.append(publication)
+            if self.store(publication, TREE, hops):
+                new.append(publication)
+            else:
+                counters["spread_duplicates"] += 1
+        counters["stored_by_tree"] += len(new)
+        if not self.flooding or not valid:
+            return
+        view = self._view() if self.tree else None
+        if view is None or not view.has_successor or not in_arc(view.me, msg.start, msg.end):
+            if self.tree:
+                counters["spread_fallbacks"] += 1
+            for publication in new:
+                self._flood(publication, hops + 1, None)
+            return
+        self._spread(valid, msg.start, msg.end, levels, hops + 1, view)
+
+    def _view(self) -> ArcView | None:
+        return None if self.arc_view is None else self.arc_view()
+
+    def _spread(
+        self, batch: list[Publication], start: int, end: int, levels: int, hops: int, view: ArcView
+    ) -> None:
+        for piece in pieces(view, start, end, levels):
+            self._send(
+                piece.ref,
+                Spread(self.topic, self.ref, Position(piece.start), Position(piece.end),
+                       max(levels, view.levels), hops, batch),
+            )
 
     # ------------------------------------------------------------------ the comparison
     def _equal_root(self, tuples: object) -> bool:

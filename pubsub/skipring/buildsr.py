@@ -195,6 +195,16 @@ class SkipRingNode:
         """
         return self.label is not None and self.label != LABEL_ZERO and self.left is None
 
+    def labelled_contacts(self) -> Iterator[tuple[Label, Ref]]:
+        """Every (label, reference) this instance stores: ring neighbours, then shortcuts
+        whose holder is known."""
+        for contact in (self.left, self.right, self.ring):
+            if contact is not None:
+                yield contact.label, contact.ref
+        for label, holder in self.shortcuts.items():
+            if holder is not None:
+                yield label, holder
+
     def contacts(self) -> Iterator[Ref]:
         """Every reference this instance stores (explicit edges)."""
         for contact in (self.left, self.right, self.ring):

@@ -8,6 +8,7 @@ annotation                on the wire
 ``Flag``                  one of the Literal's strings ("CYC", "LIN"; the codec's Literal)
 ``TrieLabel``             str of 0/1, 0..128 characters (a trie node label or a prefix)
 ``NodeDigest``            ``[label_bits, hash]``; hash is bin of exactly 16 bytes
+``Position``              an integer 0..2^64-1 (a point of the ring in units of 2^-64)
 ``PublicationKey``        bin of exactly 16 bytes
 ``Payload``               bin of at most `MAX_PAYLOAD_BYTES`
 ``Publication``           ``[key, publisher, seq, payload, published_ms]``: key bin of 16
@@ -47,6 +48,7 @@ from pubsub.skipring.messages import (
     NodeDigest,
     NodeHash,
     Payload,
+    Position,
     Publication,
     PublicationKey,
 )
@@ -86,6 +88,13 @@ def validate_trie_label(value: object) -> TrieLabel:
     if value.strip("01"):
         raise WireError("bad_field", f"a trie label must be a bit string, got {short(value)}")
     return TrieLabel.from_bits(value)
+
+
+def validate_position(value: object) -> Position:
+    """A point of the ring: an integer 0 <= p < 2^64."""
+    if type(value) is not int or not 0 <= value < 1 << 64:
+        raise WireError("bad_field", f"a ring position is an integer 0..2^64-1, got {short(value)}")
+    return Position(value)
 
 
 def validate_node_hash(value: object) -> NodeHash:
@@ -158,6 +167,7 @@ def register() -> None:
     register_field_type(TrieLabel, validate_trie_label, _encode_trie_label)
     register_field_type(NodeHash, validate_node_hash, identity)
     register_field_type(PublicationKey, validate_publication_key, identity)
+    register_field_type(Position, validate_position, identity)
     register_field_type(Payload, validate_payload, identity)
     register_field_type(NodeDigest, validate_digest, _encode_digest)
     register_field_type(Publication, validate_publication, _encode_publication)

@@ -8,6 +8,8 @@ the codec, so that every field of every message is validated from the annotation
 Names follow the paper: Introduce, Check, Linearize, RemoveConnections (Alg. 1-2),
 IntroduceShortcut and SetData (Alg. 4), Subscribe, Unsubscribe, GetConfiguration (Alg. 3),
 and for publications CheckTrie, CheckAndPublish, Publish and PublishNew (Alg. 5, §4.2-4.3).
+Spread carries new publications down the arc broadcast (`pubsub.skipring.arcs`), the
+duplicate-free alternative to PublishNew's flooding.
 
 Beyond the paper, the daemons exchange a few messages of their own: the clients' control
 requests (join, leave, publish, follow), the deliveries a node streams to a
@@ -162,6 +164,8 @@ class LeaveTopic(Message):
 # --- publications (Alg. 5, §4.2-4.3) ---------------------------------------------------------
 #: A trie node's hash: exactly 16 bytes (xxh3-128, `pubsub.skipring.trie`).
 NodeHash = NewType("NodeHash", bytes)
+#: A point of the ring in units of 2^-64 (an integer 0 <= p < 2^64), `pubsub.skipring.arcs`.
+Position = NewType("Position", int)
 #: A publication's key: exactly 16 bytes, `pubsub.skipring.trie.publication_key` of its content.
 PublicationKey = NewType("PublicationKey", bytes)
 #: The application's bytes inside a publication (bounded by the frame size on the wire).
@@ -235,6 +239,23 @@ class PublishNew(Message):
     topic: Topic
     publication: Publication
     hops: int
+
+
+@message("spread")
+class Spread(Message):
+    """New publications travelling down the arc broadcast (`pubsub.skipring.arcs`): the
+    receiver stores them and forwards them inside the arc [start, end), which it is
+    responsible for, split among its neighbours there.  `levels` is the sender's view of
+    the ring's longest label (the resolution of the split), `hops` the edges crossed so far
+    (the publisher sends 1).  All publications of one Spread share the arc."""
+
+    topic: Topic
+    sender: Ref
+    start: Position
+    end: Position
+    levels: int
+    hops: int
+    publications: list[Publication]
 
 
 # --- publications: clients <-> node (control plane) ------------------------------------------
@@ -358,7 +379,7 @@ class HandOverAck(Message):
 
 
 #: Publication messages (all carry a topic; `NodeCore` routes them to the topic's trie).
-PUBLICATION_MESSAGES = (CheckTrie, CheckAndPublish, Publish, PublishNew)
+PUBLICATION_MESSAGES = (CheckTrie, CheckAndPublish, Publish, PublishNew, Spread)
 
 #: Messages that only subscribers receive from other subscribers or the supervisor.
 TOPIC_MESSAGES = (Introduce, Check, Linearize, RemoveConnections, IntroduceShortcut, SetData)

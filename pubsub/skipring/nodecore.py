@@ -16,7 +16,9 @@ the parts of §4 and §4.1 that sit above a single ring:
 Next to each BuildSR instance runs the topic's publication core (`AntiEntropy`, §4.2-4.3,
 Alg. 5), created with the instance and dropped with it.  Its Timeout sends the trie root
 to a random ring neighbour (cyclic left or right), and its flood targets are the
-instance's contacts: ring neighbours and shortcuts (E_R and E_S).  `publish` issues a
+instance's contacts: ring neighbours and shortcuts (E_R and E_S).  `dissemination` chooses
+how new publications spread besides anti-entropy: ``tree`` (the arc broadcast,
+`pubsub.skipring.arcs`; the default), ``flood`` (the paper's flooding, §4.3) or ``off``.  `publish` issues a
 publication from this process with a per-process sequence number; `drain_arrivals`
 hands the publications stored since the last call to whoever delivers and persists them.
 
@@ -44,6 +46,7 @@ from dataclasses import replace
 
 from pubsub.kernel.effects import Answer, Effect, Persist
 from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.skipring.arcs import ArcView, position
 from pubsub.skipring.antientropy import (
     DEFAULT_BATCH_BYTES,
     HANDOVER,
@@ -79,6 +82,10 @@ from pubsub.skipring.buildsr import SkipRingNode
 from pubsub.kernel.wire import MAX_PAYLOAD_BYTES
 
 
+#: How new publications may spread besides anti-entropy.
+DISSEMINATIONS = ("tree", "flood", "off")
+
+
 def _carried_ref(msg: Message) -> Ref | None:
     """The node a BuildSR message speaks for, to tell it we are not in that ring."""
     if isinstance(msg, (Introduce, Linearize, IntroduceShortcut)):
@@ -100,6 +107,7 @@ class NodeCore:
         *,
         rng: random.Random,
         flooding: bool = True,
+        dissemination: str = "tree",
         publish_batch_bytes: int = DEFAULT_BATCH_BYTES,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         handover_timeout: float = DEFAULT_STEP_TIMEOUT,
@@ -112,7 +120,10 @@ class NodeCore:
         self.publications: dict[Topic, AntiEntropy] = {}
         self.wanted_topics: set[Topic] = set()
         self.leaving: set[Topic] = set()
-        self._flooding = flooding
+        if dissemination not in DISSEMINATIONS:
+            raise ValueError(f"dissemination must be one of {', '.join(DISSEMINATIONS)}")
+        #: How new publications spread besides anti-entropy ("off" when `flooding` is False).
+        self.dissemination = dissemination if flooding else "off"
         #: Payload bytes per anti-entropy Publish batch; the daemon keeps it within a frame.
         self.publish_batch_bytes = publish_batch_bytes
         #: Sequence number of the next publication issued by this process.
@@ -211,14 +222,21 @@ class NodeCore:
     # ------------------------------------------------------------------ publications
     @property
     def flooding(self) -> bool:
-        """Whether new publications are flooded (§4.3) in addition to anti-entropy."""
-        return self._flooding
+        """Whether new publications are spread (by the tree or by flooding, §4.3) in
+        addition to anti-entropy."""
+        return self.dissemination != "off"
 
     @flooding.setter
     def flooding(self, on: bool) -> None:
-        self._flooding = on
+        self.set_dissemination("tree" if on else "off")
+
+    def set_dissemination(self, mode: str) -> None:
+        """Switch every topic to `mode` ("tree", "flood" or "off")."""
+        if mode not in DISSEMINATIONS:
+            raise ValueError(f"dissemination must be one of {', '.join(DISSEMINATIONS)}")
+        self.dissemination = mode
         for core in self.publications.values():
-            core.flooding = on
+            core.flooding, core.tree = mode != "off", mode == "tree"
 
     def anti_entropy(self, topic: Topic) -> AntiEntropy:
         """The publication core of a topic we run (created on first use)."""
@@ -230,10 +248,28 @@ class NodeCore:
                 self.ref,
                 topic,
                 flooding=self.flooding,
+                tree=self.dissemination == "tree",
                 flood_targets=lambda: self._flood_targets(topic),
+                arc_view=lambda: self._arc_view(topic),
                 batch_bytes=self.publish_batch_bytes,
             )
         return core
+
+    def _arc_view(self, topic: Topic) -> ArcView | None:
+        """Where we and our neighbours sit on the topic's ring (for the arc broadcast);
+        None while we have no label."""
+        instance = self.instances.get(topic)
+        if instance is None or instance.label is None:
+            return None
+        levels = instance.label.length
+        neighbours: list[tuple[int, Ref]] = []
+        for label, ref in instance.labelled_contacts():
+            if ref != self.ref:
+                neighbours.append((position(label), ref))
+                levels = max(levels, label.length)
+        return ArcView(
+            position(instance.label), levels, tuple(neighbours), instance.cyclic_right() is not None
+        )
 
     def _flood_targets(self, topic: Topic) -> Iterator[Ref]:
         """PublishNew goes to every ring and shortcut neighbour (§4.3: E_R ∪ E_S)."""

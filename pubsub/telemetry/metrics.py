@@ -15,7 +15,7 @@ responder), so a scrape reads the state between two protocol steps, never while 
 in another thread.
 
 Label values come from bounded sets only: message kinds (the registered messages), error
-codes and rejection reasons (fixed in the code), arrival paths (local, handover, flood,
+codes and rejection reasons (fixed in the code), arrival paths (local, handover, tree, flood,
 antientropy) and topics.  Topics are chosen by users, so at most ``metrics_max_topics``
 (default 64) topics get their own ``topic`` value, the first ones seen, for the life of the
 process; any further topic is folded into ``topic="_other"`` (sums; the largest label

@@ -28,6 +28,7 @@ from pubsub.skipring.messages import (
     NodeDigest,
     Payload,
     Ping,
+    Position,
     Publication,
     PublicationKey,
     Publish,
@@ -108,6 +109,8 @@ def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
         return st.binary(max_size=64)
     if annotation is PublicationKey:
         return st.binary(min_size=16, max_size=16)
+    if annotation is Position:
+        return st.integers(0, (1 << 64) - 1)
     if annotation is TrieLabel:
         return trie_labels
     if annotation is NodeDigest:

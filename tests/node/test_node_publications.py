@@ -40,7 +40,7 @@ T = Topic("news")
 
 @contextlib.asynccontextmanager
 async def pnode(
-    sup: Ref, data: Path | None, sock: socket.socket | None = None, **options: int
+    sup: Ref, data: Path | None, sock: socket.socket | None = None, **options: object
 ) -> AsyncIterator[tuple[Runtime, NodeApp]]:
     """A node with a publication store in `data` (memory when None)."""
     sock = sock or bound_socket()

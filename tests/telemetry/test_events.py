@@ -63,7 +63,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
     },
     "delivery": {
         "topic": str, "key": str, "publisher": str, "seq": int, "published_ts": float,
-        "delivered_ts": float, "via": ("local", "handover", "flood", "antientropy"),
+        "delivered_ts": float, "via": ("local", "handover", "tree", "flood", "antientropy"),
         "hops": (int, None),
     },
 }
@@ -373,7 +373,7 @@ def test_a_local_cluster_writes_its_events_into_the_run_dir(tmp_path: Path) -> N
     assert len({e["key"] for e in deliveries}) == 1 and len(deliveries) == 3
     via = {e["source"]: e["via"] for e in deliveries}
     assert via[cluster.node_refs[0]] == "local"
-    assert {via[r] for r in cluster.node_refs[1:]} <= {"flood", "antientropy"}
+    assert {via[r] for r in cluster.node_refs[1:]} <= {"tree", "flood", "antientropy"}
 
 
 # --------------------------------------------------------------------------- published_ms

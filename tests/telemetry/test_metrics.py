@@ -79,18 +79,21 @@ def value(found: dict[Any, float], name: str, **labels: str) -> float | None:
     return found.get((name, frozenset(labels.items())))
 
 
-def test_supervisor_and_node_metrics_over_http(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "mode, fast, carrier", [("flood", "flood", "publish_new"), ("tree", "tree", "spread")]
+)
+def test_supervisor_and_node_metrics_over_http(tmp_path: Path, mode: str, fast: str, carrier: str) -> None:
     """Members per topic and configuration traffic at the supervisor; label length,
     degree, trie size, deliveries by path with their latency and message counts by type
-    at the nodes."""
+    at the nodes -- with the paper's flooding and with the arc broadcast."""
 
     async def scenario() -> None:
         async with (
             supervisor(tmp_path / "sup") as (srt, sapp),
             metered("supervisor", sapp, srt.stats) as sup_metrics,
-            pnode(srt.ref, None) as (art, aapp),
+            pnode(srt.ref, None, dissemination=mode) as (art, aapp),
             metered("node", aapp, art.stats) as a_metrics,
-            pnode(srt.ref, None) as (brt, bapp),
+            pnode(srt.ref, None, dissemination=mode) as (brt, bapp),
             metered("node", bapp, brt.stats) as b_metrics,
         ):
             async with Client(art.ref) as a, Client(brt.ref) as b:
@@ -132,22 +135,22 @@ def test_supervisor_and_node_metrics_over_http(tmp_path: Path) -> None:
                 assert value(found, "pubsub_node_degree", topic=T) == 1.0
                 assert value(found, "pubsub_trie_publications", topic=T) == 3.0
                 assert value(found, "pubsub_node_topics") == 1.0
-            # a stored its own three; b got them by flooding or anti-entropy
+            # a stored its own three; b got them by the fast path or anti-entropy
             assert value(a_found, "pubsub_publications_delivered_total", via="local") == 3.0
             b_paths = [
                 value(b_found, "pubsub_publications_delivered_total", via=via) or 0.0
-                for via in ("flood", "antientropy")
+                for via in (fast, "antientropy")
             ]
             assert sum(b_paths) == 3.0
             assert value(b_found, "pubsub_publications_delivered_total", via="local") == 0.0
             latency = sum(
                 value(b_found, "pubsub_delivery_latency_seconds_count", via=via) or 0.0
-                for via in ("flood", "antientropy")
+                for via in (fast, "antientropy")
             )
             assert latency == 3.0  # each carried its publish time
             assert value(a_found, "pubsub_delivery_latency_seconds_bucket", via="local", le="+Inf") == 3.0
-            assert (value(a_found, "pubsub_messages_sent_total", type="publish_new") or 0) >= 3
-            assert (value(a_found, "pubsub_sent_bytes_total", type="publish_new") or 0) > 0
+            assert (value(a_found, "pubsub_messages_sent_total", type=carrier) or 0) >= 3
+            assert (value(a_found, "pubsub_sent_bytes_total", type=carrier) or 0) > 0
             assert value(a_found, "pubsub_frame_errors_total", code="bad_msgpack") is None
             assert value(a_found, "pubsub_daemon_info", role="node", ref=art.ref) == 1.0
 

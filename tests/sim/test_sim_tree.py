@@ -1,0 +1,106 @@
+"""The arc broadcast in the simulator (issue 11): exactly n - 1 Spread messages per
+publication in a legitimate ring, no deeper than ceil(log2 n) + 2 hops, and -- from
+corrupted states, where arcs cannot be trusted -- every publication still reaching every
+subscriber (the fallback to flooding, and anti-entropy)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from pubsub.kernel.message import Topic
+from pubsub.sim.scenarios import corrupted_start, fresh_start, legitimate_start
+from pubsub.sim.skipring import Simulation
+from pubsub.skipring.antientropy import LOCAL, TREE
+from tests.simhelpers import is_legitimate, settle
+
+TOPIC = Topic("t")
+KINDS = ("spread", "publish_new")
+
+
+def counts(sim: Simulation) -> dict[str, int]:
+    return {kind: sim.traffic.by_kind[kind] for kind in KINDS}
+
+
+@pytest.mark.parametrize("n", [2, 3, 7, 16, 32, 100])
+def test_one_publication_costs_exactly_n_minus_1_messages(n: int) -> None:
+    sim = Simulation(n, dissemination="tree", delay=(0.01, 0.01))
+    refs = legitimate_start(sim, n, TOPIC)
+    assert is_legitimate(sim, TOPIC)
+    rng = random.Random(n)
+    for round_ in range(5):
+        publisher = rng.choice(refs)
+        for node in sim.nodes.values():
+            node.drain_arrivals()
+        before = counts(sim)
+        sim.publish(publisher, TOPIC, f"p{round_}".encode())
+        sim.run_for(2.0)  # far more than the deepest path takes
+        after = counts(sim)
+        assert after["spread"] - before["spread"] == n - 1
+        assert after["publish_new"] == before["publish_new"]  # no fallback in SR(n)
+        arrivals = {ref: a for ref in refs for _, a in sim.nodes[ref].drain_arrivals()}
+        assert set(arrivals) == set(refs)  # everyone stored it, once
+        for ref, arrival in arrivals.items():
+            assert arrival.via == (LOCAL if ref == publisher else TREE)
+        assert max(a.hops or 0 for a in arrivals.values()) <= math.ceil(math.log2(n)) + 2
+
+
+def test_after_a_fresh_join_the_tree_is_exact() -> None:
+    """The state BuildSR itself converges to (not one installed by hand) carries the tree."""
+    sim = Simulation(4, dissemination="tree")
+    refs = fresh_start(sim, 24, TOPIC)
+    settle(sim, TOPIC, max_intervals=600)
+    before = counts(sim)
+    sim.publish(refs[5], TOPIC, b"x")
+    sim.run_for(5.0)
+    after = counts(sim)
+    assert after["spread"] - before["spread"] == 23 and after["publish_new"] == before["publish_new"]
+    assert all(len(node.publications[TOPIC].trie) == 1 for node in sim.nodes.values())
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_from_corrupted_states_every_publication_reaches_everyone(seed: int) -> None:
+    """Publications issued while the ring is still corrupted: arcs are inconsistent,
+    nodes fall back to flooding, anti-entropy repairs the rest; all tries end up equal and
+    holding every publication."""
+    n = 20
+    sim = Simulation(seed, dissemination="tree")
+    refs = corrupted_start(sim, n, TOPIC, random.Random(seed))
+    rng = random.Random(seed)
+    issued = 0
+    for step in range(12):
+        sim.run_for(1.0)
+        publisher = rng.choice(refs)
+        if sim.nodes[publisher].is_member(TOPIC):
+            sim.publish(publisher, TOPIC, f"{step}".encode())
+            issued += 1
+    assert issued > 0
+    settle(sim, TOPIC, max_intervals=1500)
+    for _ in range(400):
+        roots = {node.publications[TOPIC].trie.root() for node in sim.nodes.values()}
+        if len(roots) == 1 and all(len(node.publications[TOPIC].trie) == issued for node in sim.nodes.values()):
+            break
+        sim.run_for(1.0)
+    else:
+        raise AssertionError("tries did not converge")
+
+
+def test_an_arc_that_does_not_hold_the_receiver_falls_back_to_flooding() -> None:
+    from pubsub.skipring.antientropy import make_publication
+    from pubsub.skipring.arcs import position
+    from pubsub.skipring.messages import Spread
+
+    sim = Simulation(9, dissemination="tree")
+    refs = legitimate_start(sim, 8, TOPIC)
+    node = sim.nodes[refs[3]]
+    me = position(node.instances[TOPIC].label)  # type: ignore[arg-type]
+    p = make_publication(refs[0], 0, b"x")
+    # an arc that ends right before the receiver: it cannot be trusted here
+    wrong = Spread(TOPIC, refs[0], (me + 1) % (1 << 64), me, 4, 1, [p])
+    sends = node.handle(wrong, 0.0)
+    core = node.publications[TOPIC]
+    assert core.counters["spread_fallbacks"] == 1 and core.holds(p)
+    assert sends and all(s.msg.kind == "publish_new" for s in sends)  # type: ignore[union-attr]
+    assert {s.dest for s in sends} == set(node.instances[TOPIC].contacts())  # type: ignore[union-attr]
