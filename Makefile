@@ -47,7 +47,11 @@ experiments: check-java
 	for s in steady-churn mass-crash corruption; do \
 		rm -rf runs/$$s && $(BIN)/pubsub experiment run $$s --out runs/$$s || exit 1; done
 
+# The end-to-end benchmark runs pubsub beside Debian's nats-server (NATS core, JetStream) and
+# redis-server: installed with apt when missing and this machine can (root or sudo); otherwise
+# the script says what is missing and the benchmark reports those systems as "not run: <reason>".
 bench: $(STAMP)
+	@bench/install-servers.sh
 	$(BIN)/python -m bench
 
 # Containers (README, "Containers"): the wheels deploy/Dockerfile installs, built on the host;

@@ -3,7 +3,7 @@
     python -m bench [--quick]                     every benchmark (skipring, antientropy, endtoend, matching, scot)
     python -m bench skipring [options]            BuildSR convergence and churn only
     python -m bench antientropy [options]         anti-entropy repair cost only
-    python -m bench endtoend [options]            real daemons: latency, throughput, Redis
+    python -m bench endtoend [options]            pubsub vs NATS, JetStream, Redis: latency, throughput, CPU, idle
     python -m bench matching [options]            content-based matching: index vs scan
     python -m bench scot [options]                OctopiA vs PADRES on S_e in the simulator (§10)
 

@@ -1,668 +1,278 @@
-"""End-to-end latency and sustained throughput of real daemons, with Redis as a reference.
+"""End to end, real processes on 127.0.0.1: pubsub beside NATS core, NATS JetStream and Redis
+pub/sub, in one interleaved run, with ratios pubsub/X.
 
-Everything runs on this machine over TCP on 127.0.0.1, one monotonic clock for all.
+Systems (each run is a fresh deployment, started alone and stopped before the next):
+  pubsub      LocalCluster: a supervisor and n node processes, every node in one topic, once
+              the ring is legitimate; publishing through node 0 with the client library (each
+              call returns after a durable acknowledgement); subscriber i follows node i.
+  nats        Debian's nats-server (2.9) on a free port; nats-py; core publish/subscribe.
+  jetstream   the same with -js (file storage in the run's directory); a stream with file
+              storage on the subject; js.publish awaits each PubAck; each subscriber process has
+              its own ordered push consumer (deliver policy "new") that receives every message.
+  redis       Debian's redis-server on a free port (--save '' --appendonly no); redis-py.
 
-pubsub (LocalCluster: a supervisor and n node processes in a temporary directory)
-  latency     every node subscribes one topic; once the ring is consistent (the supervisor
-              lists n members and `ring_problems` finds nothing) a follow stream
-              (``new_only``) is opened at every node with the client library, and M
-              publications are published through node 0, paced at R per second.  The
-              latency of a publication is the time its LAST node delivered it minus the
-              time the publish call was made (the send time, time.monotonic_ns(), travels
-              in the payload).  p50 / p99 / max over the M publications, and each node's own
-              p50 (reported as min / median / max over the nodes).  "ack p50" is the
-              publish call's own latency (a durable write at the first member).
-  throughput  at n = 16 (quick: 8), P concurrent publishers (one client each, on nodes
-              0..P-1, each with W publish calls in flight) publish K publications as fast
-              as the acknowledgements allow.  Reported: acknowledged publications per
-              second (first call to last ack), the time until every node had delivered
-              every acknowledged publication, and whether loss was zero, checked by the
-              follow streams and again by each node's history.
+Subscribers are separate OS processes for every system (bench/e2e/subscriber.py), one per
+subscriber; each records (publication id, time.monotonic_ns() at receipt); the publisher (this
+process) puts the id and its send time in a 64-byte payload.  CLOCK_MONOTONIC is system-wide on
+Linux, so the times compare across processes.
 
-Redis (redis-server on a free port, --save '' --appendonly no; the `redis` package)
-  the same fan-out: n subscriber connections on one channel, one publisher, the same
-  payloads and pacing (latency to the last subscriber); and the same throughput run with
-  16 (quick: 8) subscribers and P publishers with W calls in flight each.
-
-Redis pub/sub is in memory, fire-and-forget (PUBLISH answers once the message is queued to
-the connected subscribers; nothing is stored, a subscriber that is slow or away loses
-messages) while pubsub acknowledges a publication only after a member wrote it durably and
-then spreads and stores it at every node.  Redis is a reference point, not a like-for-like
-comparison.
+Measurements, for n in 4 8 16 32 (quick: 4 16):
+  latency      after a 10-publication warm-up (not measured), M publications (300; quick 60)
+               paced at 50/s: time from the publish call until the LAST of the n subscribers
+               received it; p50, p99, max; and the publish call's own p50 ("ack").
+  throughput   at n = 16 (quick 8): one publisher with W = 32 publications in flight, K = 5000
+               (quick 1000) publications: held/s = K / (first publish call -> every subscriber
+               holds every publication), and acked/s.  pubsub's subscribers are its nodes: a
+               node holds a publication once it stored it (status `publications.stored`,
+               polled after the last acknowledgement; the follow-stream processes are closed
+               first); zero loss and, for pubsub, exactly K stored at every node are checked.
+               NATS core acknowledges nothing: its publisher flushes (PING/PONG) after every W.
+  CPU          /proc utime+stime before/after the throughput run: pubsub µs per publication
+               per node (median, max), the servers', the subscriber processes' per message and
+               this harness's.
+  frames       pubsub only, latency run: status `stats.frames_out` summed over nodes per
+               publication per node, for the kinds that carry a publication and for all kinds.
+  idle         pubsub only: a legitimate ring of 32 (quick 8) nodes without publications for 10 s
+               (quick 4 s), and 4 nodes in 50 topics: frames/s per node, frames per peer per
+               Timeout interval, CPU %.
+Latency and throughput are repeated R = 3 (quick 1) times, interleaving the systems (for each
+repeat, for each n: pubsub, nats, jetstream, redis), reported as medians [min-max].  A system
+whose server or client library is missing is reported as "not run: <reason>".
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import json
-import math
-import shutil
-import statistics
-import subprocess
-import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from bench.e2e.common import PAYLOAD_BYTES, PUBLICATION_FRAME_KINDS, wait_quiet
+from bench.e2e.idle import idle_run
+from bench.e2e.pubsub_system import default_interval
+from bench.e2e.report import print_contention, print_guarantees, print_idle, print_tables, summarize
+from bench.e2e.run import Plan, run_once
+from bench.e2e.systems import GUARANTEES, SYSTEMS, make_system, unavailable, versions
 from bench.machine import machine
-from pubsub.client.library import Client, ClientError
-from pubsub.ops.localcluster import LocalCluster
-from pubsub.ops.processes import pick_free_ports
-from pubsub.ops.ringview import ring_problems
 
-TOPIC = "bench-e2e"
 RESULTS = Path("bench-results")
-REDIS_NOTE = (
-    "Redis pub/sub is in-memory, unacknowledged and not durable (PUBLISH returns once the "
-    "message is queued to connected subscribers); pubsub acknowledges only after a durable "
-    "write and stores every publication at every node. Reference point, not like-for-like."
-)
 
-Publish = Callable[[bytes], Awaitable[object]]
 
-
-# --- helpers ---------------------------------------------------------------------------------
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..100)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
-
-
-def ms(ns: float | None) -> float | None:
-    return None if ns is None else round(ns / 1e6, 2)
-
-
-def fmt(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    return str(value)
-
-
-def run_async(coro: Awaitable[Any]) -> Any:
-    """Run on uvloop when available (the daemons use it too), else asyncio's loop."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)  # type: ignore[arg-type]
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(coro)  # type: ignore[arg-type]
-
-
-async def _cancel(tasks: list[asyncio.Task[Any]]) -> None:
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-
-
-# --- the two measurements, for any system ----------------------------------------------------
-async def measure_latency(
-    publish: Publish, streams: list[AsyncIterator[bytes]], count: int, rate: float, drain: float
-) -> dict[str, Any]:
-    """Publish `count` paced publications; per publication, when each stream delivered it."""
-    n = len(streams)
-    arrivals: list[dict[int, int]] = [{} for _ in range(n)]
-    sent: dict[int, int] = {}
-    acked: dict[int, int] = {}
-    failures: list[str] = []
-    complete = asyncio.Event()
-    done_nodes = 0
-
-    async def read(node: int, stream: AsyncIterator[bytes]) -> None:
-        nonlocal done_nodes
-        mine = arrivals[node]
-        async for payload in stream:
-            now = time.monotonic_ns()
-            if not payload.startswith(b"L:"):
-                continue
-            index = int(payload.split(b":")[1])
-            if index not in mine:
-                mine[index] = now
-                if len(mine) == count:
-                    done_nodes += 1
-                    if done_nodes == n:
-                        complete.set()
-
-    async def one(index: int) -> None:
-        start = time.monotonic_ns()
-        sent[index] = start
-        try:
-            await publish(b"L:%d:%d" % (index, start))
-        except Exception as exc:  # noqa: BLE001 - reported, not fatal
-            failures.append(f"#{index}: {exc}")
-            return
-        acked[index] = time.monotonic_ns() - start
-
-    readers = [asyncio.create_task(read(i, s)) for i, s in enumerate(streams)]
-    publishers: list[asyncio.Task[None]] = []
-    try:
-        began = time.monotonic()
-        for index in range(count):
-            delay = began + index / rate - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            publishers.append(asyncio.create_task(one(index)))
-        await asyncio.gather(*publishers)
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(drain):
-                await complete.wait()
-    finally:
-        await _cancel(publishers + readers)
-    last: list[float] = []
-    incomplete = 0
-    for index in acked:
-        times = [arr.get(index) for arr in arrivals]
-        if any(t is None for t in times):
-            incomplete += 1
-            continue
-        last.append(max(times) - sent[index])  # type: ignore[type-var, operator]
-    node_p50 = [
-        statistics.median([t - sent[i] for i, t in arr.items() if i in sent]) if arr else None
-        for arr in arrivals
-    ]
-    known = [v for v in node_p50 if v is not None]
-    return {
-        "n": n,
-        "sent": count,
-        "acked": len(acked),
-        "publish_failures": failures[:10],
-        "complete": len(last),
-        "incomplete": incomplete,
-        "p50_ms": ms(percentile(last, 50)),
-        "p99_ms": ms(percentile(last, 99)),
-        "max_ms": ms(max(last) if last else None),
-        "ack_p50_ms": ms(percentile(list(acked.values()), 50)),
-        "node_p50_ms": [ms(v) for v in node_p50],
-        "node_p50_min_ms": ms(min(known) if known else None),
-        "node_p50_median_ms": ms(statistics.median(known) if known else None),
-        "node_p50_max_ms": ms(max(known) if known else None),
-    }
-
-
-async def measure_throughput(
-    publishers: list[Publish],
-    streams: list[AsyncIterator[bytes]],
-    total: int,
-    window: int,
-    drain: float,
-) -> dict[str, Any]:
-    """`total` publications from len(publishers) publishers, `window` calls in flight each."""
-    n = len(streams)
-    received: list[set[bytes]] = [set() for _ in range(n)]
-    acked: set[bytes] = set()
-    failures: list[str] = []
-    publishing_done = False
-    everything = asyncio.Event()
-    last_ack = 0.0
-
-    def check() -> None:
-        if publishing_done and all(acked <= got for got in received):
-            everything.set()
-
-    async def read(node: int, stream: AsyncIterator[bytes]) -> None:
-        mine = received[node]
-        async for payload in stream:
-            if payload.startswith(b"T:"):
-                mine.add(payload)
-                if publishing_done and len(mine) >= len(acked):
-                    check()
-
-    per = [total // len(publishers) + (1 if i < total % len(publishers) else 0) for i in range(len(publishers))]
-
-    async def worker(p: int, publish: Publish, counter: list[int]) -> None:
-        nonlocal last_ack
-        while counter[0] < per[p]:
-            index = counter[0]
-            counter[0] += 1
-            payload = b"T:%d:%d:%d" % (p, index, time.monotonic_ns())
-            try:
-                await publish(payload)
-            except Exception as exc:  # noqa: BLE001 - reported, not fatal
-                failures.append(f"{p}#{index}: {exc}")
-                continue
-            acked.add(payload)
-            last_ack = time.monotonic()
-
-    readers = [asyncio.create_task(read(i, s)) for i, s in enumerate(streams)]
-    workers: list[asyncio.Task[None]] = []
-    delivered_at: float | None = None
-    try:
-        began = time.monotonic()
-        for p, publish in enumerate(publishers):
-            counter = [0]
-            workers += [asyncio.create_task(worker(p, publish, counter)) for _ in range(window)]
-        await asyncio.gather(*workers)
-        publishing_done = True
-        check()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(drain):
-                await everything.wait()
-                delivered_at = time.monotonic()
-    finally:
-        await _cancel(workers + readers)
-    seconds = max(last_ack - began, 1e-9)
-    missing = [len(acked - got) for got in received]
-    return {
-        "n": n,
-        "publishers": len(publishers),
-        "window": window,
-        "sent": total,
-        "acked": len(acked),
-        "publish_failures": len(failures),
-        "failure_examples": failures[:5],
-        "publish_seconds": round(seconds, 3),
-        "acked_per_s": round(len(acked) / seconds, 1),
-        "all_delivered_seconds": None if delivered_at is None else round(delivered_at - began, 3),
-        "delivered_per_s": (
-            None if delivered_at is None else round(len(acked) / max(delivered_at - began, 1e-9), 1)
-        ),
-        "missing_per_node": missing,
-        "zero_loss": not any(missing) and not failures,
-        "_acked": acked,
-    }
-
-
-# --- pubsub ----------------------------------------------------------------------------------
-def ring_ready_problems(cluster: LocalCluster, n: int) -> list[str]:
-    members, states = cluster.snapshot(TOPIC)
-    problems = [] if len(members) == n else [f"the supervisor lists {len(members)} of {n} members"]
-    return problems + ring_problems(members, states)
-
-
-async def _pubsub_stream(client: Client) -> tuple[Any, AsyncIterator[bytes]]:
-    sub = client.subscribe(TOPIC, new_only=True, join=False)
-    await sub.open()
-
-    async def payloads() -> AsyncIterator[bytes]:
-        async for delivery in sub:
-            yield delivery.payload
-
-    return sub, payloads()
-
-
-async def _pubsub_streams(
-    clients: list[Client], subs: list[Any]
-) -> list[AsyncIterator[bytes]]:
-    """One new-only stream per client; each subscription goes into `subs` for closing."""
-    streams = []
-    for client in clients:
-        sub, stream = await _pubsub_stream(client)
-        subs.append(sub)
-        streams.append(stream)
-    return streams
-
-
-async def _pubsub_latency(refs: list[str], count: int, rate: float) -> dict[str, Any]:
-    clients = [Client(ref) for ref in refs]
-    subs: list[Any] = []
-    try:
-        streams = await _pubsub_streams(clients, subs)
-        publisher = clients[0]
-        return await measure_latency(
-            lambda data: publisher.publish(TOPIC, data), streams, count, rate, drain=30.0
-        )
-    finally:
-        for sub in subs:
-            await sub.close()
-        for client in clients:
-            await client.close()
-
-
-async def _pubsub_throughput(
-    refs: list[str], total: int, publishers: int, window: int
-) -> dict[str, Any]:
-    readers = [Client(ref) for ref in refs]
-    writers = [Client(refs[i % len(refs)]) for i in range(publishers)]
-    subs: list[Any] = []
-    try:
-        streams = await _pubsub_streams(readers, subs)
-
-        def publish_via(client: Client) -> Publish:
-            return lambda data: client.publish(TOPIC, data)
-
-        result = await measure_throughput(
-            [publish_via(c) for c in writers], streams, total, window, drain=120.0
-        )
-        # Cross-check with every node's history (what it holds durably).
-        acked: set[bytes] = result.pop("_acked")
-        held: list[int | str] = []
-        for client in readers:
-            try:
-                history = await client.history(TOPIC)
-            except ClientError as exc:
-                held.append(f"error: {exc}")
-                continue
-            payloads = {d.payload for d in history}
-            held.append(len(acked - payloads))
-        result["history_missing_per_node"] = held
-        result["zero_loss"] = result["zero_loss"] and all(m == 0 for m in held)
-        return result
-    finally:
-        for sub in subs:
-            await sub.close()
-        for client in readers + writers:
-            await client.close()
-
-
-def pubsub_run(
-    n: int, count: int, rate: float, throughput: dict[str, int] | None
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """One cluster of n nodes: the latency run, and the throughput run if asked."""
-    with tempfile.TemporaryDirectory(prefix=f"bench-e2e-{n}-") as tmp:
-        with LocalCluster(Path(tmp), n, start_timeout=60.0, log_level="warning") as cluster:
-            began = time.monotonic()
-            for i in range(n):
-                cluster.subscribe(i, TOPIC)
-            cluster.poll(
-                lambda: ring_ready_problems(cluster, n), 300.0, f"a consistent ring of {n}", 0.25
-            )
-            ready = round(time.monotonic() - began, 2)
-            latency = run_async(_pubsub_latency(cluster.node_refs, count, rate))
-            latency["ring_ready_s"] = ready
-            tput = None
-            if throughput is not None:
-                tput = run_async(_pubsub_throughput(cluster.node_refs, **throughput))
-    return latency, tput
-
-
-# --- Redis -----------------------------------------------------------------------------------
-class RedisServer:
-    """redis-server as a subprocess on a free port, no persistence; stopped on exit."""
-
-    def __init__(self) -> None:
-        self.port = pick_free_ports(1)[0]
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> RedisServer:
-        self.process = subprocess.Popen(
-            [
-                "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            run_async(self._wait_ready())
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    async def _wait_ready(self) -> None:
-        import redis.asyncio as aioredis
-
-        deadline = time.monotonic() + 15
-        while True:
-            if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {self.process.returncode}")
-            client = aioredis.Redis(host="127.0.0.1", port=self.port)
-            try:
-                if await client.ping():
-                    return
-            except Exception:  # noqa: BLE001 - not up yet
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.1)
-            finally:
-                await client.aclose()
-
-    def stop(self) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process = None
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-async def _redis_subscribers(port: int, n: int) -> tuple[list[Any], list[AsyncIterator[bytes]]]:
-    import redis.asyncio as aioredis
-
-    conns: list[Any] = []
-    streams: list[AsyncIterator[bytes]] = []
-    for _ in range(n):
-        client = aioredis.Redis(host="127.0.0.1", port=port)
-        pubsub = client.pubsub(ignore_subscribe_messages=True)
-        await pubsub.subscribe(TOPIC)
-        conns.append((client, pubsub))
-
-        async def payloads(ps: Any = pubsub) -> AsyncIterator[bytes]:
-            async for message in ps.listen():
-                if message["type"] == "message":
-                    yield message["data"]
-
-        streams.append(payloads())
-    checker = aioredis.Redis(host="127.0.0.1", port=port)
-    try:
-        deadline = time.monotonic() + 10
-        while (await checker.pubsub_numsub(TOPIC))[0][1] < n:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"Redis does not list {n} subscribers")
-            await asyncio.sleep(0.05)
-    finally:
-        await checker.aclose()
-    return conns, streams
-
-
-async def _redis_close(conns: list[Any]) -> None:
-    for client, pubsub in conns:
-        with contextlib.suppress(Exception):
-            await pubsub.aclose()
-        with contextlib.suppress(Exception):
-            await client.aclose()
-
-
-async def _redis_latency(port: int, n: int, count: int, rate: float) -> dict[str, Any]:
-    import redis.asyncio as aioredis
-
-    conns: list[Any] = []
-    publisher = aioredis.Redis(host="127.0.0.1", port=port)
-    try:
-        conns, streams = await _redis_subscribers(port, n)
-        return await measure_latency(
-            lambda data: publisher.publish(TOPIC, data), streams, count, rate, drain=30.0
-        )
-    finally:
-        await _redis_close(conns)
-        await publisher.aclose()
-
-
-async def _redis_throughput(
-    port: int, n: int, total: int, publishers: int, window: int
-) -> dict[str, Any]:
-    import redis.asyncio as aioredis
-
-    conns: list[Any] = []
-    writers = [
-        aioredis.Redis(host="127.0.0.1", port=port, max_connections=window)
-        for _ in range(publishers)
-    ]
-    try:
-        conns, streams = await _redis_subscribers(port, n)
-
-        def publish_via(client: Any) -> Publish:
-            return lambda data: client.publish(TOPIC, data)
-
-        result = await measure_throughput(
-            [publish_via(w) for w in writers], streams, total, window, drain=120.0
-        )
-        result.pop("_acked")
-        return result
-    finally:
-        await _redis_close(conns)
-        for writer in writers:
-            await writer.aclose()
-
-
-def redis_available() -> str | None:
-    """None if redis-server and the redis package are usable, else why not."""
-    if shutil.which("redis-server") is None:
-        try:
-            done = subprocess.run(
-                ["apt-get", "install", "-y", "redis-server"],
-                capture_output=True, text=True, timeout=600,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"redis-server is missing and apt-get install failed: {exc}"
-        if done.returncode != 0 or shutil.which("redis-server") is None:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
-            return f"redis-server is missing and `apt-get install -y redis-server` failed: {tail[0]}"
-    try:
-        import redis.asyncio  # noqa: F401
-    except ImportError:
-        return "the `redis` Python package is missing (pip install -e '.[bench]')"
-    return None
-
-
-# --- tables ----------------------------------------------------------------------------------
-LAT_HEADER = (
-    f"{'system':<8}{'n':>4}{'sent':>6}{'acked':>6}{'all-n':>6}{'p50 ms':>9}{'p99 ms':>9}"
-    f"{'max ms':>9}{'node p50 min/med/max ms':>26}{'ack p50':>9}{'ring s':>8}"
-)
-TPUT_HEADER = (
-    f"{'system':<8}{'n':>4}{'pubs':>6}{'win':>5}{'sent':>7}{'acked':>7}{'acked/s':>10}"
-    f"{'all-delivered s':>17}{'delivered/s':>13}{'zero loss':>11}"
-)
-
-
-def lat_line(system: str, row: dict[str, Any]) -> str:
-    node = f"{fmt(row['node_p50_min_ms'])}/{fmt(row['node_p50_median_ms'])}/{fmt(row['node_p50_max_ms'])}"
-    return (
-        f"{system:<8}{row['n']:>4}{row['sent']:>6}{row['acked']:>6}{row['complete']:>6}"
-        f"{fmt(row['p50_ms']):>9}{fmt(row['p99_ms']):>9}{fmt(row['max_ms']):>9}{node:>26}"
-        f"{fmt(row['ack_p50_ms']):>9}{fmt(row.get('ring_ready_s')):>8}"
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench endtoend", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-
-
-def tput_line(system: str, row: dict[str, Any]) -> str:
-    return (
-        f"{system:<8}{row['n']:>4}{row['publishers']:>6}{row['window']:>5}{row['sent']:>7}"
-        f"{row['acked']:>7}{fmt(row['acked_per_s']):>10}{fmt(row['all_delivered_seconds']):>17}"
-        f"{fmt(row['delivered_per_s']):>13}{('yes' if row['zero_loss'] else 'NO'):>11}"
-    )
+    add = parser.add_argument
+    add("--quick", action="store_true", help="n in {4, 16}, throughput at 8, fewer publications, 1 repeat")
+    add("--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {','.join(SYSTEMS)}")
+    add("--sizes", type=int, nargs="+", help="latency: n values (default 4 8 16 32; quick 4 16)")
+    add("--count", type=int, help="latency: publications (default 300; quick 60)")
+    add("--rate", type=float, default=50.0, help="latency: publications per second (default 50)")
+    add("--warmup", type=int, default=10, help="publications before the latency run, not measured")
+    add("--throughput-n", type=int, help="throughput: subscribers (default 16; quick 8)")
+    add("--total", type=int, help="throughput: publications K (default 5000; quick 1000)")
+    add("--window", type=int, default=32, help="throughput: publications in flight W (default 32)")
+    add("--repeats", type=int, help="repeats of latency and throughput (default 3; quick 1)")
+    add("--idle-n", type=int, help="idle: nodes in the one-topic ring (default 32; quick 8)")
+    add("--idle-seconds", type=float, help="idle: measuring window (default 10; quick 4)")
+    add("--idle-topics", type=int, default=50, help="idle: topics of the second scenario (default 50)")
+    add("--idle-topic-nodes", type=int, default=4, help="idle: nodes of the second scenario (default 4)")
+    add("--no-idle", action="store_true", help="skip the idle measurements")
+    add("--interval", type=float, help="pubsub Timeout interval in s (default: the daemons' own default)")
+    add("--pubsub-store-sync", choices=["full", "normal"], help="PUBSUB_STORE_SYNC for the nodes (default: theirs)")
+    add("--out", type=Path, help="results file (default bench-results/endtoend.json; -partial if not the default run)")
+    add("--quiet-wait", type=float, default=60.0,
+        help="before each run, wait up to this many s for a second in which other processes use < 0.15 "
+        "of a core (default 60; 0: do not wait)")
+    add("--keep-dir", type=Path, help="put the runs' temporary directories here (for debugging)")
+    return parser.parse_args(argv)
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench endtoend", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="n in {4, 8}, smaller counts")
-    parser.add_argument("--sizes", type=int, nargs="+", help="n values (default 4 8 16 32)")
-    parser.add_argument("--count", type=int, help="latency: publications (default 200; quick 100)")
-    parser.add_argument("--rate", type=float, default=50.0, help="latency: publications per second")
-    parser.add_argument("--throughput-n", type=int, help="throughput: nodes (default 16; quick 8)")
-    parser.add_argument("--total", type=int, help="throughput: publications (default 3000; quick 600)")
-    parser.add_argument("--publishers", type=int, default=4, help="throughput: publishers")
-    parser.add_argument("--window", type=int, default=16, help="throughput: calls in flight per publisher")
-    parser.add_argument("--no-redis", action="store_true", help="skip the Redis reference")
-    args = parser.parse_args(argv)
-    sizes = args.sizes or ([4, 8] if args.quick else [4, 8, 16, 32])
-    count = args.count or (100 if args.quick else 200)
-    tput_n = args.throughput_n or (8 if args.quick else 16)
-    total = args.total or (600 if args.quick else 3000)
-    tput_args = {"total": total, "publishers": args.publishers, "window": args.window}
-
-    RESULTS.mkdir(exist_ok=True)
+    args = parse(argv)
+    started = time.monotonic()
+    quick = args.quick
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    bad = [s for s in systems if s not in SYSTEMS]
+    if bad or not systems:
+        raise SystemExit(f"unknown system(s) {bad}; choose from {', '.join(SYSTEMS)}")
+    systems = [s for s in SYSTEMS if s in systems]
+    sizes = sorted(set(args.sizes or ([4, 16] if quick else [4, 8, 16, 32])))
+    tput_n = args.throughput_n or (8 if quick else 16)
+    params: dict[str, Any] = {
+        "quick": quick,
+        "systems": systems,
+        "sizes": sizes,
+        "count": args.count or (60 if quick else 300),
+        "rate": args.rate,
+        "warmup": args.warmup,
+        "throughput_n": tput_n,
+        "total": args.total or (1000 if quick else 5000),
+        "window": args.window,
+        "repeats": args.repeats or (1 if quick else 3),
+        "payload_bytes": PAYLOAD_BYTES,
+        "interval_s": args.interval or default_interval(),
+        "pubsub_store_sync": args.pubsub_store_sync or "daemon default",
+        "idle": None if args.no_idle else {
+            "n": args.idle_n or (8 if quick else 32),
+            "seconds": args.idle_seconds or (4.0 if quick else 10.0),
+            "topics": args.idle_topics,
+            "topic_nodes": args.idle_topic_nodes,
+        },
+        "publication_frame_kinds": sorted(PUBLICATION_FRAME_KINDS),
+        "order": "for each repeat, for each n: " + ", ".join(systems),
+    }
+    notrun = {s: f"{why}" for s in systems if (why := unavailable(s))}
+    env = environment(systems)
+    env["git_at_start"] = git_state()
     info = machine()
-    print(f"End-to-end latency and throughput, real daemons on 127.0.0.1 -- {info}")
+    print(f"End to end on 127.0.0.1: {', '.join(systems)} -- {info}")
     print(
-        f"latency: {count} publications at {args.rate:g}/s through one node, time until the "
-        f"LAST subscriber delivered it; throughput: n={tput_n}, {args.publishers} publishers x "
-        f"{args.window} in flight, {total} publications"
+        f"latency n={sizes}, {params['count']} publications at {args.rate:g}/s; throughput n={tput_n}, "
+        f"W={params['window']}, K={params['total']}; {params['repeats']} repeat(s), interleaved ({params['order']}); "
+        f"pubsub interval {params['interval_s']:g} s, store sync {params['pubsub_store_sync']}"
     )
-    print()
-    latency: list[dict[str, Any]] = []
-    throughput: list[dict[str, Any]] = []
-    redis_latency: list[dict[str, Any]] = []
-    redis_throughput: list[dict[str, Any]] = []
-    errors: list[str] = []
-
-    print(LAT_HEADER)
-    print("-" * len(LAT_HEADER))
-    runs = sorted(set(sizes) | {tput_n})
-    for n in runs:
-        try:
-            lat, tput = pubsub_run(n, count, args.rate, tput_args if n == tput_n else None)
-        except Exception as exc:  # noqa: BLE001 - one size failing does not end the benchmark
-            errors.append(f"pubsub n={n}: {exc}")
-            print(f"pubsub  {n:>4}  FAILED: {str(exc).splitlines()[0]}", flush=True)
-            continue
-        if n in sizes:
-            latency.append(lat)
-            print(lat_line("pubsub", lat), flush=True)
-        if tput is not None:
-            throughput.append(tput)
-
-    redis_skipped = "skipped (--no-redis)" if args.no_redis else redis_available()
-    if redis_skipped is None:
-        try:
-            with RedisServer() as server:
-                for n in sizes:
-                    row = run_async(_redis_latency(server.port, n, count, args.rate))
-                    redis_latency.append(row)
-                    print(lat_line("redis", row), flush=True)
-                redis_throughput.append(
-                    run_async(_redis_throughput(server.port, tput_n, **tput_args))
+    for system, why in notrun.items():
+        print(f"NOTE: {system} not run: {why}")
+    print(flush=True)
+    runnable = [s for s in systems if s not in notrun]
+    pubsub_options = {"interval": params["interval_s"], "store_sync": args.pubsub_store_sync}
+    runs: list[dict[str, Any]] = []
+    for repeat in range(params["repeats"]):
+        for n in sorted(set(sizes) | {tput_n}):
+            for system in runnable:
+                plan = Plan(
+                    n=n, latency=n in sizes, throughput=n == tput_n, count=params["count"], rate=args.rate,
+                    total=params["total"], window=args.window, warmup=args.warmup,
                 )
-        except Exception as exc:  # noqa: BLE001
-            errors.append(f"redis: {exc}")
-            redis_skipped = f"failed: {exc}"
-    if redis_skipped is not None:
-        print(f"NOTE: Redis reference {redis_skipped}")
+                quiet = wait_quiet(args.quiet_wait) if args.quiet_wait > 0 else None
+                result = run_once(make_system(system, **pubsub_options), plan, args.keep_dir)
+                result["repeat"] = repeat
+                result["quiet_before"] = quiet
+                runs.append(result)
+                print(progress(result), flush=True)
 
-    print()
-    print(TPUT_HEADER)
-    print("-" * len(TPUT_HEADER))
-    for row in throughput:
-        print(tput_line("pubsub", row))
-    for row in redis_throughput:
-        print(tput_line("redis", row))
-    for row in throughput + redis_throughput:
-        if not row["zero_loss"]:
-            print(f"  loss/failures: missing per node {row['missing_per_node']}, "
-                  f"{row['publish_failures']} failed publishes {row['failure_examples']}")
-    print()
-    print(f"NOTE: {REDIS_NOTE}")
+    idle: list[dict[str, Any]] = []
+    if params["idle"] is not None and "pubsub" in systems:
+        spec = params["idle"]
+        for label, n, topics in (
+            ("one topic", spec["n"], 1),
+            (f"{spec['topics']} topics per node", spec["topic_nodes"], spec["topics"]),
+        ):
+            quiet = wait_quiet(args.quiet_wait) if args.quiet_wait > 0 else None
+            row = idle_run(
+                label, n, topics, spec["seconds"], params["interval_s"], args.pubsub_store_sync, args.keep_dir
+            )
+            row["quiet_before"] = quiet
+            idle.append(row)
+            said = row.get("error") or f"{row['frames_per_s_per_node']['median']} frames/s per node"
+            print(f"idle {label}, n={n}: {said}", flush=True)
+
+    summary = summarize(runs, systems, sizes, tput_n)
+    print_tables(summary, params, systems, notrun)
+    print_idle(idle)
+    print_guarantees(systems)
+    print_contention(runs, idle)
+    errors = [f"{r['system']} n={r['n']} repeat {r['repeat']}: {r['error']}" for r in runs if "error" in r]
+    errors += [f"idle {r['scenario']}: {r['error']}" for r in idle if "error" in r]
     if errors:
-        print("errors:\n  " + "\n  ".join(errors))
-
-    default = args.sizes is None and args.count is None and args.total is None and args.throughput_n is None
-    suffix = "" if default and not args.quick else "-partial"
-    out = RESULTS / f"endtoend{suffix}.json"
-    out.write_text(
-        json.dumps(
-            {
-                "machine": info,
-                "parameters": {
-                    "sizes": sizes, "count": count, "rate": args.rate, "throughput_n": tput_n,
-                    **tput_args,
-                },
-                "pubsub": {"latency": latency, "throughput": throughput},
-                "redis": {
-                    "latency": redis_latency,
-                    "throughput": redis_throughput,
-                    "skipped": redis_skipped,
-                    "note": REDIS_NOTE,
-                },
-                "errors": errors,
-            },
-            indent=2,
+        print("\nerrors:\n  " + "\n  ".join(errors))
+    elapsed = time.monotonic() - started
+    env["git_at_end"] = git = git_state()
+    if git and git["uncommitted_daemon_code"]:
+        print(
+            f"\nNOTE: pubsub ran the working tree of {git['commit'][:10]} with uncommitted changes to "
+            f"{len(git['uncommitted_daemon_code'])} file(s) under pubsub/, supervisor/, broker/ "
+            "(listed in the JSON)"
         )
-    )
-    print(f"\nwritten to {out}")
+    if git != env["git_at_start"]:
+        print("NOTE: the daemons' code changed while the benchmark ran (git_at_start / git_at_end in the JSON)")
+    print(f"\nrun time {elapsed:.0f} s")
+
+    default = all(
+        getattr(args, k) is None
+        for k in ("sizes", "count", "throughput_n", "total", "repeats", "idle_n", "idle_seconds", "interval",
+                  "pubsub_store_sync")
+    ) and args.systems == ",".join(SYSTEMS) and not args.no_idle and not quick
+    out = args.out or RESULTS / f"endtoend{'' if default else '-partial'}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    document = {
+        "machine": info,
+        "environment": env,
+        "parameters": params,
+        "guarantees": {s: GUARANTEES[s] for s in systems},
+        "systems": {s: ("not run: " + notrun[s]) if s in notrun else "ran" for s in systems},
+        "summary": summary,
+        "runs": runs,
+        "idle": idle,
+        "errors": errors,
+        "run_seconds": round(elapsed, 1),
+    }
+    out.write_text(json.dumps(document, indent=1))
+    print(f"written to {out}")
+
+
+def progress(result: dict[str, Any]) -> str:
+    head = f"{result['system']:<10} n={result['n']:<3} repeat {result['repeat'] + 1}: "
+    if "error" in result:
+        return head + f"FAILED after {result.get('run_s')} s: {result['error']}"
+    parts = []
+    if lat := result.get("latency"):
+        parts.append(
+            f"latency p50 {lat['p50_ms']} ms p99 {lat['p99_ms']} ms ({lat['incomplete']} incomplete, "
+            f"others used {100 * lat['contention']['others_share']:.0f}% of the machine)"
+        )
+    if tput := result.get("throughput"):
+        parts.append(
+            f"held {tput['held_per_s']}/s acked {tput['acked_per_s']}/s zero loss {tput['zero_loss']} "
+            f"(others {100 * tput['contention']['others_share']:.0f}%)"
+        )
+    return head + "; ".join(parts) + f" [{result.get('run_s')} s]"
+
+
+def environment(systems: list[str]) -> dict[str, Any]:
+    """Server and client versions, and where the runs' files live (fsync cost depends on it)."""
+    import os
+    import subprocess
+    import tempfile
+
+    out: dict[str, Any] = {s: versions(s) for s in systems if s != "pubsub"}
+    try:
+        done = subprocess.run(
+            ["df", "-T", tempfile.gettempdir()], capture_output=True, text=True, timeout=10
+        )
+        fields = done.stdout.splitlines()[-1].split()
+        out["tmp_filesystem"] = {"path": tempfile.gettempdir(), "device": fields[0], "type": fields[1]}
+    except (OSError, subprocess.TimeoutExpired, IndexError):
+        out["tmp_filesystem"] = None
+    out["cpus_usable"] = len(os.sched_getaffinity(0))
+    return out
+
+
+def git_state() -> dict[str, Any] | None:
+    """The commit measured, and uncommitted changes to the daemons' code (others may be
+    editing the same checkout: pubsub's numbers are those of the working tree), with a hash
+    of their content to tell whether they changed during the run."""
+    import hashlib
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    dirs = ["pubsub", "supervisor", "broker"]
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, timeout=30)
+        if done.returncode != 0:
+            raise OSError(done.stderr.decode(errors="replace").strip())
+        return done.stdout.decode(errors="replace")
+
+    try:
+        head = git("rev-parse", "HEAD").strip()
+        dirty = git("status", "--porcelain", "--", *dirs).splitlines()
+        digest = hashlib.sha256(git("diff", "HEAD", "--", *dirs).encode())
+        for name in sorted(git("ls-files", "--others", "--exclude-standard", "--", *dirs).splitlines()):
+            digest.update(name.encode())
+            digest.update((root / name).read_bytes())
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return {"commit": head, "uncommitted_daemon_code": dirty, "uncommitted_sha256": digest.hexdigest()[:16]}

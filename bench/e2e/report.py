@@ -1,0 +1,270 @@
+"""Medians and spreads over the repeats, ratios pubsub/X, and the tables printed to stdout."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from bench.e2e.common import PUBLICATION_FRAME_KINDS, rnd, spread
+from bench.e2e.systems import GUARANTEES
+
+
+def _ok(run: dict[str, Any], part: str) -> dict[str, Any] | None:
+    found = run.get(part)
+    return found if isinstance(found, dict) else None
+
+
+def _spread_of(rows: Iterable[dict[str, Any]], get: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    return {k: rnd(v, 3) if isinstance(v, float) else v for k, v in spread(get(r) for r in rows).items()}
+
+
+def summarize(runs: list[dict[str, Any]], systems: list[str], sizes: list[int], tput_n: int) -> dict[str, Any]:
+    latency: dict[str, dict[str, Any]] = {}
+    throughput: dict[str, Any] = {}
+    frames: dict[str, Any] = {}
+    for system in systems:
+        mine = [r for r in runs if r["system"] == system]
+        latency[system] = {}
+        for n in sizes:
+            rows = [lat for r in mine if r["n"] == n and (lat := _ok(r, "latency"))]
+            latency[system][str(n)] = {
+                "repeats": len(rows),
+                "failed_runs": sum(1 for r in mine if r["n"] == n and "error" in r),
+                "p50_ms": _spread_of(rows, lambda r: r["p50_ms"]),
+                "p99_ms": _spread_of(rows, lambda r: r["p99_ms"]),
+                "max_ms": _spread_of(rows, lambda r: r["max_ms"]),
+                "ack_p50_ms": _spread_of(rows, lambda r: r["ack_p50_ms"]),
+                "incomplete": [r["incomplete"] for r in rows],
+                "failed_publishes": [r["failed"] for r in rows],
+            }
+            if system == "pubsub":
+                frame_rows = [f for r in mine if r["n"] == n and (f := _ok(r, "frames"))]
+                frames[str(n)] = {
+                    "publication_frames_per_pub_per_node": _spread_of(
+                        frame_rows, lambda r: r["publication_frames_per_pub_per_node"]
+                    ),
+                    "peer_frames_per_pub_per_node": _spread_of(frame_rows, lambda r: r["peer_frames_per_pub_per_node"]),
+                    "all_frames_per_pub_per_node": _spread_of(frame_rows, lambda r: r["all_frames_per_pub_per_node"]),
+                }
+        rows = [t for r in mine if r["n"] == tput_n and (t := _ok(r, "throughput"))]
+        throughput[system] = {
+            "repeats": len(rows),
+            "held_per_s": _spread_of(rows, lambda r: r["held_per_s"]),
+            "acked_per_s": _spread_of(rows, lambda r: r["acked_per_s"]),
+            "held_seconds": _spread_of(rows, lambda r: r["held_seconds"]),
+            "zero_loss": [r["zero_loss"] for r in rows],
+            "duplicates": [r["duplicates"] for r in rows],
+            "missing_total": [sum(r["missing_per_subscriber"]) for r in rows],
+            "node_cpu_us_per_pub_median": _spread_of(
+                rows, lambda r: (r.get("node_cpu_us_per_pub") or {}).get("median")
+            ),
+            "node_cpu_us_per_pub_max": _spread_of(rows, lambda r: (r.get("node_cpu_us_per_pub") or {}).get("max")),
+            "server_cpu_us_per_pub": _spread_of(rows, lambda r: r.get("server_cpu_us_per_pub")),
+            "supervisor_cpu_us_per_pub": _spread_of(rows, lambda r: r.get("supervisor_cpu_us_per_pub")),
+            "subscriber_cpu_us_per_msg_median": _spread_of(
+                rows, lambda r: (r.get("subscriber_cpu_us_per_msg") or {}).get("median")
+            ),
+            "subscriber_cpu_us_per_msg_max": _spread_of(
+                rows, lambda r: (r.get("subscriber_cpu_us_per_msg") or {}).get("max")
+            ),
+            "harness_cpu_us_per_pub": _spread_of(rows, lambda r: r.get("harness_cpu_us_per_pub")),
+            "exactly_k_per_node": [r["exactly_k_per_node"] for r in rows if "exactly_k_per_node" in r],
+        }
+    ratios: dict[str, Any] = {"latency_p50": {}, "held_per_s": {}, "acked_per_s": {}}
+    for other in systems:
+        if other == "pubsub" or "pubsub" not in systems:
+            continue
+        ratios["latency_p50"][other] = {
+            str(n): _ratio(latency["pubsub"][str(n)]["p50_ms"], latency[other][str(n)]["p50_ms"]) for n in sizes
+        }
+        for key in ("held_per_s", "acked_per_s"):
+            ratios[key][other] = _ratio(throughput["pubsub"][key], throughput[other][key])
+    return {"latency": latency, "throughput": throughput, "frames": frames, "ratios": ratios}
+
+
+def _ratio(mine: dict[str, Any], theirs: dict[str, Any]) -> float | None:
+    a, b = mine.get("median"), theirs.get("median")
+    return None if not a or not b else round(a / b, 3)
+
+
+# --- printing --------------------------------------------------------------------------------
+def cell(s: dict[str, Any], digits: int = 2) -> str:
+    if not s or s.get("median") is None:
+        return "-"
+    text = f"{s['median']:.{digits}f}"
+    if s.get("count", 0) > 1:
+        text += f" [{s['min']:.{digits}f}-{s['max']:.{digits}f}]"
+    return text
+
+
+def ratio_cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[str], notrun: dict[str, str]) -> None:
+    sizes, tput_n, repeats = params["sizes"], params["throughput_n"], params["repeats"]
+    each = f"median of {repeats} repeats [min-max]" if repeats > 1 else "1 repeat"
+    print()
+    print(
+        f"== Latency: {params['count']} publications paced at {params['rate']:g}/s, "
+        f"{params['payload_bytes']}-byte payloads, one publisher; time from the publish call until the LAST "
+        f"of n subscriber processes received it (ms); {each}"
+    )
+    head = f"{'n':>3}  {'system':<10}{'p50':>22}{'p99':>22}{'max':>22}{'ack p50':>18}  incomplete"
+    print(head)
+    print("-" * len(head))
+    for n in sizes:
+        for system in systems:
+            row = summary["latency"][system][str(n)]
+            if not row["repeats"]:
+                why = notrun.get(system) or f"all {row['failed_runs']} runs failed"
+                print(f"{n:>3}  {system:<10}  not run: {why}")
+                continue
+            print(
+                f"{n:>3}  {system:<10}{cell(row['p50_ms']):>22}{cell(row['p99_ms']):>22}{cell(row['max_ms']):>22}"
+                f"{cell(row['ack_p50_ms']):>18}  {','.join(map(str, row['incomplete']))}"
+            )
+    others = [s for s in systems if s != "pubsub"]
+    if "pubsub" in systems and others:
+        print()
+        print(
+            "== Ratios pubsub/X of the medians "
+            "(latency p50: above 1 = pubsub slower; throughput: below 1 = pubsub slower)"
+        )
+        head = f"{'':<22}" + "".join(f"{'vs ' + o:>15}" for o in others)
+        print(head)
+        for n in sizes:
+            print(f"{'latency p50, n=' + str(n):<22}" + "".join(
+                f"{ratio_cell(summary['ratios']['latency_p50'][o][str(n)]):>15}" for o in others))
+        print(f"{'held/s, n=' + str(tput_n):<22}" + "".join(
+            f"{ratio_cell(summary['ratios']['held_per_s'][o]):>15}" for o in others))
+        print(f"{'acked/s, n=' + str(tput_n):<22}" + "".join(
+            f"{ratio_cell(summary['ratios']['acked_per_s'][o]):>15}" for o in others))
+
+    print()
+    print(
+        f"== Throughput at n={tput_n}: one publisher, W={params['window']} in flight, K={params['total']} "
+        f"publications of {params['payload_bytes']} bytes; held/s = K / (first publish call -> every "
+        f"subscriber holds every publication); acked/s = publish calls acknowledged per second; {each}"
+    )
+    head = f"{'system':<10}{'held/s':>26}{'acked/s':>26}{'held s':>20}  {'zero loss':<10}{'dups':<6}holds"
+    print(head)
+    print("-" * len(head))
+    for system in systems:
+        row = summary["throughput"][system]
+        if not row["repeats"]:
+            print(f"{system:<10}  not run: {notrun.get(system) or 'every run failed'}")
+            continue
+        loss = "yes" if all(row["zero_loss"]) else "NO " + ",".join(map(str, row["missing_total"]))
+        holds = "stored at every node (status)" if system == "pubsub" else "received by the n subscriber processes"
+        print(
+            f"{system:<10}{cell(row['held_per_s'], 1):>26}{cell(row['acked_per_s'], 1):>26}"
+            f"{cell(row['held_seconds'], 3):>20}  {loss:<10}{sum(row['duplicates']):<6}{holds}"
+        )
+
+    print()
+    print(
+        "== CPU during the throughput run, us per publication (/proc utime+stime in 10 ms ticks, "
+        "from the first publish call until every subscriber held everything)"
+    )
+    head = (
+        f"{'system':<10}{'per node, median':>22}{'per node, max':>22}{'server':>16}"
+        f"{'subscriber/msg med':>22}{'harness':>12}"
+    )
+    print(head)
+    print("-" * len(head))
+    for system in systems:
+        row = summary["throughput"][system]
+        if not row["repeats"]:
+            continue
+        server = row["supervisor_cpu_us_per_pub"] if system == "pubsub" else row["server_cpu_us_per_pub"]
+        print(
+            f"{system:<10}{cell(row['node_cpu_us_per_pub_median'], 0):>22}{cell(row['node_cpu_us_per_pub_max'], 0):>22}"
+            f"{cell(server, 0):>16}{cell(row['subscriber_cpu_us_per_msg_median'], 0):>22}"
+            f"{cell(row['harness_cpu_us_per_pub'], 0):>12}"
+        )
+    print("  (pubsub: 'server' is the supervisor; its subscribers are the nodes, there are no subscriber processes)")
+
+    if summary["frames"]:
+        print()
+        print(
+            "== pubsub frames per publication per node, latency run (status stats.frames_out, summed over "
+            f"nodes / (publications x n)); carrying = kinds {', '.join(sorted(PUBLICATION_FRAME_KINDS))}; "
+            "peer = all kinds but those to clients; all = every kind"
+        )
+        head = f"{'n':>3}{'carrying':>22}{'peer':>22}{'all':>22}"
+        print(head)
+        print("-" * len(head))
+        for n in sizes:
+            row = summary["frames"].get(str(n))
+            if row:
+                print(
+                    f"{n:>3}{cell(row['publication_frames_per_pub_per_node'], 3):>22}"
+                    f"{cell(row['peer_frames_per_pub_per_node'], 3):>22}"
+                    f"{cell(row['all_frames_per_pub_per_node'], 3):>22}"
+                )
+
+
+def print_idle(idle: list[dict[str, Any]]) -> None:
+    if not idle:
+        return
+    print()
+    print(
+        "== pubsub idle: legitimate rings, no publications; per node: peer frames sent per second, "
+        "per peer per Timeout interval, CPU % of one core; median [min-max] over nodes"
+    )
+    head = (
+        f"{'scenario':<22}{'n':>4}{'topics':>7}{'window s':>9}{'frames/s':>22}{'peers':>8}"
+        f"{'frames/peer/interval':>26}{'CPU %':>20}"
+    )
+    print(head)
+    print("-" * len(head))
+    for row in idle:
+        if "error" in row:
+            print(f"{row['scenario']:<22}{row['n']:>4}{row['topics']:>7}  FAILED: {row['error']}")
+            continue
+        print(
+            f"{row['scenario']:<22}{row['n']:>4}{row['topics']:>7}{row['window_s']:>9.1f}"
+            f"{cell(row['frames_per_s_per_node'], 1):>22}{cell(row['peers_per_node'], 0).split(' ')[0]:>8}"
+            f"{cell(row['frames_per_peer_per_interval'], 2):>26}{cell(row['cpu_pct_per_node'], 1):>20}"
+        )
+        kinds = ", ".join(f"{k} {v:g}" for k, v in row["by_kind_per_node_per_interval"].items())
+        print(f"{'':<26}per node per interval: {kinds}; interval {row['interval_s']:g} s")
+
+
+def print_guarantees(systems: list[str]) -> None:
+    print()
+    print("== What each system guarantees (the numbers above are not like-for-like):")
+    for system in systems:
+        print(f"  {system:<10}{GUARANTEES[system]}")
+
+
+#: A measured phase during which other processes used more than this share of the machine
+#: is flagged as contended.
+CONTENDED = 0.10
+
+
+def print_contention(runs: list[dict[str, Any]], idle: list[dict[str, Any]]) -> None:
+    """How much of the machine other processes used while we measured (bench/e2e/common.py,
+    `Contention`); flagged phases are kept in the medians but named here."""
+    phases: list[tuple[str, float]] = []
+    for run in runs:
+        for part in ("latency", "throughput"):
+            found = (run.get(part) or {}).get("contention")
+            if found:
+                name = f"{run['system']} n={run['n']} repeat {run['repeat'] + 1} {part}"
+                phases.append((name, found["others_share"]))
+    for row in idle:
+        if row.get("contention"):
+            phases.append((f"idle {row['scenario']}", row["contention"]["others_share"]))
+    if not phases:
+        return
+    flagged = [(name, share) for name, share in phases if share > CONTENDED]
+    worst = max(share for _, share in phases)
+    print()
+    print(
+        f"== Other processes on the machine (CPU share while we measured; kernel threads included): "
+        f"{len(flagged)} of {len(phases)} measured phases above {CONTENDED:.0%}, the highest {worst:.0%}"
+    )
+    for name, share in flagged:
+        print(f"  contended: {name}: others used {share:.0%} of the machine")

@@ -1,0 +1,268 @@
+"""The four systems behind one small interface: start for n subscribers (sync), prepare
+(async, in the run's loop), a publisher, the subscriber workers' arguments, the pids whose
+CPU time counts, stop.  One instance is one fresh deployment: nothing is shared between runs.
+
+What each system guarantees is in `GUARANTEES`, printed with every result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.e2e.common import CHANNEL, STREAM, SUBJECT
+from bench.e2e.drive import Publisher
+from bench.e2e.servers import NatsServer, RedisServer, find_binary, missing_reason, version_of
+
+SYSTEMS = ("pubsub", "nats", "jetstream", "redis")
+
+GUARANTEES = {
+    "pubsub": (
+        "acknowledged after a durable write (SQLite commit, fsync with PUBSUB_STORE_SYNC=full) at "
+        "one member, then stored at every node; each subscriber's stream is gap-free and resumable"
+    ),
+    "nats": (
+        "NATS core: at-most-once, in memory, no acknowledgement (the publisher's flush only says "
+        "the server processed the message); a slow or absent subscriber loses messages"
+    ),
+    "jetstream": (
+        "JetStream: acknowledged (PubAck) once the server appended the message to its file "
+        "store; nats-server 2.9 has no per-message fsync (it syncs on its own schedule, no "
+        "sync_interval option before 2.10); one server, no replication"
+    ),
+    "redis": (
+        "Redis pub/sub: in memory, fire-and-forget (PUBLISH answers once the message is queued to "
+        "the connected subscribers; nothing stored; a slow or absent subscriber loses it)"
+    ),
+}
+
+
+class System:
+    name = ""
+    #: How the throughput run decides that a subscriber holds a publication: "subscribers"
+    #: (the subscriber processes received it) or "stored" (pubsub: each node's status).
+    holds = "subscribers"
+
+    def start(self, n: int, workdir: Path) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    async def prepare(self) -> None:
+        """Anything to set up once the run's event loop exists."""
+
+    async def publisher(self, window: int) -> Publisher:
+        raise NotImplementedError
+
+    def subscriber_argv(self, i: int) -> list[str]:
+        raise NotImplementedError
+
+    async def check_subscribed(self, n: int) -> None:
+        """Raise unless the server sees n subscribers (where it can tell)."""
+
+    def server_pids(self) -> dict[str, int]:
+        return {}
+
+    def publisher_note(self) -> dict[str, Any]:
+        """Counters the publisher kept (e.g. Redis publications that reached fewer than n)."""
+        return {}
+
+
+# --- NATS core and JetStream -----------------------------------------------------------------
+class NatsPublisher:
+    def __init__(self, nc: Any, js: Any | None) -> None:
+        self.nc = nc
+        self.js = js
+        self.acknowledged = js is not None
+
+    async def publish(self, payload: bytes) -> None:
+        if self.js is not None:
+            await self.js.publish(SUBJECT, payload, timeout=15)
+        else:
+            await self.nc.publish(SUBJECT, payload)
+
+    async def confirm(self) -> None:
+        await self.nc.flush(timeout=15)
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.nc.close()
+
+
+class NatsSystem(System):
+    def __init__(self, jetstream: bool) -> None:
+        self.name = "jetstream" if jetstream else "nats"
+        self.jetstream = jetstream
+        self.server: NatsServer | None = None
+
+    @staticmethod
+    def unavailable() -> str | None:
+        return missing_reason("nats-server", "nats", "nats-py")
+
+    @staticmethod
+    def versions() -> dict[str, Any]:
+        import importlib.metadata as md
+
+        with contextlib.suppress(md.PackageNotFoundError):
+            return {"server": version_of(find_binary("nats-server")), "client": f"nats-py {md.version('nats-py')}"}
+        return {"server": version_of(find_binary("nats-server")), "client": None}
+
+    def start(self, n: int, workdir: Path) -> None:
+        self.server = NatsServer(workdir, self.jetstream).start()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+    async def _connect(self) -> Any:
+        import nats
+
+        assert self.server is not None
+        return await nats.connect(servers=[self.server.url], allow_reconnect=False, connect_timeout=5)
+
+    async def prepare(self) -> None:
+        if not self.jetstream:
+            return
+        from nats.js.api import StorageType, StreamConfig
+
+        nc = await self._connect()
+        try:
+            js = nc.jetstream()
+            deadline = time.monotonic() + 15
+            while True:  # JetStream may still be starting right after the port opens
+                try:
+                    await js.add_stream(StreamConfig(name=STREAM, subjects=[SUBJECT], storage=StorageType.FILE))
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(0.2)
+        finally:
+            await nc.close()
+
+    async def publisher(self, window: int) -> Publisher:
+        nc = await self._connect()
+        return NatsPublisher(nc, nc.jetstream() if self.jetstream else None)
+
+    def subscriber_argv(self, i: int) -> list[str]:
+        assert self.server is not None
+        return [self.name, self.server.url]
+
+    def server_pids(self) -> dict[str, int]:
+        return {} if self.server is None else {"server": self.server.pid}
+
+
+# --- Redis -----------------------------------------------------------------------------------
+class RedisPublisher:
+    acknowledged = True
+
+    def __init__(self, client: Any, n: int) -> None:
+        self.client = client
+        self.n = n
+        #: Publications Redis says reached fewer than n subscribers (its PUBLISH answer).
+        self.short = 0
+
+    async def publish(self, payload: bytes) -> None:
+        receivers = await self.client.publish(CHANNEL, payload)
+        if receivers < self.n:
+            self.short += 1
+
+    async def confirm(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.client.aclose()
+
+
+class RedisSystem(System):
+    name = "redis"
+
+    def __init__(self) -> None:
+        self.server: RedisServer | None = None
+        self.n = 0
+        self.last: RedisPublisher | None = None
+
+    @staticmethod
+    def unavailable() -> str | None:
+        return missing_reason("redis-server", "redis.asyncio", "redis")
+
+    @staticmethod
+    def versions() -> dict[str, Any]:
+        import importlib.metadata as md
+
+        with contextlib.suppress(md.PackageNotFoundError):
+            return {"server": version_of(find_binary("redis-server")), "client": f"redis-py {md.version('redis')}"}
+        return {"server": version_of(find_binary("redis-server")), "client": None}
+
+    def start(self, n: int, workdir: Path) -> None:
+        self.n = n
+        self.server = RedisServer(workdir).start()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+    def _client(self, connections: int) -> Any:
+        import redis.asyncio as aioredis
+
+        assert self.server is not None
+        return aioredis.Redis(host="127.0.0.1", port=self.server.port, max_connections=connections)
+
+    async def publisher(self, window: int) -> Publisher:
+        self.last = RedisPublisher(self._client(window), self.n)
+        return self.last
+
+    def subscriber_argv(self, i: int) -> list[str]:
+        assert self.server is not None
+        return ["redis", f"127.0.0.1:{self.server.port}"]
+
+    async def check_subscribed(self, n: int) -> None:
+        client = self._client(1)
+        try:
+            deadline = time.monotonic() + 10
+            while (await client.pubsub_numsub(CHANNEL))[0][1] < n:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"Redis does not list {n} subscribers of {CHANNEL}")
+                await asyncio.sleep(0.05)
+        finally:
+            await client.aclose()
+
+    def server_pids(self) -> dict[str, int]:
+        return {} if self.server is None else {"server": self.server.pid}
+
+    def publisher_note(self) -> dict[str, Any]:
+        return {} if self.last is None else {"publish_reached_fewer_than_n": self.last.short}
+
+
+def make_system(name: str, **pubsub_options: Any) -> System:
+    if name == "pubsub":
+        from bench.e2e.pubsub_system import PubsubSystem
+
+        return PubsubSystem(**pubsub_options)
+    if name in ("nats", "jetstream"):
+        return NatsSystem(jetstream=name == "jetstream")
+    if name == "redis":
+        return RedisSystem()
+    raise ValueError(f"unknown system {name!r}")
+
+
+def unavailable(name: str) -> str | None:
+    """None when the system can run here, else the reason it cannot."""
+    if name in ("nats", "jetstream"):
+        return NatsSystem.unavailable()
+    if name == "redis":
+        return RedisSystem.unavailable()
+    return None
+
+
+def versions(name: str) -> dict[str, Any]:
+    if name in ("nats", "jetstream"):
+        return NatsSystem.versions()
+    if name == "redis":
+        return RedisSystem.versions()
+    return {}

@@ -1,0 +1,131 @@
+"""The end-to-end benchmark (`python -m bench endtoend`) runs and reports what it claims.
+
+One run of the harness in its smallest form -- real processes, real servers: pubsub (a
+4-node LocalCluster) beside the anchors whose servers exist here (Redis, JetStream), with
+subscriber processes, the throughput run, CPU, frames and both idle scenarios -- and a check
+of the JSON's fields and that the values are sane (rates > 0, zero loss, exactly K stored per
+node).  No wall-time targets.  Plus the pieces that need no processes: payloads, CPU
+readings, and a system that cannot run being reported as "not run: <reason>".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.e2e.common import PAYLOAD_BYTES, cpu_ticks, make_payload, parse_payload
+from bench.e2e.report import print_tables, summarize
+from bench.e2e.servers import find_binary, missing_reason
+from bench.e2e.systems import SYSTEMS, unavailable
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_payload_round_trip_and_size() -> None:
+    payload = make_payload("T", 4999, 123456789012345)
+    assert len(payload) == PAYLOAD_BYTES
+    assert parse_payload(payload) == ("T", 4999, 123456789012345)
+    assert parse_payload(b"something else") is None
+
+
+def test_cpu_ticks_of_this_process() -> None:
+    sum(i * i for i in range(200_000))
+    ticks = cpu_ticks(os.getpid())
+    assert ticks is not None and ticks >= 0
+    assert cpu_ticks(2**22 + 12345) is None  # no such pid
+
+
+def test_a_missing_server_is_named_with_its_remedy() -> None:
+    reason = missing_reason("no-such-server-binary", "json", "json")
+    assert reason is not None and "no-such-server-binary not found" in reason and "apt-get install" in reason
+    assert find_binary("sh") is not None
+    assert missing_reason("sh", "no_such_module_xyz", "xyz-pkg") == (
+        "the Python package xyz-pkg is missing (pip install -e '.[bench]')"
+    )
+
+
+def test_a_system_that_did_not_run_is_reported_as_such(capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [{"system": "pubsub", "n": 4, "repeat": 0, "error": "ClusterTimeout: no ring"}]
+    params = {
+        "sizes": [4], "throughput_n": 4, "repeats": 1, "count": 10, "rate": 50.0, "payload_bytes": 64,
+        "window": 32, "total": 100,
+    }
+    summary = summarize(runs, ["pubsub", "redis"], [4], 4)
+    print_tables(summary, params, ["pubsub", "redis"], {"redis": "redis-server not found"})
+    out = capsys.readouterr().out
+    assert "redis       not run: redis-server not found" in out
+    assert "pubsub      not run: all 1 runs failed" in out
+    assert summary["ratios"]["latency_p50"]["redis"]["4"] is None
+
+
+@pytest.mark.integration
+def test_the_smallest_run_measures_every_system_here(tmp_path: Path) -> None:
+    anchors = [s for s in ("redis", "jetstream") if unavailable(s) is None]
+    if not anchors:
+        pytest.skip(
+            f"no anchor can run here: redis: {unavailable('redis')}; jetstream: {unavailable('jetstream')}"
+        )
+    systems = [s for s in SYSTEMS if s in ("pubsub", *anchors)]  # the order the harness runs them
+    out = tmp_path / "e2e.json"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "bench", "endtoend", "--quick", "--systems", ",".join(systems),
+            "--sizes", "4", "--count", "20", "--warmup", "3", "--throughput-n", "4", "--total", "200",
+            "--idle-n", "4", "--idle-seconds", "1", "--idle-topics", "5", "--quiet-wait", "0", "--out", str(out),
+        ],
+        cwd=ROOT, capture_output=True, text=True, timeout=240,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert {"machine", "environment", "parameters", "guarantees", "systems", "summary", "runs", "idle",
+            "errors", "run_seconds"} <= set(doc)
+    assert doc["errors"] == [], doc["errors"]
+    assert doc["systems"] == {s: "ran" for s in systems}
+    assert set(doc["guarantees"]) == set(systems)
+    assert [(r["system"], r["n"]) for r in doc["runs"]] == [(s, 4) for s in systems]
+
+    for run in doc["runs"]:
+        assert "error" not in run, run
+        assert run["warmup"]["complete"], run
+        lat = run["latency"]
+        assert lat["acked"] == lat["sent"] == 20 and lat["complete"] == 20 and lat["incomplete"] == 0
+        assert 0 < lat["p50_ms"] <= lat["p99_ms"] <= lat["max_ms"]
+        assert lat["ack_p50_ms"] > 0 and len(lat["last_ms_by_id"]) == 20
+        tput = run["throughput"]
+        assert tput["acked"] == tput["sent"] == 200 and tput["failed"] == 0
+        assert tput["held_per_s"] > 0 and tput["acked_per_s"] > 0 and tput["held_seconds"] > 0
+        assert tput["zero_loss"] is True and tput["duplicates"] == 0
+        assert tput["missing_per_subscriber"] == [0, 0, 0, 0]
+        assert all(v is None or v >= 0 for v in tput["cpu_seconds"].values())
+        for part in (lat, tput):
+            assert 0 <= part["contention"]["others_share"] and part["contention"]["machine_busy_s"] >= 0
+        if run["system"] == "pubsub":
+            assert tput["exactly_k_per_node"] is True
+            assert tput["stored_per_node"] == [200] * 4 and tput["trie_added_per_node"] == [200] * 4
+            assert tput["node_cpu_us_per_pub"]["count"] == 4 and tput["node_cpu_us_per_pub"]["median"] >= 0
+            frames = run["frames"]
+            assert frames["publications"] == 20
+            assert 0 < frames["publication_frames_per_pub_per_node"] <= frames["all_frames_per_pub_per_node"]
+        else:
+            assert tput["server_cpu_us_per_pub"] is not None and tput["server_cpu_us_per_pub"] >= 0
+            assert tput["subscriber_cpu_us_per_msg"]["count"] == 4
+
+    ratios = doc["summary"]["ratios"]
+    for anchor in anchors:
+        assert ratios["latency_p50"][anchor]["4"] > 0
+        assert ratios["held_per_s"][anchor] > 0 and ratios["acked_per_s"][anchor] > 0
+
+    assert [(i["n"], i["topics"]) for i in doc["idle"]] == [(4, 1), (4, 5)]
+    for idle in doc["idle"]:
+        assert "error" not in idle, idle
+        assert idle["window_s"] > 0 and idle["peers_per_node"]["min"] >= 1 and "contention" in idle
+        assert idle["frames_per_s_per_node"]["min"] >= 0 and idle["cpu_pct_per_node"]["min"] >= 0
+
+    assert "not run" not in done.stdout
+    for system in systems:
+        assert doc["guarantees"][system] in done.stdout
