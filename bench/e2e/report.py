@@ -110,7 +110,7 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
         f"{params['payload_bytes']}-byte payloads, one publisher; time from the publish call until the LAST "
         f"of n subscriber processes received it (ms); {each}"
     )
-    head = f"{'n':>3}  {'system':<10}{'p50':>22}{'p99':>22}{'max':>22}{'ack p50':>18}  incomplete"
+    head = f"{'n':>3}  {'system':<10}{'p50':>24}{'p99':>24}{'max':>24}{'ack p50':>22}  incomplete"
     print(head)
     print("-" * len(head))
     for n in sizes:
@@ -121,8 +121,8 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
                 print(f"{n:>3}  {system:<10}  not run: {why}")
                 continue
             print(
-                f"{n:>3}  {system:<10}{cell(row['p50_ms']):>22}{cell(row['p99_ms']):>22}{cell(row['max_ms']):>22}"
-                f"{cell(row['ack_p50_ms']):>18}  {','.join(map(str, row['incomplete']))}"
+                f"{n:>3}  {system:<10}  {cell(row['p50_ms']):>22}  {cell(row['p99_ms']):>22}  {cell(row['max_ms']):>22}"
+                f"  {cell(row['ack_p50_ms']):>20}  {','.join(map(str, row['incomplete']))}"
             )
     others = [s for s in systems if s != "pubsub"]
     if "pubsub" in systems and others:
@@ -147,7 +147,7 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
         f"publications of {params['payload_bytes']} bytes; held/s = K / (first publish call -> every "
         f"subscriber holds every publication); acked/s = publish calls acknowledged per second; {each}"
     )
-    head = f"{'system':<10}{'held/s':>26}{'acked/s':>26}{'held s':>20}  {'zero loss':<10}{'dups':<6}holds"
+    head = f"{'system':<10}{'held/s':>28}{'acked/s':>28}{'held s':>22}  {'zero loss':<10}{'dups':<6}holds"
     print(head)
     print("-" * len(head))
     for system in systems:
@@ -158,8 +158,8 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
         loss = "yes" if all(row["zero_loss"]) else "NO " + ",".join(map(str, row["missing_total"]))
         holds = "stored at every node (status)" if system == "pubsub" else "received by the n subscriber processes"
         print(
-            f"{system:<10}{cell(row['held_per_s'], 1):>26}{cell(row['acked_per_s'], 1):>26}"
-            f"{cell(row['held_seconds'], 3):>20}  {loss:<10}{sum(row['duplicates']):<6}{holds}"
+            f"{system:<10}  {cell(row['held_per_s'], 1):>26}  {cell(row['acked_per_s'], 1):>26}"
+            f"  {cell(row['held_seconds'], 3):>20}  {loss:<10}{sum(row['duplicates']):<6}{holds}"
         )
 
     print()
@@ -168,8 +168,8 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
         "from the first publish call until every subscriber held everything)"
     )
     head = (
-        f"{'system':<10}{'per node, median':>22}{'per node, max':>22}{'server':>16}"
-        f"{'subscriber/msg med':>22}{'harness':>12}"
+        f"{'system':<10}{'per node, median':>20}{'per node, max':>20}{'server':>16}"
+        f"{'subscriber/msg med':>22}{'harness':>18}"
     )
     print(head)
     print("-" * len(head))
@@ -179,9 +179,10 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
             continue
         server = row["supervisor_cpu_us_per_pub"] if system == "pubsub" else row["server_cpu_us_per_pub"]
         print(
-            f"{system:<10}{cell(row['node_cpu_us_per_pub_median'], 0):>22}{cell(row['node_cpu_us_per_pub_max'], 0):>22}"
-            f"{cell(server, 0):>16}{cell(row['subscriber_cpu_us_per_msg_median'], 0):>22}"
-            f"{cell(row['harness_cpu_us_per_pub'], 0):>12}"
+            f"{system:<10}  {cell(row['node_cpu_us_per_pub_median'], 0):>18}"
+            f"  {cell(row['node_cpu_us_per_pub_max'], 0):>18}"
+            f"  {cell(server, 0):>14}  {cell(row['subscriber_cpu_us_per_msg_median'], 0):>20}"
+            f"  {cell(row['harness_cpu_us_per_pub'], 0):>16}"
         )
     print("  (pubsub: 'server' is the supervisor; its subscribers are the nodes, there are no subscriber processes)")
 
@@ -199,9 +200,9 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
             row = summary["frames"].get(str(n))
             if row:
                 print(
-                    f"{n:>3}{cell(row['publication_frames_per_pub_per_node'], 3):>22}"
-                    f"{cell(row['peer_frames_per_pub_per_node'], 3):>22}"
-                    f"{cell(row['all_frames_per_pub_per_node'], 3):>22}"
+                    f"{n:>3}  {cell(row['publication_frames_per_pub_per_node'], 3):>20}  "
+                    f"{cell(row['peer_frames_per_pub_per_node'], 3):>20}  "
+                    f"{cell(row['all_frames_per_pub_per_node'], 3):>20}"
                 )
 
 
@@ -225,8 +226,8 @@ def print_idle(idle: list[dict[str, Any]]) -> None:
             continue
         print(
             f"{row['scenario']:<22}{row['n']:>4}{row['topics']:>7}{row['window_s']:>9.1f}"
-            f"{cell(row['frames_per_s_per_node'], 1):>22}{cell(row['peers_per_node'], 0).split(' ')[0]:>8}"
-            f"{cell(row['frames_per_peer_per_interval'], 2):>26}{cell(row['cpu_pct_per_node'], 1):>20}"
+            f"  {cell(row['frames_per_s_per_node'], 1):>20}{cell(row['peers_per_node'], 0).split(' ')[0]:>8}"
+            f"  {cell(row['frames_per_peer_per_interval'], 2):>24}  {cell(row['cpu_pct_per_node'], 1):>18}"
         )
         kinds = ", ".join(f"{k} {v:g}" for k, v in row["by_kind_per_node_per_interval"].items())
         print(f"{'':<26}per node per interval: {kinds}; interval {row['interval_s']:g} s")
