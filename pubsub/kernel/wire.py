@@ -108,8 +108,25 @@ def validate_topic(value: object) -> Topic:
     return Topic(value)
 
 
+#: References already found valid (they repeat in every frame: senders, publishers).
+_VALID_REFS: dict[str, Ref] = {}
+_VALID_REFS_MAX = 4096
+
+
 def validate_ref(value: object) -> Ref:
     """A reference "host:port" (host of [A-Za-z0-9._-], 1..253 characters; port 1..65535)."""
+    if type(value) is str:
+        known = _VALID_REFS.get(value)
+        if known is not None:
+            return known
+    ref = _check_ref(value)
+    if len(_VALID_REFS) >= _VALID_REFS_MAX:
+        _VALID_REFS.clear()
+    _VALID_REFS[ref] = ref
+    return ref
+
+
+def _check_ref(value: object) -> Ref:
     if not isinstance(value, str):
         raise WireError("bad_field", f"reference must be a string, got {short(value)}")
     host, sep, port = value.rpartition(":")
@@ -347,6 +364,15 @@ def frame_length(header: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> int:
     return length
 
 
+class Packed(bytes):
+    """A field value that is msgpack already: a field encoder may return it so that data
+    that travels unchanged through many nodes (a publication) is encoded only once."""
+
+
+def _map_header(n: int) -> bytes:
+    return bytes((0x80 | n,)) if n < 16 else b"\xde" + n.to_bytes(2, "big")
+
+
 def encode_payload(msg: Message) -> bytes:
     """The msgpack payload of `msg` (no length prefix)."""
     s = spec(msg.kind)
@@ -354,12 +380,34 @@ def encode_payload(msg: Message) -> bytes:
         raise WireError("unencodable", f"{type(msg).__name__} is not the {s.kind!r} message")
     body: dict[str, Any] = {"v": PROTOCOL_VERSION, "t": s.kind}
     try:
+        has_packed = False
         for f in s.fields:
-            body[f.name] = f.encode(getattr(msg, f.name))
+            value = body[f.name] = f.encode(getattr(msg, f.name))
+            if type(value) is Packed:
+                has_packed = True
+        if has_packed:
+            return _pack_with_packed(body)
         packed: bytes = msgpack.packb(body, use_bin_type=True)
         return packed
     except (TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise WireError("unencodable", f"cannot encode {s.kind}: {exc}") from None
+
+
+_PACKED_NAMES: dict[str, bytes] = {}
+
+
+def _pack_with_packed(body: dict[str, Any]) -> bytes:
+    """The same map msgpack.packb would build, with `Packed` values inserted verbatim."""
+    parts = [_map_header(len(body))]
+    pack = msgpack.Packer(use_bin_type=True).pack
+    names = _PACKED_NAMES
+    for name, value in body.items():
+        packed_name = names.get(name)
+        if packed_name is None:
+            packed_name = names[name] = pack(name)
+        parts.append(packed_name)
+        parts.append(value if type(value) is Packed else pack(value))
+    return b"".join(parts)
 
 
 def encode(msg: Message, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
@@ -375,11 +423,36 @@ def encode(msg: Message, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
     return HEADER.pack(len(payload)) + payload
 
 
+#: Fast decoders of hot message kinds: (payload prefix, decoder).  A decoder returns the
+#: message, or None to leave the frame to the generic decoder (which then accepts it or
+#: raises the precise WireError), so a fast path never changes what is accepted.
+_FAST: list[tuple[bytes, Callable[[bytes], Message | None]]] = []
+
+
+def fast_prefix(kind: str, fields: int) -> bytes:
+    """How the payload of a `kind` message with `fields` fields begins when this codec
+    encoded it: the map header, then "v" and "t"."""
+    parts = ["v", PROTOCOL_VERSION, "t", kind]
+    return _map_header(fields + 2) + b"".join(bytes(msgpack.packb(part)) for part in parts)
+
+
+def register_fast_decoder(kind: str, decoder: Callable[[bytes], Message | None]) -> None:
+    """Try `decoder` first on payloads that begin as this codec encodes `kind`."""
+    prefix = fast_prefix(kind, len(spec(kind).fields))
+    _FAST[:] = [(p, d) for p, d in _FAST if p != prefix] + [(prefix, decoder)]
+
+
 def decode(payload: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> Message:
     """The message in one frame's payload; raises WireError for anything invalid."""
     n = len(payload)
     if n > max_frame:
         raise WireError("frame_too_large", f"frame of {n} bytes exceeds {max_frame}")
+    for prefix, fast in _FAST:
+        if payload.startswith(prefix):
+            found = fast(payload)
+            if found is not None:
+                return found
+            break
     try:
         obj = msgpack.unpackb(
             payload,

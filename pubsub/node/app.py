@@ -121,6 +121,7 @@ class NodeApp:
         self.counters: Counter[str] = Counter()
         self._saved: set[Topic] | None = None
         self._outbox: list[Send] = []  # released by commits, coalesced before they leave
+        self._replies: dict[int, list[Message]] = {}  # answers per client, one write each
         self._outbox_scheduled = False
         self._reserving: concurrent.futures.Future[None] | None = None
         self._sessions: dict[int, ClientSession] = {}  # client token -> its connection
@@ -297,6 +298,9 @@ class NodeApp:
         """A Persist's commit ended: carry out what waited for it; its sends join the
         outbox, which leaves coalesced once every action of the commit has run."""
         self._outbox.extend(self._execute(persist.then if ok else persist.otherwise, written))
+        self._schedule_outbox()
+
+    def _schedule_outbox(self) -> None:
         if not self._outbox_scheduled:
             self._outbox_scheduled = True
             try:
@@ -305,7 +309,14 @@ class NodeApp:
                 self._send_outbox()
 
     def _send_outbox(self) -> None:
+        """At the end of the loop pass: each client's answers in one write, then the sends
+        (coalesced) -- acknowledgements before spreading, as the Persists ordered them."""
         self._outbox_scheduled = False
+        replies, self._replies = self._replies, {}
+        for client, msgs in replies.items():
+            session = self._sessions.get(client)
+            if session is not None:
+                session.send_many(msgs)
         sends, self._outbox = self._outbox, []
         self._dispatch(coalesce(sends, self.core.publish_batch_bytes))
 
@@ -319,9 +330,9 @@ class NodeApp:
                 self.counters["published_local"] += 1
         elif isinstance(msg, PublishFailed):
             self.counters[f"publish_failed_{msg.code}"] += 1
-        session = self._sessions.get(answer.client)
-        if session is not None:
-            session.send(msg)
+        if answer.client in self._sessions:
+            self._replies.setdefault(answer.client, []).append(msg)
+            self._schedule_outbox()
 
     # ------------------------------------------------------------------ persistence
     def _collect(self) -> None:
@@ -345,7 +356,7 @@ class NodeApp:
     def flush(self) -> None:
         """Write everything still queued now (blocks; shutdown and tests)."""
         self.commits.flush()
-        if self._outbox:
+        if self._outbox or self._replies:
             self._send_outbox()
 
     def close(self) -> None:

@@ -51,9 +51,11 @@ class NodeSettings(BaseSettings):
         description="largest payload a client may publish through this node",
     )
     store_sync: Literal["full", "normal"] = Field(
-        "full",
-        description="SQLite synchronous mode of the publication store: full survives a "
-        "machine crash, normal only a process crash",
+        "normal",
+        description="SQLite synchronous mode of the publication store: normal (an "
+        "acknowledged publication survives the node's process being killed, not a power "
+        "loss or OS crash of its machine), full (it survives those too: every commit is "
+        "fsynced)",
     )
     handover_timeout: float = Field(
         1.5, gt=0, description="seconds one hand-over step may take before the next attempt"

@@ -38,9 +38,8 @@ import logging
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pubsub.runtime.datadir import StoreError, prepare_data_dir
 from pubsub.kernel.message import Ref, Topic
@@ -57,8 +56,7 @@ FORMAT = 1
 SyncMode = Literal["full", "normal"]
 
 
-@dataclass(frozen=True, slots=True)
-class Stored:
+class Stored(NamedTuple):
     """One stored publication with its place in this node's delivery order."""
 
     topic: Topic
@@ -74,8 +72,7 @@ class Stored:
         return self.publication.published_ms
 
 
-@dataclass(frozen=True, slots=True)
-class NewRow:
+class NewRow(NamedTuple):
     """A publication to append: the topic, the publication, how it arrived."""
 
     topic: Topic
@@ -84,10 +81,21 @@ class NewRow:
     hops: int | None = None
 
 
+_INSERT = (
+    "INSERT OR IGNORE INTO publications (topic, local_seq, key, publisher, seq, payload, via,"
+    " hops, stored_at_ms, published_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _values(s: Stored) -> tuple[object, ...]:
+    p = s.publication
+    return (s.topic, s.local_seq, p.key, p.publisher, p.seq, p.payload, s.via, s.hops, s.stored_at_ms, p.published_ms)
+
+
 class PublicationStore:
     """The publications of one node (file in `data_dir`, or in memory when it is None)."""
 
-    def __init__(self, data_dir: Path | str | None, *, sync: SyncMode = "full") -> None:
+    def __init__(self, data_dir: Path | str | None, *, sync: SyncMode = "normal") -> None:
         if sync not in ("full", "normal"):
             raise ValueError(f"sync must be 'full' or 'normal', got {sync!r}")
         self.path: Path | None = None if data_dir is None else Path(data_dir) / DB_NAME
@@ -178,48 +186,70 @@ class PublicationStore:
         sequence number of its topic.  A publication the topic already holds (same key) is
         skipped.  Returns what was written, in order.  StoreError (and nothing written) on
         failure.
+
+        The common case -- nothing in the batch is stored already -- is one `executemany`;
+        if the insert count shows a duplicate, the batch is rolled back and written row by
+        row, so that duplicates take no local number.
         """
         batch = list(rows)
         if not batch:
             return []
         stamp = int(time.time() * 1000) if now_ms is None else now_ms
-        latest = dict(self._latest)
-        written: list[Stored] = []
         try:
-            self._db.execute("BEGIN")
-            try:
-                for row in batch:
-                    p = row.publication
-                    local_seq = latest.get(row.topic, 0) + 1
-                    cursor = self._db.execute(
-                        "INSERT OR IGNORE INTO publications (topic, local_seq, key, publisher,"
-                        " seq, payload, via, hops, stored_at_ms, published_ms)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            row.topic,
-                            local_seq,
-                            p.key,
-                            p.publisher,
-                            p.seq,
-                            p.payload,
-                            row.via,
-                            row.hops,
-                            stamp,
-                            p.published_ms,
-                        ),
-                    )
-                    if cursor.rowcount == 1:
-                        latest[row.topic] = local_seq
-                        written.append(Stored(row.topic, local_seq, p, row.via, row.hops, stamp))
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
+            written = self._append_all(batch, stamp)
+            if written is None:
+                written = self._append_each(batch, stamp)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot write {self.location}: {exc}") from None
-        self._latest = latest
         self.commits += 1
+        return written
+
+    def _numbered(self, batch: list[NewRow], stamp: int) -> tuple[dict[Topic, int], list[Stored]]:
+        latest = dict(self._latest)
+        out: list[Stored] = []
+        for row in batch:
+            local_seq = latest[row.topic] = latest.get(row.topic, 0) + 1
+            out.append(Stored(row.topic, local_seq, row.publication, row.via, row.hops, stamp))
+        return latest, out
+
+    def _append_all(self, batch: list[NewRow], stamp: int) -> list[Stored] | None:
+        """The whole batch in one statement; None (rolled back) if any row was a duplicate."""
+        latest, numbered = self._numbered(batch, stamp)
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            before = db.total_changes
+            db.executemany(_INSERT, [_values(s) for s in numbered])
+            if db.total_changes - before != len(numbered):
+                db.execute("ROLLBACK")
+                return None
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        self._latest = latest
+        return numbered
+
+    def _append_each(self, batch: list[NewRow], stamp: int) -> list[Stored]:
+        """Row by row, skipping duplicates (the rare path)."""
+        latest = dict(self._latest)
+        written: list[Stored] = []
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            for row in batch:
+                local_seq = latest.get(row.topic, 0) + 1
+                stored = Stored(row.topic, local_seq, row.publication, row.via, row.hops, stamp)
+                if db.execute(_INSERT, _values(stored)).rowcount == 1:
+                    latest[row.topic] = local_seq
+                    written.append(stored)
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        self._latest = latest
         return written
 
     # ------------------------------------------------------------------ reading

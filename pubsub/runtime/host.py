@@ -19,10 +19,18 @@ order: the daemon's stop action, then the observers (the last event file is move
 place), then the endpoint.  Every daemon thus takes the same ``--metrics-port``,
 ``--events-dir`` and ``--admin-listen`` settings with the same errors (MetricsError,
 EventsError, AdminError: one line each).
+
+Garbage collection.  A daemon allocates many small objects that never form cycles
+(publications, trie nodes, messages); with CPython's default thresholds the cyclic
+collector runs every 700 allocations and rescans them, which cost about a tenth of a node's
+CPU per publication (measured with callgrind on the relay path).  Before serving, the host
+freezes what start-up built (the restored tries among it: `gc.freeze`) and raises the
+first generation's threshold (`GC_THRESHOLDS`); cycles are still collected, less often.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -45,6 +53,16 @@ from pubsub.telemetry.metrics import (
 )
 
 log = logging.getLogger(__name__)
+
+#: Collector thresholds of the daemons (see the module docstring; CPython's are 700, 10, 10).
+GC_THRESHOLDS = (50_000, 20, 20)
+
+
+def tune_gc() -> None:
+    """Freeze what exists now and collect less often (see the module docstring)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 class Instruments(NamedTuple):
@@ -147,6 +165,7 @@ async def host(
         )
 
         def started() -> None:
+            tune_gc()
             if daemon.initial:
                 runtime.dispatch(daemon.initial)
             if admin_server is not None:

@@ -9,3 +9,7 @@ is imported.
 from pubsub.skipring import fields as _fields
 
 _fields.register()
+
+from pubsub.skipring import hotpath as _hotpath  # noqa: E402 - after the field types
+
+_hotpath.register()

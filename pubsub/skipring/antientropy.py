@@ -175,7 +175,7 @@ class AntiEntropy:
 
     def store(self, publication: Publication, via: str = LOCAL, hops: int | None = None) -> bool:
         """Insert into the trie (Alg. 5 l.8-9); True and an `Arrival` in `new` if it was new."""
-        if not self.trie.insert(self.trie_key(publication), publication):
+        if not self.trie.add(self.trie_key(publication), publication):
             return False
         self.new.append(Arrival(publication, via, hops))
         return True
@@ -190,7 +190,7 @@ class AntiEntropy:
         for publication in publications:
             if not self._valid_publication(publication):
                 continue
-            if self.trie.insert(self.trie_key(publication), publication):
+            if self.trie.add(self.trie_key(publication), publication):
                 inserted += 1
         self.counters["restored"] += inserted
         return inserted
@@ -357,7 +357,8 @@ class AntiEntropy:
             for publication in new:
                 self._flood(publication, hops + 1, None)
             return
-        self._spread(valid, msg.start, msg.end, levels, hops + 1, view)
+        # the batch as it came (it may still hold its encoding), unless some were dropped
+        self._spread(batch if len(valid) == len(batch) else valid, msg.start, msg.end, levels, hops + 1, view)
 
     def _view(self) -> ArcView | None:
         return None if self.arc_view is None else self.arc_view()

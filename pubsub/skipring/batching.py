@@ -9,7 +9,8 @@ a batch of k publications costs each link one frame instead of k.  Receivers tre
 Spread exactly like k separate ones (`pubsub.skipring.antientropy.AntiEntropy.spread`).
 
 Other sends pass through unchanged, in their order; a merged Spread takes the place of the
-first Spread of its group.
+first Spread of its group.  Spreads that end up carrying the same publications share one
+`PublicationList`, which is encoded once for all of them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from pubsub.kernel.message import Send
 from pubsub.skipring.antientropy import PUBLICATION_OVERHEAD
 from pubsub.skipring.fields import MAX_PUBLICATIONS
-from pubsub.skipring.messages import Spread
+from pubsub.skipring.messages import PublicationList, Spread
 
 
 def coalesce(sends: list[Send], max_bytes: int) -> list[Send]:
@@ -48,4 +49,22 @@ def coalesce(sends: list[Send], max_bytes: int) -> list[Send]:
         copy = Spread(msg.topic, msg.sender, msg.start, msg.end, msg.levels, msg.hops, list(msg.publications))
         open_groups[key] = (len(out), size)
         out.append(Send(send.dest, copy))
+    return _shared(out)
+
+
+def _shared(sends: list[Send]) -> list[Send]:
+    """Give Spreads that carry the same publications (a publisher's batch, one Spread per
+    neighbour) one shared `PublicationList`, so the batch is encoded once, not per neighbour."""
+    batches: dict[tuple[int, ...], PublicationList] = {}
+    out: list[Send] = []
+    for send in sends:
+        msg = send.msg
+        if isinstance(msg, Spread) and type(msg.publications) is not PublicationList:
+            ids = tuple(id(p) for p in msg.publications)
+            batch = batches.get(ids)
+            if batch is None:
+                batch = batches[ids] = PublicationList(msg.publications)
+            msg = Spread(msg.topic, msg.sender, msg.start, msg.end, msg.levels, msg.hops, batch)
+            send = Send(send.dest, msg)
+        out.append(send)
     return out

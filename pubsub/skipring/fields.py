@@ -29,8 +29,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgpack
+
 from pubsub.kernel.wire import (
     MAX_PAYLOAD_BYTES,
+    Packed,
     WireError,
     bounded_bytes,
     bounded_list,
@@ -51,6 +54,7 @@ from pubsub.skipring.messages import (
     Position,
     Publication,
     PublicationKey,
+    PublicationList,
 )
 from pubsub.skipring.trie import HASH_BYTES, KEY_BITS, TrieLabel
 
@@ -160,6 +164,15 @@ def _encode_publication(value: Publication) -> list[Any]:
     return [value.key, value.publisher, value.seq, value.payload, value.published_ms]
 
 
+def _encode_publications(values: list[Publication]) -> list[list[Any]] | Packed:
+    """A list of publications; a `PublicationList` is encoded once and keeps its bytes."""
+    if type(values) is PublicationList:
+        if not values.packed:
+            values.packed = msgpack.packb([_encode_publication(p) for p in values], use_bin_type=True)
+        return Packed(values.packed)
+    return [_encode_publication(p) for p in values]
+
+
 def register() -> None:
     """Teach the kernel codec every skip-ring field type (idempotent)."""
     register_field_type(Label, validate_label, _encode_label)
@@ -179,5 +192,5 @@ def register() -> None:
     register_field_type(
         list[Publication],
         bounded_list(validate_publication, MAX_PUBLICATIONS, "publications"),
-        list_encoder(_encode_publication),
+        _encode_publications,
     )

@@ -20,7 +20,8 @@ with a member).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Literal, NamedTuple, NewType
 
 from pubsub.kernel.message import Message, Ref, Topic, message
@@ -182,13 +183,17 @@ class NodeDigest(NamedTuple):
         return f"({self.label.bits or '⊥'},{self.hash.hex()[:8]})"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class Publication:
     """One publication: its key, who issued it, the issuer's sequence number, the payload.
 
-    Not a message by itself; Publish and PublishNew carry publications.  The key is
+    Not a message by itself; Publish, PublishNew and Spread carry publications.  The key is
     `pubsub.skipring.trie.publication_key(publisher, seq, payload)` and is the publication's leaf
     label in every trie (§4.2: the key generated from the issuer's ID and the content).
+
+    Treat it as immutable (it is not frozen only because frozen dataclasses are several
+    times slower to build, and every received publication is built once per node).
+    Equality and hashing ignore `published_ms`.
     """
 
     key: PublicationKey
@@ -197,10 +202,36 @@ class Publication:
     payload: Payload
     #: Wall-clock milliseconds (Unix) when the first node accepted it from a client; 0 when
     #: unknown.  Carried with the publication everywhere, but not part of its key or identity.
-    published_ms: int = field(default=0, compare=False)
+    published_ms: int = 0
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Publication):
+            return NotImplemented
+        return (
+            self.key == other.key
+            and self.publisher == other.publisher
+            and self.seq == other.seq
+            and self.payload == other.payload
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.key)
 
     def __repr__(self) -> str:
         return f"Publication({self.key.hex()[:8]} {self.publisher}#{self.seq} {len(self.payload)}B)"
+
+
+class PublicationList(list[Publication]):
+    """A batch of publications that may remember its msgpack encoding (`packed`): a relay
+    forwards the batch it received to several neighbours, unchanged, so the batch is encoded
+    at most once per node -- or not at all when it still holds the bytes it arrived as
+    (`pubsub.skipring.hotpath`).  Never change a list whose `packed` is set."""
+
+    __slots__ = ("packed",)
+
+    def __init__(self, items: Iterable[Publication] = (), packed: bytes = b"") -> None:
+        super().__init__(items)
+        self.packed = packed
 
 
 @message("check_trie")

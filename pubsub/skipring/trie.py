@@ -36,6 +36,14 @@ what CheckTrie case (i) relies on.  An insertion recomputes only the hashes on t
 from the new leaf to the root: O(depth) digest computations, counted in
 ``hash_computations`` so that tests can assert the bound without timing anything.
 
+`add` is the lazy form the publication path uses (issue 11): it splices the leaf in and
+only marks the nodes on its path as stale; the next read that needs hashes (`root`,
+`search`, `children`, ...) recomputes every stale node once, children before parents.  A
+batch of k insertions then shares the upper part of their paths, and a node that receives
+a thousand publications between two anti-entropy rounds hashes the top of its trie once,
+not a thousand times.  Stale nodes carry an empty hash; a stale node's ancestors are
+always stale too, so a clean node heads a clean subtree.
+
 Empty trie
 ----------
 An empty trie has no nodes: `search` and `minimal_extension` find nothing, and `root`
@@ -184,6 +192,10 @@ class PatriciaTrie(Generic[V]):
         self._key_bytes = (key_bits + 7) // 8
         self._root: TrieNode[V] | None = None
         self._size = 0
+        self._stale = False  # some nodes wait for their hash (`add`)
+        self._key_limit = 1 << key_bits
+        #: Every leaf by its key: membership in O(1).
+        self._leaves: dict[int, TrieNode[V]] = {}
         #: Digests computed so far (leaf and inner); insert adds O(depth) to it.
         self.hash_computations = 0
 
@@ -224,11 +236,12 @@ class PatriciaTrie(Generic[V]):
         Walks down once, splices in the new leaf (and one new inner node unless the trie
         was empty), then recomputes the hashes of the nodes on the walked path only.
         """
+        self._settle()
         k = self.key_int(key)
         kb = self.key_bits
         node = self._root
         if node is None:
-            self._root = TrieNode(k, kb, self.leaf_hash(k), None, item)
+            self._root = self._leaves[k] = TrieNode(k, kb, self.leaf_hash(k), None, item)
             self._size = 1
             return True
         path: list[TrieNode[V]] = []
@@ -239,7 +252,7 @@ class PatriciaTrie(Generic[V]):
             if diff:
                 # The key leaves this node's label after `common` bits: split here.
                 common = node.length - diff.bit_length()
-                leaf = TrieNode(k, kb, self.leaf_hash(k), None, item)
+                leaf = self._leaves[k] = TrieNode(k, kb, self.leaf_hash(k), None, item)
                 branch = (k >> (kb - 1 - common)) & 1
                 pair = [node, leaf] if branch else [leaf, node]
                 inner = TrieNode(k >> (kb - common), common, b"", pair, None)
@@ -262,6 +275,64 @@ class PatriciaTrie(Generic[V]):
         self._size += 1
         return True
 
+    def add(self, key: int | bytes | TrieLabel, item: V) -> bool:
+        """`insert` without hashing: the nodes on the new leaf's path are marked stale and
+        hashed by the next read that needs them (see the module docstring)."""
+        k = key if type(key) is int and 0 <= key < self._key_limit else self.key_int(key)
+        leaves = self._leaves
+        if k in leaves:
+            return False  # the same key is stored already
+        kb = self.key_bits
+        node = self._root
+        self._size += 1
+        self._stale = True
+        leaf: TrieNode[V] = TrieNode(k, kb, b"", None, item)
+        leaves[k] = leaf
+        if node is None:
+            self._root = leaf
+            return True
+        parent: list[TrieNode[V]] | None = None
+        slot = 0
+        while True:
+            length = node.length
+            diff = (k >> (kb - length)) ^ node.value
+            if diff:
+                common = length - diff.bit_length()
+                pair = [node, leaf] if (k >> (kb - 1 - common)) & 1 else [leaf, node]
+                inner = TrieNode(k >> (kb - common), common, b"", pair, None)
+                if parent is None:
+                    self._root = inner
+                else:
+                    parent[slot] = inner
+                return True
+            node.hash = b""  # on the new leaf's path: stale
+            parent = node.children
+            assert parent is not None  # a leaf's label differs from any other key
+            slot = (k >> (kb - 1 - length)) & 1
+            node = parent[slot]
+
+    def _settle(self) -> None:
+        """Hash every stale node, children before parents."""
+        if not self._stale:
+            return
+        self._stale = False
+        if self._root is None:
+            return
+        order: list[TrieNode[V]] = []
+        stack = [self._root]
+        while stack:
+            node = stack.pop()
+            if node.hash:
+                continue  # clean, and so is everything below it
+            order.append(node)
+            if node.children is not None:
+                stack.extend(node.children)
+        for node in reversed(order):
+            if node.children is None:
+                node.hash = self.leaf_hash(node.value)
+            else:
+                node.hash = self._inner_hash(node)
+
     # ------------------------------------------------------------------ queries
     @property
     def size(self) -> int:
@@ -273,23 +344,17 @@ class PatriciaTrie(Generic[V]):
 
     def root(self) -> tuple[TrieLabel, bytes]:
         """(label, hash) of the root; (⊥, EMPTY_HASH) for the empty trie."""
+        self._settle()
         if self._root is None:
             return EMPTY_LABEL, EMPTY_HASH
         return self._root.label, self._root.hash
 
     def root_node(self) -> TrieNode[V] | None:
+        self._settle()
         return self._root
 
     def _leaf_for(self, k: int) -> TrieNode[V] | None:
-        kb = self.key_bits
-        node = self._root
-        while node is not None:
-            if k >> (kb - node.length) != node.value:
-                return None
-            if node.children is None:
-                return node
-            node = node.children[(k >> (kb - 1 - node.length)) & 1]
-        return None
+        return self._leaves.get(k)
 
     def contains(self, key: int | bytes | TrieLabel) -> bool:
         return self._leaf_for(self.key_int(key)) is not None
@@ -309,6 +374,7 @@ class PatriciaTrie(Generic[V]):
         """
         if label.length > self.key_bits:
             return None
+        self._settle()
         node = self._root
         while node is not None:
             if node.length >= label.length:
@@ -339,6 +405,7 @@ class PatriciaTrie(Generic[V]):
 
     def children(self, node: TrieNode[V]) -> tuple[TrieNode[V], TrieNode[V]] | None:
         """(child 0, child 1) of an inner node; None for a leaf."""
+        self._settle()
         if node.children is None:
             return None
         return node.children[0], node.children[1]

@@ -245,3 +245,31 @@ def test_publication_key() -> None:
         publication_key("h:", 0, b"1hello"),  # boundaries are encoded, not implied
     }
     assert key not in others and len(others) == 5
+
+
+@pytest.mark.parametrize("bits", [3, 16, 128])
+def test_lazy_add_gives_the_same_hashes_as_insert(bits: int) -> None:
+    """`add` defers hashing to the next read; the hashes that read finds equal those of
+    eager insertion, whatever the order of adds and reads, and each stale node is hashed
+    once per settling."""
+    rng = random.Random(bits + 1)
+    total = min(1 << bits, 2000)
+    keys = rng.sample(range(1 << bits), total) if bits < 64 else [rng.getrandbits(bits) for _ in range(total)]
+    eager: PatriciaTrie[int] = PatriciaTrie(bits)
+    lazy: PatriciaTrie[int] = PatriciaTrie(bits)
+    for i, key in enumerate(keys):
+        assert eager.insert(key, key) == lazy.add(key, key)
+        assert not lazy.add(key, key)  # duplicates are refused like insert refuses them
+        if i % 97 == 0:
+            assert lazy.root() == eager.root()
+    assert lazy.root() == eager.root()
+    assert [(n.label, n.hash) for n in all_nodes(lazy)] == [(n.label, n.hash) for n in all_nodes(eager)]
+    before = lazy.hash_computations
+    lazy.root()
+    assert lazy.hash_computations == before  # nothing stale any more
+    lazy.add(keys[0] ^ 1, 0) if bits < 64 else lazy.add(rng.getrandbits(bits), 0)
+    lazy.insert(rng.getrandbits(bits) if bits >= 64 else (keys[1] ^ 3), 0)  # insert settles first
+    eager2: PatriciaTrie[int] = PatriciaTrie(bits)
+    for key, item in lazy.items():
+        eager2.insert(key, item)
+    assert lazy.root() == eager2.root()

@@ -1,0 +1,114 @@
+"""The hot path's decoder: Spread frames without the generic per-field machinery (issue 11).
+
+Every node decodes every Spread it receives -- one per batch of new publications -- and
+forwards the same batch to its children.  `decode_spread` reads such a frame with a
+streaming unpacker, checks each field with direct type tests (the same bounds the generic
+codec applies, `pubsub.kernel.wire` and `pubsub.skipring.fields`), and keeps the bytes the
+publications arrived as, so that forwarding them re-encodes nothing
+(`pubsub.skipring.messages.PublicationList`).
+
+It only ever accepts what the generic decoder accepts: for anything it does not recognise
+at once -- a missing or extra field, a wrong type, a bound exceeded, garbage -- it returns
+None and the generic decoder takes the frame, accepting it or raising the precise
+`WireError` that the runtime counts.  Hostile input therefore meets the same checks and the
+same error codes as before; only well-formed frames are faster.
+"""
+
+from __future__ import annotations
+
+import msgpack
+
+from pubsub.kernel import wire
+from pubsub.kernel.wire import MAX_PAYLOAD_BYTES, WireError, validate_ref, validate_topic
+from pubsub.skipring.fields import MAX_PUBLICATIONS
+from pubsub.skipring.messages import (
+    Payload,
+    Position,
+    Publication,
+    PublicationKey,
+    PublicationList,
+    Spread,
+)
+
+_FIELDS = frozenset(("v", "t", "topic", "sender", "start", "end", "levels", "hops", "publications"))
+_INT64 = 1 << 63
+
+
+def decode_spread(payload: bytes) -> Spread | None:
+    """The Spread in `payload`, or None to leave the frame to the generic decoder."""
+    n = len(payload)
+    unpacker = msgpack.Unpacker(
+        raw=False,
+        strict_map_key=True,
+        max_buffer_size=max(n, 1),
+        read_size=max(n, 1),
+        max_str_len=n,
+        max_bin_len=n,
+        max_array_len=n,
+        max_map_len=n // 2,
+        max_ext_len=0,
+    )
+    try:
+        unpacker.feed(payload)
+        if unpacker.read_map_header() != len(_FIELDS):
+            return None
+        fields: dict[str, object] = {}
+        raw = b""
+        for _ in range(len(_FIELDS)):
+            name = unpacker.unpack()
+            if name == "publications":
+                start = unpacker.tell()
+                fields[name] = unpacker.unpack()
+                raw = payload[start : unpacker.tell()]
+            else:
+                fields[name] = unpacker.unpack()
+        if unpacker.tell() != n or fields.keys() != _FIELDS:
+            return None
+    except Exception:  # noqa: BLE001 - anything odd: the generic decoder decides
+        return None
+    try:
+        return _checked(fields, raw)
+    except (WireError, TypeError, ValueError):
+        return None
+
+
+def _checked(fields: dict[str, object], raw: bytes) -> Spread | None:
+    if fields["v"] != wire.PROTOCOL_VERSION or fields["t"] != "spread":
+        return None
+    start, end, levels, hops = fields["start"], fields["end"], fields["levels"], fields["hops"]
+    for position in (start, end):
+        if type(position) is not int or not 0 <= position < 1 << 64:
+            return None
+    for number in (levels, hops):
+        if type(number) is not int or not -_INT64 <= number < _INT64:
+            return None
+    assert isinstance(start, int) and isinstance(end, int)
+    assert isinstance(levels, int) and isinstance(hops, int)
+    items = fields["publications"]
+    if type(items) is not list or len(items) > MAX_PUBLICATIONS:
+        return None
+    publications = PublicationList(packed=raw)
+    for item in items:
+        if type(item) is not list or len(item) not in (4, 5):
+            return None
+        key, publisher, seq, body = item[0], item[1], item[2], item[3]
+        stamp = item[4] if len(item) == 5 else 0
+        if type(key) is not bytes or len(key) != 16 or type(body) is not bytes or len(body) > MAX_PAYLOAD_BYTES:
+            return None
+        if type(seq) is not int or not 0 <= seq < _INT64 or type(stamp) is not int or not 0 <= stamp < _INT64:
+            return None
+        publications.append(Publication(PublicationKey(key), validate_ref(publisher), seq, Payload(body), stamp))
+    return Spread(
+        validate_topic(fields["topic"]),
+        validate_ref(fields["sender"]),
+        Position(start),
+        Position(end),
+        levels,
+        hops,
+        publications,
+    )
+
+
+def register() -> None:
+    """Make the codec try `decode_spread` first on Spread frames."""
+    wire.register_fast_decoder("spread", decode_spread)

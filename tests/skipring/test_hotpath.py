@@ -1,0 +1,84 @@
+"""The Spread fast decoder (`pubsub.skipring.hotpath`) accepts exactly what the generic
+codec accepts, and a forwarded batch reuses the bytes it arrived as."""
+
+from __future__ import annotations
+
+import msgpack
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pubsub.kernel import wire
+from pubsub.kernel.message import Ref, Topic
+from pubsub.skipring.antientropy import make_publication
+from pubsub.skipring.hotpath import decode_spread
+from pubsub.skipring.messages import Position, PublicationList, Spread
+
+T = Topic("t")
+A = Ref("127.0.0.1:7001")
+
+
+def frame(n: int, **changes: object) -> bytes:
+    pubs = [make_publication(A, i, bytes(i % 7)) for i in range(n)]
+    payload = wire.encode(Spread(T, A, Position(3), Position(9), 5, 2, pubs))[4:]
+    if not changes:
+        return payload
+    body = msgpack.unpackb(payload, raw=False)
+    body.update(changes)
+    return msgpack.packb(body, use_bin_type=True)
+
+
+def generic(payload: bytes) -> object:
+    """What the generic decoder makes of `payload`: the message, or the WireError code."""
+    saved = list(wire._FAST)
+    wire._FAST.clear()
+    try:
+        return wire.decode(payload)
+    except wire.WireError as exc:
+        return exc.code
+    finally:
+        wire._FAST[:] = saved
+
+
+def test_valid_frames_decode_the_same_and_keep_their_bytes() -> None:
+    for n in (0, 1, 15, 16, 200):
+        payload = frame(n)
+        fast = decode_spread(payload)
+        assert fast is not None and fast == generic(payload) == wire.decode(payload)
+        assert isinstance(fast.publications, PublicationList) and fast.publications.packed
+        forwarded = Spread(T, Ref("127.0.0.1:7002"), Position(4), Position(8), 5, 3, fast.publications)
+        encoded = wire.encode(forwarded)[4:]
+        assert encoded == msgpack.packb(msgpack.unpackb(encoded, raw=False), use_bin_type=True)
+        assert wire.decode(encoded) == forwarded
+
+
+def test_anything_odd_goes_to_the_generic_decoder() -> None:
+    cases = [
+        frame(2, hops="1"),
+        frame(2, start=-1),
+        frame(2, end=-5),
+        frame(2, levels=1 << 63),
+        frame(2, sender="no-port"),
+        frame(2, topic=""),
+        frame(2, publications=[[b"short", A, 1, b"", 0]]),
+        frame(2, publications=[[bytes(16), A, -1, b"", 0]]),
+        frame(2, publications="x"),
+        frame(2, extra=1),
+        frame(2, v=2),
+        frame(2)[:-3],
+    ]
+    for payload in cases:
+        assert decode_spread(payload) is None
+        assert isinstance(generic(payload), str)  # the generic decoder refuses it, by code
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_mutated_frames_are_never_accepted_differently(data: st.DataObject) -> None:
+    payload = bytearray(frame(data.draw(st.integers(0, 5))))
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(payload) - 1))
+        payload[i] = data.draw(st.integers(0, 255))
+    fast = decode_spread(bytes(payload))
+    reference = generic(bytes(payload))
+    if fast is not None:
+        assert fast == reference
