@@ -49,6 +49,16 @@ class ChaosRequest(Message):
     params: dict[str, Any] = field(default_factory=dict)
 
 
+# --- many messages to one peer in one frame (the runtime; cores never see it) -----------------
+@message("bundle")
+class Bundle(Message):
+    """Peer -> peer: several messages in one frame, each a complete frame payload of its own
+    (`pubsub.runtime.bundling`).  The receiving runtime checks and handles each as if it
+    had arrived alone; a bundle never holds a bundle, and is refused from clients."""
+
+    payloads: list[bytes]
+
+
 # --- connection setup (network runtime only; cores never see it) -----------------------------
 @message("hello")
 class Hello(Message):

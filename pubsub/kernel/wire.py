@@ -17,6 +17,8 @@ annotation                on the wire
 ``Ref``                   str ``"host:port"``; host 1..253 of ``[A-Za-z0-9._-]`` (this
                           covers names and IPv4 literals), port 1..65535
 ``list[str]``             an array of at most `MAX_STRINGS` (1024) strings of <= 4096 chars
+``list[bytes]``           an array of at most `MAX_STRINGS` (1024) bin values (each bounded
+                          by the frame; the payloads of a `Bundle`)
 registered types          whatever `register_field_type` was told by a mode (the skip
                           ring's labels, contacts, trie digests and publications,
                           `pubsub.skipring.fields`; the broker mode's filters and
@@ -235,6 +237,12 @@ def list_encoder(inner: Encoder) -> Encoder:
     return enc
 
 
+def _validate_bytes(value: object) -> bytes:
+    if type(value) is not bytes:
+        raise WireError("bad_field", f"expected bin, got {short(value)}")
+    return value
+
+
 def _optional(inner: Validator) -> Validator:
     def check(value: object) -> Any:
         return None if value is None else inner(value)
@@ -289,6 +297,8 @@ def _schema_for(annotation: Any) -> tuple[Validator, Encoder]:
     args = typing.get_args(annotation)
     if origin is list and args == (str,):
         return bounded_list(validate_str, MAX_STRINGS, "strings"), list_encoder(identity)
+    if origin is list and args == (bytes,):
+        return bounded_list(_validate_bytes, MAX_STRINGS, "payloads"), list_encoder(identity)
     if origin is Literal and all(isinstance(a, str) for a in args):
         return _literal(args), identity
     if origin is dict and args and args[0] is str:

@@ -47,10 +47,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pubsub.kernel import wire
-from pubsub.kernel.control import ErrorReply, Hello
+from pubsub.kernel.control import Bundle, ErrorReply, Hello
 from pubsub.kernel.framing import FrameDecoder
 from pubsub.kernel.message import Message, Ref, Send
 from pubsub.runtime.application import Application
+from pubsub.runtime.bundling import bundle
 from pubsub.runtime.connection import ClientSession, Connection, split_ref
 from pubsub.runtime.faults import NetworkFaults
 from pubsub.runtime.links import Links
@@ -224,13 +225,19 @@ class Runtime:
         return None if link is None else link.rate
 
     # --- sending -----------------------------------------------------------------------------
-    def dispatch(self, sends: Iterable[Send]) -> None:
-        """Deliver every Send a core returned."""
+    def dispatch(self, sends: Iterable[Send], *, bundled: bool = False) -> None:
+        """Deliver every Send a core returned; with `bundled`, what goes to one peer travels
+        in one frame (`pubsub.runtime.bundling`: a Timeout's maintenance round)."""
         try:
             items = list(sends)
         except TypeError:
             self._bad_send(sends)
             return
+        if bundled and len(items) > 1:
+            valid = [item for item in items if self._valid_send(item)]
+            items, inside = bundle(valid, self.ref, self.settings.max_frame_bytes)
+            for _, msg in inside:
+                self.stats.bundled_out[msg.kind] += 1
         for item in items:
             try:
                 dest, msg = item
@@ -241,6 +248,12 @@ class Runtime:
                 self._bad_send(item)
                 continue
             self.send(dest, msg)
+
+    def _valid_send(self, item: object) -> bool:
+        if isinstance(item, Send) and isinstance(item.msg, Message) and isinstance(item.dest, str):
+            return True
+        self._bad_send(item)
+        return False
 
     def _bad_send(self, item: object) -> None:
         self.stats.error("bad_send")
@@ -427,9 +440,29 @@ class Runtime:
                 if fault is not None:
                     self.stats.fault_drops[fault] += 1
                     return
+            if isinstance(msg, Bundle):
+                self._on_bundle(conn, msg)
+                return
             self.dispatch(self._call("handle", self.app.handle, msg, self.now()))
+        elif isinstance(msg, Bundle):
+            self._bad_input(conn, "bundle_from_client", "bundles are exchanged by peers only", close=False)
         else:
             self._on_request(conn, msg)
+
+    def _on_bundle(self, conn: Connection, bundle: Bundle) -> None:
+        """Each message of a peer's bundle, checked and handled as if it had come alone."""
+        max_frame = self.settings.max_frame_bytes
+        for payload in bundle.payloads:
+            try:
+                msg = wire.decode(payload, max_frame)
+            except wire.WireError as exc:
+                self._bad_input(conn, exc.code, f"in a bundle: {exc.detail}", close=False)
+                continue
+            if isinstance(msg, Bundle):
+                self._bad_input(conn, "nested_bundle", "a bundle inside a bundle", close=False)
+                continue
+            self.stats.bundled_in[msg.kind] += 1
+            self._on_message(conn, msg)
 
     def _on_hello(self, conn: Connection, msg: Message) -> None:
         if not isinstance(msg, Hello):
@@ -517,7 +550,7 @@ class Runtime:
         while True:
             jitter = self._rng.uniform(-s.timer_jitter, s.timer_jitter)
             await asyncio.sleep(s.timeout_interval * (1 + jitter))
-            self.dispatch(self._call("timeout", self.app.timeout, self.now()))
+            self.dispatch(self._call("timeout", self.app.timeout, self.now()), bundled=True)
 
     # --- tasks -------------------------------------------------------------------------------
     def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:

@@ -29,6 +29,10 @@ class Stats:
         self.connect_failures = 0
         #: Peer frames discarded by injected faults (`NetworkFaults`), by reason.
         self.fault_drops: Counter[str] = Counter()
+        #: Messages that travelled inside bundle frames (`pubsub.runtime.bundling`), by kind;
+        #: frames_out / frames_in count the bundle frames themselves as kind "bundle".
+        self.bundled_out: Counter[str] = Counter()
+        self.bundled_in: Counter[str] = Counter()
 
     def error(self, code: str) -> None:
         """Count one error of kind `code`."""
@@ -51,6 +55,8 @@ class Stats:
             "connections_open": self.connections_open,
             "connect_failures": self.connect_failures,
             "fault_drops": dict(self.fault_drops),
+            "bundled_out": dict(self.bundled_out),
+            "bundled_in": dict(self.bundled_in),
         }
 
 

@@ -305,8 +305,8 @@ class MessageDeltas:
     def _now(self) -> tuple[Counter[str], Counter[str], int, int, int]:
         s = self.stats
         return (
-            Counter(s.frames_out),
-            Counter(s.frames_in),
+            Counter(s.frames_out) + Counter(getattr(s, "bundled_out", {})),
+            Counter(s.frames_in) + Counter(getattr(s, "bundled_in", {})),
             sum(s.bytes_out.values()),
             sum(s.bytes_in.values()),
             sum(s.errors.values()),

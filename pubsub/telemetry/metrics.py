@@ -33,6 +33,7 @@ import contextlib
 import json
 import logging
 import os
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -153,16 +154,20 @@ class RuntimeCollector:
         yield info
         yield _by_label(
             CounterMetricFamily(
-                "pubsub_messages_sent", "Frames written to peers and clients, by message type.",
+                "pubsub_messages_sent",
+                "Messages written to peers and clients, by type (those that travelled in a "
+                "bundle frame by their own type; the bundle frames as type=\"bundle\").",
                 labels=["type"],
             ),
-            s.frames_out,
+            Counter(s.frames_out) + Counter(getattr(s, "bundled_out", {})),
         )
         yield _by_label(
             CounterMetricFamily(
-                "pubsub_messages_received", "Valid frames read, by message type.", labels=["type"]
+                "pubsub_messages_received",
+                "Valid messages read, by type (bundles counted as for pubsub_messages_sent).",
+                labels=["type"],
             ),
-            s.frames_in,
+            Counter(s.frames_in) + Counter(getattr(s, "bundled_in", {})),
         )
         yield _by_label(
             CounterMetricFamily(

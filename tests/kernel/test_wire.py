@@ -105,6 +105,8 @@ def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
         return st.booleans()
     if annotation is str:
         return st.text(max_size=wire.MAX_STR_CHARS)
+    if annotation is bytes:
+        return st.binary(max_size=64)
     if annotation is Payload:
         return st.binary(max_size=64)
     if annotation is PublicationKey:

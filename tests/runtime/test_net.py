@@ -469,3 +469,79 @@ def test_link_counters_count_drops_of_a_full_queue(run: Any) -> None:
             assert a.link_counters(ref) == (5, 7, 0, 2)
 
     run(scenario)
+
+
+class Chatty(ToyApp):
+    """Each Timeout sends three Pings to every ref in `targets` and one to itself."""
+
+    def __init__(self, ref: Ref) -> None:
+        super().__init__(ref)
+        self.targets: list[Ref] = []
+        self.round = 0
+
+    def timeout(self, now: float) -> list[Send]:
+        self.round += 1
+        sends = [Send(t, Ping(nonce=self.round * 10 + i)) for t in self.targets for i in range(3)]
+        return sends + [Send(self.ref, Ping(nonce=-0))]
+
+
+def test_a_timeout_sends_one_frame_per_peer(run: Any) -> None:
+    """What one Timeout sends to one peer travels as one bundle frame; the receiver handles
+    every message in order as if it had come alone."""
+
+    async def scenario() -> None:
+        sock = bound_socket()
+        app = Chatty(Ref(f"127.0.0.1:{sock.getsockname()[1]}"))
+        a = Runtime(app, fast_settings(timeout_interval=0.05), sock=sock)
+        try:
+            async with running() as (b, app_b), running() as (c, app_c):
+                app.targets = [b.ref, c.ref]
+                await a.start()
+                await wait_until(lambda: len(app_b.nonces()) >= 9 and len(app_c.nonces()) >= 9, what="three rounds")
+                await a.stop()
+                rounds = a.stats.frames_out["bundle"] // 2
+                assert a.stats.frames_out.get("ping", 0) == 0  # nothing went alone to a peer
+                assert a.stats.bundled_out["ping"] == 6 * rounds
+                for peer, received in ((b, app_b.nonces()), (c, app_c.nonces())):
+                    assert received == sorted(received)  # in order
+                    assert peer.stats.bundled_in["ping"] == len(received) == 3 * peer.stats.frames_in["bundle"]
+                    assert peer.stats.frames_in.get("ping", 0) == 0
+        finally:
+            await a.stop()
+            sock.close()
+
+    run(scenario)
+
+
+def test_bundles_are_checked_like_frames(run: Any) -> None:
+    """A bundle's messages meet every check a frame meets: garbage and operator requests
+    inside it are refused and counted, a bundle inside a bundle too, and a client may not
+    send one."""
+
+    async def scenario() -> None:
+        from pubsub.kernel.control import Bundle, ChaosRequest
+
+        async with running() as (b, app_b):
+            host, port = b.ref.rsplit(":", 1)
+            reader, writer = await asyncio.open_connection(host, int(port))
+            inner = [
+                wire.encode_payload(Ping(nonce=1)),
+                b"\xc1garbage",
+                wire.encode_payload(ChaosRequest(action="crash")),
+                wire.encode_payload(Bundle([wire.encode_payload(Ping(nonce=2))])),
+                wire.encode_payload(Ping(nonce=3)),
+            ]
+            writer.write(wire.encode(Hello(ref=Ref("127.0.0.1:1"), role="peer")) + wire.encode(Bundle(inner)))
+            await writer.drain()
+            await wait_until(lambda: app_b.nonces() == [1, 3], what="the two good pings")
+            errors = b.stats.errors
+            assert errors["bad_msgpack"] == 1 and errors["forbidden"] == 1 and errors["nested_bundle"] == 1
+            writer.close()
+            reader2, writer2 = await asyncio.open_connection(host, int(port))
+            writer2.write(wire.encode(Hello(ref=None, role="client")) + wire.encode(Bundle(inner[:1])))
+            await writer2.drain()
+            await wait_until(lambda: b.stats.errors["bundle_from_client"] == 1, what="client refused")
+            assert app_b.nonces() == [1, 3]
+            writer2.close()
+
+    run(scenario)
