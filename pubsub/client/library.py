@@ -60,6 +60,8 @@ from pubsub.runtime.streams import MessageReader
 DEFAULT_TIMEOUT = 5.0
 #: Seconds a publication may take to be acknowledged (a hand-over may need retries).
 DEFAULT_PUBLISH_TIMEOUT = 15.0
+#: Bytes a publishing connection may hold unsent before `publish` waits for the node.
+DRAIN_ABOVE = 256 * 1024
 
 
 class ClientError(Exception):
@@ -180,11 +182,29 @@ class _Publisher:
         self.max_frame = max_frame
         self.pending: dict[int, asyncio.Future[Message]] = {}
         self.error: ClientError | None = None
-        self.task = asyncio.get_running_loop().create_task(self._read_loop(reader))
+        self._loop = asyncio.get_running_loop()
+        self.task = self._loop.create_task(self._read_loop(reader))
+        self._outgoing: list[bytes] = []
 
     @property
     def usable(self) -> bool:
         return self.error is None and not self.writer.is_closing()
+
+    def send(self, frame: bytes) -> None:
+        """Queue one request frame; the frames of one event-loop pass leave in one write."""
+        if not self._outgoing:
+            self._loop.call_soon(self._flush)
+        self._outgoing.append(frame)
+
+    def _flush(self) -> None:
+        frames, self._outgoing = self._outgoing, []
+        if frames and not self.writer.is_closing():
+            self.writer.write(b"".join(frames))
+
+    async def drain(self) -> None:
+        """Wait while the node reads slower than we publish (backpressure)."""
+        if self.writer.transport.get_write_buffer_size() > DRAIN_ABOVE:
+            await self.writer.drain()
 
     async def _read_loop(self, reader: MessageReader) -> None:
         try:
@@ -278,6 +298,9 @@ class Client:
 
     # ------------------------------------------------------------------ publishing
     async def _publishing_connection(self) -> _Publisher:
+        publisher = self._publisher
+        if publisher is not None and publisher.usable:
+            return publisher
         async with self._publisher_lock:
             if self._publisher is None or not self._publisher.usable:
                 if self._publisher is not None:
@@ -299,10 +322,10 @@ class Client:
         future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         publisher.pending[request_id] = future
         try:
-            publisher.writer.write(
+            publisher.send(
                 wire.encode(PublishRequest(topic=name, payload=Payload(data), id=request_id), self.max_frame)
             )
-            await publisher.writer.drain()
+            await publisher.drain()
             async with asyncio.timeout(self.publish_timeout):
                 answer = await future
         except TimeoutError:

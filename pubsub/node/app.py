@@ -53,7 +53,6 @@ import random
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -125,6 +124,7 @@ class NodeApp:
         self._outbox_scheduled = False
         self._reserving: concurrent.futures.Future[None] | None = None
         self._sessions: dict[int, ClientSession] = {}  # client token -> its connection
+        self._tokens: dict[int, int] = {}  # id of a live session -> its token
         self._next_client = 0
         self._limiter = LogLimiter(log)
         self.core.next_seq = max(self.core.next_seq, self.store.seq_reserved)
@@ -236,14 +236,17 @@ class NodeApp:
 
     def _client_token(self, session: ClientSession) -> int:
         """The token by which the core addresses this client connection."""
-        for token, known in self._sessions.items():
-            if known is session:
-                return token
+        token = self._tokens.get(id(session))
+        if token is not None:
+            return token
         self._next_client += 1
         token = self._next_client
         self._sessions[token] = session
+        self._tokens[id(session)] = token
+
         def forget() -> None:
             self._sessions.pop(token, None)
+            self._tokens.pop(id(session), None)
 
         session.on_close(forget)
         return token
@@ -326,7 +329,7 @@ class NodeApp:
         msg = answer.msg
         if isinstance(msg, PublishAck):
             if msg.stored_by == self.ref:
-                msg = replace(msg, local_seq=written.get((msg.topic, msg.key)))
+                msg.local_seq = written.get((msg.topic, msg.key))  # the core's own ack object
                 self.counters["published_local"] += 1
         elif isinstance(msg, PublishFailed):
             self.counters[f"publish_failed_{msg.code}"] += 1

@@ -521,8 +521,8 @@ def _digest(node: TrieNode[Publication]) -> NodeDigest:
     return NodeDigest(node.label, NodeHash(node.hash))
 
 
-def make_publication(publisher: Ref, seq: int, payload: bytes) -> Publication:
+def make_publication(publisher: Ref, seq: int, payload: bytes, published_ms: int = 0) -> Publication:
     """A publication with its key computed from its content (`publication_key`)."""
     return Publication(
-        PublicationKey(publication_key(publisher, seq, payload)), publisher, seq, Payload(payload)
+        PublicationKey(publication_key(publisher, seq, payload)), publisher, seq, Payload(payload), published_ms
     )

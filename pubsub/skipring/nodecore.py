@@ -42,7 +42,6 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
 
 from pubsub.kernel.effects import Answer, Effect, Persist
 from pubsub.kernel.message import Message, Ref, Send, Topic
@@ -297,9 +296,7 @@ class NodeCore:
         """
         if len(payload) > MAX_PAYLOAD_BYTES:
             raise ValueError(f"payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES}")
-        publication = make_publication(self.ref, self.next_seq, bytes(payload))
-        if published_ms:
-            publication = replace(publication, published_ms=published_ms)
+        publication = make_publication(self.ref, self.next_seq, bytes(payload), published_ms)
         self.next_seq += 1
         return publication
 
