@@ -90,6 +90,8 @@ log = logging.getLogger(__name__)
 
 #: Sequence numbers reserved durably at a time (see the module docstring).
 SEQ_BLOCK = 1024
+#: Seconds between checkpoints of the store's log under sync "normal".
+CHECKPOINT_EVERY = 1.0
 
 
 class NodeApp:
@@ -113,9 +115,18 @@ class NodeApp:
         #: The store's own thread: every SQLite call of the node runs there.
         self.thread = StoreThread(f"store {ref}")
         self.deliveries = Deliveries(self.store, reads=self.thread)
+        #: Commits run on the event loop unless they may wait for the disk (sync "full").
+        inline = not self.store.durable or self.store.sync == "normal"
         self.commits = GroupCommit(
-            self.store, self.thread, on_written=self._written, on_error=self._store_error, linger=linger
+            self.store,
+            self.thread,
+            on_written=self._written,
+            on_error=self._store_error,
+            linger=linger,
+            inline=inline,
         )
+        self._checkpointing: concurrent.futures.Future[None] | None = None
+        self._checkpointed_at = (0.0, 0)  # (when, store.commits) of the last checkpoint
         self.runtime: Runtime | None = None
         self.counters: Counter[str] = Counter()
         self._saved: set[Topic] | None = None
@@ -169,6 +180,7 @@ class NodeApp:
 
     def timeout(self, now: float) -> list[Send]:
         self.intervals += 1
+        self._checkpoint(now)
         sends = self._execute(self.core.timeout(now))
         self._notify("ticked")
         return sends
@@ -258,6 +270,11 @@ class NodeApp:
         if not self.store.durable:
             return
         seq = self.core.next_seq
+        if self.commits.inline:  # the loop owns the writing connection
+            if seq >= self._seq_limit:
+                self.store.reserve_seq(seq + SEQ_BLOCK)
+                self._seq_limit = self.store.seq_reserved
+            return
         if seq >= self._seq_limit:
             if self._reserving is not None:
                 concurrent.futures.wait([self._reserving])
@@ -343,6 +360,25 @@ class NodeApp:
         arrivals = self.core.drain_arrivals()
         if arrivals:
             self.commits.add([NewRow(t, a.publication, a.via, a.hops) for t, a in arrivals])
+
+    def _checkpoint(self, now: float) -> None:
+        """Under sync "normal" the store's log is synced by checkpoints, which run on the
+        store's thread about once a second while something was written."""
+        if not self.commits.inline or not self.store.durable:
+            return
+        last, commits = self._checkpointed_at
+        if now - last < CHECKPOINT_EVERY or self.store.commits == commits:
+            return
+        if self._checkpointing is not None and not self._checkpointing.done():
+            return
+        self._checkpointed_at = (now, self.store.commits)
+        self._checkpointing = self.thread.submit(self.store.checkpoint)
+        self._checkpointing.add_done_callback(self._checkpointed)
+
+    def _checkpointed(self, future: concurrent.futures.Future[None]) -> None:
+        """(On the store's thread.)  A failed checkpoint is retried by the next one."""
+        if future.exception() is not None:
+            log.error("%s: %s", self.ref, future.exception())
 
     def _written(self, written: list[Stored]) -> None:
         """A commit wrote these: streams get them from memory, telemetry hears of them."""

@@ -19,11 +19,21 @@ after the first layout; a store without the column gets it (``DEFAULT 0``, unkno
 is opened, and older code, which names its columns, still reads and writes such a store.
 
 Durability
-    `append` writes a batch in one transaction.  With ``sync="full"`` (the default) SQLite
-    syncs the write-ahead log at every commit, so a committed publication survives a
-    crash of the machine; ``"normal"`` survives a crash of the process only (kill -9) and
-    is much cheaper.  The node acknowledges a publication, and delivers it to its clients,
-    only after the commit that wrote it.
+    `append` writes a batch in one transaction.  With ``sync="full"`` SQLite syncs the
+    write-ahead log at every commit, so a committed publication survives a crash of the
+    machine; with ``"normal"`` (the default) a commit only writes the log, which survives a
+    crash of the process (kill -9), and the log is synced at checkpoints.  The node
+    acknowledges a publication, and delivers it to its clients, only after the commit that
+    wrote it.
+
+Threads (`pubsub.node.commits` decides who calls what)
+    Writes (`append`, `reserve_seq`) go through one connection, used by one thread at a
+    time.  Reads (`read`, `publications`, `count`) and `checkpoint` use a second connection
+    of their own when the store has a file, so that they can run on the store's thread
+    while the event loop writes; WAL mode lets that reader see every committed row.  Under
+    ``"normal"`` the store never checkpoints by itself (``wal_autocheckpoint`` off): the
+    node calls `checkpoint` from its store thread, so the fsync a checkpoint needs never
+    runs inside a commit on the event loop.
 
 Without a data directory the same tables live in an in-memory SQLite database: nothing
 survives the process, everything else behaves the same.
@@ -108,6 +118,8 @@ class PublicationStore:
             if self.path is not None:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute(f"PRAGMA synchronous={sync.upper()}")
+                if sync == "normal":
+                    self._db.execute("PRAGMA wal_autocheckpoint=0")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version not in (0, FORMAT):
                 raise StoreError(f"{where} has layout version {version}, this node reads {FORMAT}")
@@ -140,6 +152,8 @@ class PublicationStore:
             raise StoreError(f"cannot open publication store {where}: {exc}") from None
         self.sync = sync
         self.commits = 0
+        self.checkpoints = 0
+        self._reader_db: sqlite3.Connection | None = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -262,7 +276,7 @@ class PublicationStore:
         least one is returned if any exists).  Damaged rows are skipped with a warning.
         """
         try:
-            cursor = self._db.execute(
+            cursor = self._reader().execute(
                 "SELECT local_seq, key, publisher, seq, payload, via, hops, stored_at_ms,"
                 " published_ms FROM publications WHERE topic = ? AND local_seq > ? ORDER BY local_seq LIMIT ?",
                 (topic, after, limit),
@@ -295,12 +309,32 @@ class PublicationStore:
     def count(self, topic: Topic) -> int:
         """How many publications of `topic` are stored."""
         try:
-            row = self._db.execute(
+            row = self._reader().execute(
                 "SELECT COUNT(*) FROM publications WHERE topic = ?", (topic,)
             ).fetchone()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot read {self.location}: {exc}") from None
         return int(row[0])
+
+    def _reader(self) -> sqlite3.Connection:
+        """The connection reads go through: the writer's for a store in memory, else one of
+        their own (opened on first use, by the thread that reads)."""
+        if self.path is None:
+            return self._db
+        if self._reader_db is None:
+            self._reader_db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        return self._reader_db
+
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the database file and sync it (a passive
+        checkpoint: it never waits for writers).  Nothing to do in memory."""
+        if self.path is None:
+            return
+        try:
+            self._reader().execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot checkpoint {self.location}: {exc}") from None
+        self.checkpoints += 1
 
     def _decode(self, topic: Topic, row: tuple[object, ...]) -> Stored | None:
         local_seq, key, publisher, seq, payload, via, hops, stamp, published_ms = row
@@ -334,6 +368,8 @@ class PublicationStore:
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
+        if self._reader_db is not None:
+            self._reader_db.close()
         self._db.close()
 
     def __enter__(self) -> PublicationStore:
