@@ -1,8 +1,9 @@
 """`make bench`: every benchmark in turn, or one of them.
 
-    python -m bench [--quick]                     every benchmark (skipring, antientropy, endtoend, matching, scot)
+    python -m bench [--quick]                     every benchmark (skipring, antientropy, dissemination, endtoend, matching, scot)
     python -m bench skipring [options]            BuildSR convergence and churn only
     python -m bench antientropy [options]         anti-entropy repair cost only
+    python -m bench dissemination [options]       arc broadcast vs flooding: messages and hops per publication
     python -m bench endtoend [options]            pubsub vs NATS, JetStream, Redis: latency, throughput, CPU, idle
     python -m bench matching [options]            content-based matching: index vs scan
     python -m bench scot [options]                OctopiA vs PADRES on S_e in the simulator (§10)
@@ -15,11 +16,12 @@ from __future__ import annotations
 
 import sys
 
-from bench import antientropy, endtoend, matching, scot, skipring
+from bench import antientropy, dissemination, endtoend, matching, scot, skipring
 
 BENCHMARKS = {
     "skipring": skipring.main,
     "antientropy": antientropy.main,
+    "dissemination": dissemination.main,
     "endtoend": endtoend.main,
     "matching": matching.main,
     "scot": scot.main,

@@ -407,17 +407,26 @@ _PACKED_NAMES: dict[str, bytes] = {}
 
 
 def _pack_with_packed(body: dict[str, Any]) -> bytes:
-    """The same map msgpack.packb would build, with `Packed` values inserted verbatim."""
-    parts = [_map_header(len(body))]
-    pack = msgpack.Packer(use_bin_type=True).pack
+    """The map of `body` with its `Packed` values inserted verbatim: the other fields packed
+    in one call (their map header replaced by one that counts every field), then each
+    packed field's name and value.  Field order differs from msgpack.packb(body), which no
+    decoder depends on; "v" and "t" stay first."""
+    plain = {name: value for name, value in body.items() if type(value) is not Packed}
+    head: bytes = msgpack.packb(plain, use_bin_type=True)
+    parts = [_map_header(len(body)), head[_map_header_size(len(plain)) :]]
     names = _PACKED_NAMES
     for name, value in body.items():
-        packed_name = names.get(name)
-        if packed_name is None:
-            packed_name = names[name] = pack(name)
-        parts.append(packed_name)
-        parts.append(value if type(value) is Packed else pack(value))
+        if type(value) is Packed:
+            packed_name = names.get(name)
+            if packed_name is None:
+                packed_name = names[name] = bytes(msgpack.packb(name))
+            parts.append(packed_name)
+            parts.append(value)
     return b"".join(parts)
+
+
+def _map_header_size(n: int) -> int:
+    return 1 if n < 16 else 3
 
 
 def encode(msg: Message, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
