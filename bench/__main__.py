@@ -1,6 +1,7 @@
 """`make bench`: every benchmark in turn, or one of them.
 
-    python -m bench [--quick]                     every benchmark (skipring, antientropy, dissemination, endtoend, matching, scot)
+    python -m bench [--quick]                     every benchmark (skipring, antientropy, dissemination,
+                                                  endtoend, matching, scot)
     python -m bench skipring [options]            BuildSR convergence and churn only
     python -m bench antientropy [options]         anti-entropy repair cost only
     python -m bench dissemination [options]       arc broadcast vs flooding: messages and hops per publication

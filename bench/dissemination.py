@@ -77,8 +77,10 @@ def main(argv: list[str]) -> None:
     sizes = args.sizes or ([16, 32, 256, 1024] if args.quick else [16, 32, 256, 1024, 4096, 16384])
     count = args.publications or (8 if args.quick else 20)
     rows = []
-    print(f"== Dissemination in a legitimate SR(n), simulator, equal link delays, {count} publications at random members")
-    header = f"{'n':>6}  {'mode':<6} {'messages/pub':>13} {'(n-1)':>7} {'hops max':>9} {'hops median':>12} {'bound':>6}  {'wall s':>7}"
+    print(f"== Dissemination in a legitimate SR(n), simulator, equal link delays, {count} publications "
+          "at random members")
+    header = (f"{'n':>6}  {'mode':<6} {'messages/pub':>13} {'(n-1)':>7} {'hops max':>9} {'hops median':>12} "
+              f"{'bound':>6}  {'wall s':>7}")
     print(header)
     print("-" * len(header))
     for n in sizes:

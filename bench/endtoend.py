@@ -8,7 +8,11 @@ Systems (each run is a fresh deployment, started alone and stopped before the ne
   nats        Debian's nats-server (2.9) on a free port; nats-py; core publish/subscribe.
   jetstream   the same with -js (file storage in the run's directory); a stream with file
               storage on the subject; js.publish awaits each PubAck; each subscriber process has
-              its own ordered push consumer (deliver policy "new") that receives every message.
+              its own durable push consumer (deliver policy "new") that receives and
+              acknowledges every message -- durable and acknowledged like a pubsub
+              subscription, the anchor of the targets.
+  jetstream-ordered  the same, each subscriber an ordered push consumer without
+              acknowledgements (ephemeral, lighter), for reference.
   redis       Debian's redis-server on a free port (--save '' --appendonly no); redis-py.
 
 Subscribers are separate OS processes for every system (bench/e2e/subscriber.py), one per
@@ -36,7 +40,8 @@ Measurements, for n in 4 8 16 32 (quick: 4 16):
                (quick 4 s), and 4 nodes in 50 topics: frames/s per node, frames per peer per
                Timeout interval, CPU %.
 Latency and throughput are repeated R = 3 (quick 1) times, interleaving the systems (for each
-repeat, for each n: pubsub, nats, jetstream, redis), reported as medians [min-max].  A system
+repeat, for each n: pubsub, nats, jetstream, jetstream-ordered, redis), reported as medians
+[min-max].  A system
 whose server or client library is missing is reported as "not run: <reason>".
 """
 

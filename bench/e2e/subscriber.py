@@ -3,9 +3,10 @@
     python -m bench.e2e.subscriber SYSTEM TARGET --out FILE --expect PHASE=COUNT ...
 
 SYSTEM is pubsub (TARGET: a node, HOST:PORT; a new-only follow stream with the client
-library), nats (TARGET: nats://HOST:PORT; a core subscription), jetstream (an ordered push
-consumer of its own, delivering only messages published after it was created) or redis
-(TARGET: HOST:PORT; SUBSCRIBE).
+library), nats (TARGET: nats://HOST:PORT; a core subscription), jetstream (a durable push
+consumer of its own that acknowledges every message, delivering only messages published
+after it was created), jetstream-ordered (an ordered push consumer, no acknowledgements) or
+redis (TARGET: HOST:PORT; SUBSCRIBE).
 
 For every benchmark payload it receives it records (phase, publication id,
 time.monotonic_ns() at receipt), first receipt only; repeats are counted.  CLOCK_MONOTONIC is
@@ -24,6 +25,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -100,7 +102,9 @@ async def pubsub_subscribe(target: str, on_payload: OnPayload) -> Callable[[], A
     return close
 
 
-async def nats_subscribe(target: str, on_payload: OnPayload, jetstream: bool) -> Callable[[], Any]:
+async def nats_subscribe(target: str, on_payload: OnPayload, consumer: str | None) -> Callable[[], Any]:
+    """A NATS subscriber: core (`consumer` None), or a JetStream consumer, "durable" (explicit
+    acknowledgement of every message) or "ordered" (none)."""
     import nats
 
     nc = await nats.connect(servers=[target], allow_reconnect=False, connect_timeout=5)
@@ -108,13 +112,23 @@ async def nats_subscribe(target: str, on_payload: OnPayload, jetstream: bool) ->
     async def callback(msg: Any) -> None:
         on_payload(msg.data)
 
-    if jetstream:
+    async def acking(msg: Any) -> None:
+        on_payload(msg.data)
+        await msg.ack()
+
+    if consumer is not None:
         from nats.js.api import DeliverPolicy
 
         js = nc.jetstream()
-        await js.subscribe(
-            SUBJECT, stream=STREAM, cb=callback, ordered_consumer=True, deliver_policy=DeliverPolicy.NEW
-        )
+        if consumer == "ordered":
+            await js.subscribe(
+                SUBJECT, stream=STREAM, cb=callback, ordered_consumer=True, deliver_policy=DeliverPolicy.NEW
+            )
+        else:
+            await js.subscribe(
+                SUBJECT, stream=STREAM, cb=acking, durable=f"sub{os.getpid()}", manual_ack=True,
+                deliver_policy=DeliverPolicy.NEW,
+            )
     else:
         await nc.subscribe(SUBJECT, cb=callback)
     await nc.flush(5)  # the server has processed the subscription
@@ -163,8 +177,9 @@ async def redis_subscribe(target: str, on_payload: OnPayload) -> Callable[[], An
 async def subscribe(system: str, target: str, on_payload: OnPayload) -> Callable[[], Any]:
     if system == "pubsub":
         return await pubsub_subscribe(target, on_payload)
-    if system in ("nats", "jetstream"):
-        return await nats_subscribe(target, on_payload, jetstream=system == "jetstream")
+    if system in ("nats", "jetstream", "jetstream-ordered"):
+        consumer = {"nats": None, "jetstream": "durable", "jetstream-ordered": "ordered"}[system]
+        return await nats_subscribe(target, on_payload, consumer)
     if system == "redis":
         return await redis_subscribe(target, on_payload)
     raise SystemExit(f"unknown system {system!r}")
@@ -198,7 +213,7 @@ async def serve(system: str, target: str, out: Path, expect: dict[str, int]) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.e2e.subscriber")
-    parser.add_argument("system", choices=["pubsub", "nats", "jetstream", "redis"])
+    parser.add_argument("system", choices=["pubsub", "nats", "jetstream", "jetstream-ordered", "redis"])
     parser.add_argument("target")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--expect", action="append", default=[], help="PHASE=COUNT")

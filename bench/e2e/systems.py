@@ -17,12 +17,15 @@ from bench.e2e.common import CHANNEL, STREAM, SUBJECT
 from bench.e2e.drive import Publisher
 from bench.e2e.servers import NatsServer, RedisServer, find_binary, missing_reason, version_of
 
-SYSTEMS = ("pubsub", "nats", "jetstream", "redis")
+SYSTEMS = ("pubsub", "nats", "jetstream", "jetstream-ordered", "redis")
+#: The NATS systems: name -> (JetStream on, consumer kind).
+NATS_SYSTEMS = {"nats": (False, None), "jetstream": (True, "durable"), "jetstream-ordered": (True, "ordered")}
 
 GUARANTEES = {
     "pubsub": (
-        "acknowledged after a durable write (SQLite commit, fsync with PUBSUB_STORE_SYNC=full) at "
-        "one member, then stored at every node; each subscriber's stream is gap-free and resumable"
+        "acknowledged after a write to the store of one member (SQLite commit; fsynced only with "
+        "PUBSUB_STORE_SYNC=full), then stored at every node; each subscriber's stream is gap-free "
+        "and resumable"
     ),
     "nats": (
         "NATS core: at-most-once, in memory, no acknowledgement (the publisher's flush only says "
@@ -31,7 +34,13 @@ GUARANTEES = {
     "jetstream": (
         "JetStream: acknowledged (PubAck) once the server appended the message to its file "
         "store; nats-server 2.9 has no per-message fsync (it syncs on its own schedule, no "
-        "sync_interval option before 2.10); one server, no replication"
+        "sync_interval option before 2.10); one server, no replication; each subscriber a "
+        "durable consumer that acknowledges every message (it resumes where it stopped, like a "
+        "pubsub subscription) -- the anchor the issue's targets name"
+    ),
+    "jetstream-ordered": (
+        "JetStream as above, but each subscriber an ordered push consumer without "
+        "acknowledgements (ephemeral: it does not resume after a restart) -- lighter, for reference"
     ),
     "redis": (
         "Redis pub/sub: in memory, fire-and-forget (PUBLISH answers once the message is queued to "
@@ -94,9 +103,9 @@ class NatsPublisher:
 
 
 class NatsSystem(System):
-    def __init__(self, jetstream: bool) -> None:
-        self.name = "jetstream" if jetstream else "nats"
-        self.jetstream = jetstream
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.jetstream = NATS_SYSTEMS[name][0]
         self.server: NatsServer | None = None
 
     @staticmethod
@@ -244,8 +253,8 @@ def make_system(name: str, **pubsub_options: Any) -> System:
         from bench.e2e.pubsub_system import PubsubSystem
 
         return PubsubSystem(**pubsub_options)
-    if name in ("nats", "jetstream"):
-        return NatsSystem(jetstream=name == "jetstream")
+    if name in NATS_SYSTEMS:
+        return NatsSystem(name)
     if name == "redis":
         return RedisSystem()
     raise ValueError(f"unknown system {name!r}")
@@ -253,7 +262,7 @@ def make_system(name: str, **pubsub_options: Any) -> System:
 
 def unavailable(name: str) -> str | None:
     """None when the system can run here, else the reason it cannot."""
-    if name in ("nats", "jetstream"):
+    if name in NATS_SYSTEMS:
         return NatsSystem.unavailable()
     if name == "redis":
         return RedisSystem.unavailable()
@@ -261,7 +270,7 @@ def unavailable(name: str) -> str | None:
 
 
 def versions(name: str) -> dict[str, Any]:
-    if name in ("nats", "jetstream"):
+    if name in NATS_SYSTEMS:
         return NatsSystem.versions()
     if name == "redis":
         return RedisSystem.versions()

@@ -113,7 +113,19 @@ class Links:
 
     # --- sending -----------------------------------------------------------------------------
     def enqueue(self, link: Link, kind: str, frame: bytes) -> None:
-        """Queue one encoded frame (the oldest goes when the queue is full)."""
+        """Queue one encoded frame (the oldest goes when the queue is full) -- or, when
+        nothing waits for the link and its connection takes data, write it at once (one
+        task switch less per frame on the hot path)."""
+        if not link.queue and link.rate is None and not self.stopping:
+            conn = self.active(link)
+            if conn is not None and conn.writer.transport.get_write_buffer_size() < WRITE_BATCH_BYTES:
+                conn.write(frame)
+                link.enqueued += 1
+                link.written += 1
+                link.enqueued_by_kind[kind] += 1
+                self.stats.frames_out[kind] += 1
+                self.stats.bytes_out[kind] += len(frame)
+                return
         if len(link.queue) >= self.settings.send_queue_bound:
             link.queue.popleft()
             link.dropped += 1
