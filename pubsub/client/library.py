@@ -52,7 +52,8 @@ from pubsub.skipring.messages import (
     PublishFailed,
     PublishRequest,
 )
-from pubsub.runtime.client import RequestError, request
+from pubsub.client.roles import role_problem
+from pubsub.runtime.client import HANDSHAKE_TIMEOUT, HandshakeTimeout, RequestError, bounded_reader, request
 from pubsub.runtime.connection import split_ref
 from pubsub.runtime.streams import MessageReader
 
@@ -130,8 +131,10 @@ def _topic(topic: str) -> Topic:
 async def _connect(
     addr: str, timeout: float, max_frame: int = wire.DEFAULT_MAX_FRAME
 ) -> tuple[MessageReader, asyncio.StreamWriter]:
-    """An open client connection (Hello sent) to the daemon at `addr`, its messages read
-    through the frame decoder; ClientError if it cannot be opened."""
+    """An open client connection to the node at `addr` (Hello sent, its status answered
+    within the handshake bound), its messages read through the frame decoder; ClientError
+    if it cannot be opened, the port does not speak pubsub (``not_pubsub``) or the daemon is
+    not a node (``wrong_role``)."""
     try:
         host, port = split_ref(addr)
     except wire.WireError:
@@ -145,8 +148,27 @@ async def _connect(
         raise ClientError("connection", f"cannot reach {addr}: connection refused") from None
     except OSError as exc:
         raise ClientError("connection", f"cannot reach {addr}: {exc.strerror or exc}") from None
-    writer.write(wire.encode(Hello(ref=None, role="client")))
-    return MessageReader(reader, max_frame), writer
+    # Handshake: a status request, answered within HANDSHAKE_TIMEOUT by any pubsub daemon,
+    # tells a silent or foreign port and a daemon that is not a node apart at once.
+    messages = bounded_reader(reader, addr, min(timeout, HANDSHAKE_TIMEOUT), max_frame)
+    writer.write(wire.encode(Hello(ref=None, role="client")) + wire.encode(StatusRequest()))
+    try:
+        async with asyncio.timeout(timeout):
+            first = await _read(messages)
+    except HandshakeTimeout as exc:
+        await _close(writer)
+        raise ClientError("not_pubsub", str(exc)) from None
+    except (TimeoutError, asyncio.IncompleteReadError, wire.WireError, OSError) as exc:
+        await _close(writer)
+        detail = "no answer" if isinstance(exc, TimeoutError) else str(exc) or "connection closed"
+        raise ClientError("not_pubsub", f"{addr} did not answer like a pubsub daemon: {detail}") from None
+    problem = role_problem(addr, first.body, "node") if isinstance(first, Reply) else (
+        f"{addr} answered a status request with {first.kind!r}: not a pubsub node"
+    )
+    if problem is not None:
+        await _close(writer)
+        raise ClientError("wrong_role", problem)
+    return messages, writer
 
 
 async def _read(messages: MessageReader) -> Message:

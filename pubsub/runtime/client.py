@@ -1,9 +1,19 @@
-"""The client side of the runtime: one control request, one reply (`request`)."""
+"""The client side of the runtime: one control request, one reply (`request`), and the
+handshake bound every client connection shares (`bounded_reader`).
+
+A daemon answers a client's request in the event-loop pass that reads it, so a port that
+accepts the connection and then stays silent is not a pubsub daemon (or one too stuck to
+serve anybody).  The first read of every client connection is therefore bounded by
+`HANDSHAKE_TIMEOUT` (1 s): such a port fails fast with `HandshakeTimeout` instead of
+after the request's whole timeout.  A port that answers with something that is not a
+frame (an HTTP or SSH server, ...) fails at once with a bad-reply error.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import cast
 
 from pubsub.kernel import wire
 from pubsub.kernel.control import Hello
@@ -11,19 +21,73 @@ from pubsub.kernel.message import Message
 from pubsub.runtime.connection import split_ref
 from pubsub.runtime.streams import MessageReader
 
+#: Seconds a daemon may take to send the first bytes of its first reply on a new connection.
+HANDSHAKE_TIMEOUT = 1.0
+
 
 class RequestError(Exception):
     """A control request got no valid reply; the message is one line for the operator."""
 
 
+class HandshakeTimeout(RequestError):
+    """The peer accepted the connection but sent nothing within the handshake bound."""
+
+    def __init__(self, addr: str, bound: float) -> None:
+        super().__init__(
+            f"{addr} accepted the connection but sent no reply within {bound:g} s: "
+            "it does not speak pubsub (wrong port?)"
+        )
+        self.addr = addr
+        self.bound = bound
+
+
+class _FirstReadBounded:
+    """A StreamReader whose first `read` must return within `bound` seconds."""
+
+    def __init__(self, reader: asyncio.StreamReader, addr: str, bound: float) -> None:
+        self._reader = reader
+        self._addr = addr
+        self._bound = bound
+        self._first = True
+
+    async def read(self, n: int = -1) -> bytes:
+        if not self._first:
+            return await self._reader.read(n)
+        self._first = False
+        try:
+            async with asyncio.timeout(self._bound):
+                return await self._reader.read(n)
+        except TimeoutError:
+            raise HandshakeTimeout(self._addr, self._bound) from None
+
+
+def bounded_reader(
+    reader: asyncio.StreamReader,
+    addr: str,
+    bound: float = HANDSHAKE_TIMEOUT,
+    max_frame: int = wire.DEFAULT_MAX_FRAME,
+) -> MessageReader:
+    """A `MessageReader` on `reader` whose first socket read raises `HandshakeTimeout`
+    unless bytes arrive within `bound` seconds; later reads are not bounded here."""
+    bounded = _FirstReadBounded(reader, addr, bound)
+    return MessageReader(cast(asyncio.StreamReader, bounded), max_frame)
+
+
 async def request(
-    addr: str, msg: Message, timeout: float, *, max_frame: int = wire.DEFAULT_MAX_FRAME
+    addr: str,
+    msg: Message,
+    timeout: float,
+    *,
+    max_frame: int = wire.DEFAULT_MAX_FRAME,
+    handshake: float = HANDSHAKE_TIMEOUT,
 ) -> Message:
     """Send one control request to the daemon at `addr` and return its reply.
 
     Connects, says Hello(role="client"), sends `msg`, waits for one frame, closes.  Raises
     RequestError when the address is malformed, the daemon cannot be reached, does not answer
-    within `timeout` seconds, or answers with something that is not a valid frame.
+    within `timeout` seconds, or answers with something that is not a valid frame;
+    `HandshakeTimeout` (a RequestError) when the connection is accepted but nothing comes
+    back within min(`handshake`, `timeout`) seconds.
     """
     try:
         host, port = split_ref(addr)
@@ -35,8 +99,9 @@ async def request(
             reader, writer = await asyncio.open_connection(host, port)
             writer.write(wire.encode(Hello(ref=None, role="client")) + wire.encode(msg, max_frame))
             await writer.drain()
+            messages = bounded_reader(reader, addr, min(handshake, timeout), max_frame)
             try:
-                reply = await MessageReader(reader, max_frame).read()
+                reply = await messages.read()
             except wire.WireError as exc:
                 if exc.code != "truncated_frame":
                     raise
@@ -49,7 +114,7 @@ async def request(
     except ConnectionRefusedError:
         raise RequestError(f"cannot reach {addr}: connection refused") from None
     except wire.WireError as exc:
-        raise RequestError(f"bad reply from {addr}: {exc}") from None
+        raise RequestError(f"bad reply from {addr}: {exc} (is it a pubsub daemon?)") from None
     except OSError as exc:
         raise RequestError(f"cannot reach {addr}: {exc.strerror or exc}") from None
     finally:
