@@ -14,8 +14,9 @@ from typing import Any, TypeVar
 import click
 
 from pubsub.client.library import ClientError
-from pubsub.client.run import until_stopped
-from pubsub.kernel.control import ErrorReply, Reply
+from pubsub.client.roles import role_problem
+from pubsub.client.run import until_done, until_stopped
+from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref
 from pubsub.kernel.wire import WireError, validate_ref, validate_topic
 from pubsub.runtime.client import RequestError, request
@@ -232,6 +233,16 @@ def ask(addr: Ref, msg: Message, timeout: float) -> Reply:
     return reply
 
 
+def ask_status(addr: Ref, role: str, timeout: float) -> dict[str, Any]:
+    """The status of the daemon at `addr`, which must be a `role` daemon (``node``,
+    ``supervisor``): a daemon of another kind is a one-line error, not a wrong answer."""
+    body = ask(addr, StatusRequest(), timeout).body
+    problem = role_problem(addr, body, role)
+    if problem is not None:
+        raise click.ClickException(problem)
+    return body
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -247,10 +258,14 @@ def since_option(help_text: str) -> Callable[[F], F]:
     )
 
 
-def run_client(make: Any) -> None:
-    """Run a client coroutine: ClientError -> one-line error; Ctrl-C -> quiet exit 0."""
+def run_client(make: Any, *, graceful: bool = False) -> None:
+    """Run a client coroutine: ClientError -> one-line error; Ctrl-C -> quiet exit 0.
+
+    With `graceful`, `make(stopping)` gets a `pubsub.client.run.Stopping` and ends by itself
+    once SIGINT/SIGTERM sets it (`pubsub.client.run.until_done`); otherwise the signal
+    cancels the coroutine."""
     try:
-        asyncio.run(until_stopped(make))
+        asyncio.run(until_done(make) if graceful else until_stopped(make))
     except KeyboardInterrupt:
         return
     except ClientError as exc:

@@ -42,6 +42,12 @@ from pubsub.ops.experiment.cli import experiment
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(
+    package_name="pubsub-skipring",
+    prog_name="pubsub",
+    message="%(prog)s %(version)s",
+    help="Print the installed version (pubsub-skipring) and exit.",
+)
 @click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),

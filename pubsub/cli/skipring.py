@@ -4,7 +4,6 @@ subscribe, unsubscribe, publish, history and status (see `pubsub --help`)."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -19,6 +18,7 @@ from pubsub.cli.common import (
     ConfigError,
     admin_options,
     ask,
+    ask_status,
     interval_option,
     print_change,
     run_client,
@@ -27,10 +27,12 @@ from pubsub.cli.common import (
     since_option,
     telemetry_options,
 )
+from pubsub.cli.follow import follow
+from pubsub.cli.publishing import publish_stdin
 from pubsub.cli.formats import format_ack, format_delivery, format_node_status, format_supervisor_status
-from pubsub.client.library import Ack, Client, ClientError, ConnectionLost, PublishError
+from pubsub.cli.topics import Selection, SelectionError, patterns_in, select
+from pubsub.client.library import Ack, Client, ClientError, PublishError
 from pubsub.client.run import publish_pipelined
-from pubsub.kernel.control import StatusRequest
 from pubsub.kernel.message import Ref, Topic
 from pubsub.node.settings import NodeSettings, check_node_limits
 from pubsub.runtime.settings import (
@@ -174,84 +176,145 @@ def node(
     )
 
 
+LITERAL_OPTION = click.option(
+    "--literal",
+    is_flag=True,
+    help="Take every TOPIC as a topic name, even with * ? [ in it (no patterns).",
+)
+
+
+def _topics_given(topic: tuple[str, ...]) -> list[str]:
+    if not topic:
+        raise click.UsageError("Missing argument 'TOPIC...'.")
+    return list(topic)
+
+
+def _resolve(
+    args: list[str], literal: bool, available: list[str], where: str
+) -> Selection:
+    try:
+        return select(args, available, literal, where)
+    except SelectionError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _report_patterns(chosen: Selection, verb: str) -> None:
+    for pattern, matched in chosen.patterns.items():
+        click.echo(
+            f"pattern {pattern!r} matched {len(matched)} topic(s) now: {', '.join(matched)}"
+            + (" (topics created later are not joined)" if verb == "subscribe" else ""),
+            err=True,
+        )
+
+
+def _supervisor_topics(node_body: dict[str, object], timeout: float) -> list[str]:
+    supervisor_ref = node_body.get("supervisor")
+    if not isinstance(supervisor_ref, str):
+        raise click.ClickException("the node's status names no supervisor to resolve patterns with")
+    body = ask_status(Ref(supervisor_ref), "supervisor", timeout)
+    return [str(t) for t in (body.get("topics") or {})]
+
+
 @click.command()
-@click.argument("topic", type=TOPIC)
+@click.argument("topic", nargs=-1, type=TOPIC, metavar="TOPIC...")
 @click.option("--node", "node_ref", required=True, type=ADDRESS, help="The node's address.")
-@since_option("Deliver the publications with local number > N (resume after N).")
+@since_option("Deliver the publications with local number > N (resume after N; one TOPIC only).")
 @click.option("--new-only", is_flag=True, help="Skip the history: only what arrives from now on.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per delivery.")
 @click.option(
-    "--detach", is_flag=True, help="Only make the node join TOPIC and return at once."
+    "--detach", is_flag=True, help="Only make the node join the topics and return at once."
 )
 @click.option(
     "--count",
     type=click.IntRange(min=1),
     default=None,
     metavar="N",
-    help="Exit after N deliveries.",
+    help="Exit after N deliveries (of all topics together).",
 )
+@LITERAL_OPTION
 @TIMEOUT_OPTION
 def subscribe(
-    topic: str,
+    topic: tuple[str, ...],
     node_ref: Ref,
     since: int,
     new_only: bool,
     as_json: bool,
     detach: bool,
     count: int | None,
+    literal: bool,
     timeout: float,
 ) -> None:
-    """Make the node at --node subscribe to TOPIC and print its publications as they come.
+    """Make the node at --node subscribe to every TOPIC and print their publications as
+    they come.
 
-    Every publication the node holds or stores from now on is printed once, in the
-    node's local order (numbered 1, 2, 3, ...): by default from the beginning of the
-    history, with --since N after local number N, with --new-only from now on.  Runs
-    until interrupted (Ctrl-C exits quietly with status 0) or --count deliveries.
-    With --detach the node only joins the topic.
+    A TOPIC with * ? or [ is a pattern (sensors.*): it stands for every topic the
+    supervisor knows now that matches it; topics created later are not joined.  The
+    topics joined are printed, one line each.  Every publication the node holds or
+    stores from now on is printed once, in the node's local order (numbered 1, 2, 3, ...
+    per topic): by default from the beginning of the history, with --since N after local
+    number N, with --new-only from now on.  With several topics each line starts with its
+    topic.  Runs until interrupted (Ctrl-C exits quietly with status 0) or --count
+    deliveries.  With --detach the node only joins the topics.
     """
-    if detach:
-        reply = ask(node_ref, JoinTopic(topic=Topic(topic)), timeout)
-        print_change("subscribing", topic, node_ref, reply.body)
-        return
+    args = _topics_given(topic)
     if new_only and since:
         raise click.UsageError("give at most one of --since and --new-only")
+    body = ask_status(node_ref, "node", timeout)
+    available = _supervisor_topics(body, timeout) if patterns_in(args, literal) else []
+    chosen = _resolve(args, literal, available, "the supervisor's topics")
+    if since and len(chosen.topics) > 1:
+        raise click.UsageError(
+            f"--since numbers one topic's publications; {len(chosen.topics)} topics selected"
+        )
+    _report_patterns(chosen, "subscribe")
+    if detach:
+        for name in chosen.topics:
+            reply = ask(node_ref, JoinTopic(topic=Topic(name)), timeout)
+            print_change("subscribing", name, node_ref, reply.body)
+        return
 
-    async def stream() -> None:
-        client = Client(node_ref, timeout=timeout)
-        async with client.subscribe(topic, since=since, new_only=new_only) as sub:
-            click.echo(
-                f"{node_ref}: subscribed to {topic}; delivering from local #{sub.since + 1}"
-                f" (the node holds {sub.latest})",
-                err=True,
-            )
-            seen = 0
-            try:
-                async for delivery in sub:
-                    click.echo(format_delivery(delivery, as_json))
-                    seen += 1
-                    if count is not None and seen >= count:
-                        return
-            except ConnectionLost as exc:
-                raise ClientError(exc.code, f"{exc}; resume with --since {sub.last_seq}") from None
-
-    run_client(stream)
+    run_client(
+        lambda: follow(
+            node_ref,
+            chosen.topics,
+            since=since,
+            new_only=new_only,
+            as_json=as_json,
+            count=count,
+            timeout=timeout,
+        )
+    )
 
 
 @click.command()
-@click.argument("topic", type=TOPIC)
+@click.argument("topic", nargs=-1, type=TOPIC, metavar="TOPIC...")
 @click.option("--node", "node_ref", required=True, type=ADDRESS, help="The node's address.")
+@LITERAL_OPTION
 @TIMEOUT_OPTION
-def unsubscribe(topic: str, node_ref: Ref, timeout: float) -> None:
-    """Ask the node at --node to unsubscribe from TOPIC (it leaves once the supervisor agrees)."""
-    reply = ask(node_ref, LeaveTopic(topic=Topic(topic)), timeout)
-    print_change("unsubscribing", topic, node_ref, reply.body)
+def unsubscribe(topic: tuple[str, ...], node_ref: Ref, literal: bool, timeout: float) -> None:
+    """Ask the node at --node to unsubscribe from every TOPIC (it leaves once the
+    supervisor agrees).
 
-
-def _stdin_lines(stream: BinaryIO) -> Iterator[bytes]:
-    for line in stream:
-        if line.endswith(b"\n"):
-            line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
-        yield line
+    A TOPIC with * ? or [ is a pattern: every topic the node runs that matches it.  A topic
+    the node does not run is an error (exit 1), and then nothing is left.
+    """
+    args = _topics_given(topic)
+    body = ask_status(node_ref, "node", timeout)
+    running = {str(t): entry for t, entry in (body.get("topics") or {}).items()}
+    chosen = _resolve(args, literal, list(running), f"the topics {node_ref} runs")
+    missing = [t for t in chosen.topics if t not in running]
+    if missing:
+        have = ", ".join(sorted(running)) or "none"
+        raise click.ClickException(
+            f"{node_ref} does not subscribe to {', '.join(missing)} (its topics: {have}); "
+            "nothing was changed"
+        )
+    _report_patterns(chosen, "unsubscribe")
+    for name in chosen.topics:
+        entry = running[name]
+        already = isinstance(entry, dict) and entry.get("leaving")
+        reply = ask(node_ref, LeaveTopic(topic=Topic(name)), timeout)
+        print_change("unsubscribing", name + (" (already leaving)" if already else ""), node_ref, reply.body)
 
 
 @click.command()
@@ -286,19 +349,30 @@ def publish(
 ) -> None:
     """Publish MESSAGE on TOPIC through the node at --node.
 
-    Without MESSAGE and --file, every line read from stdin is one publication.  The node
-    need not subscribe to TOPIC (it then hands the publication to a member).  Each
-    publication is acknowledged once a member holds it durably; one line is printed per
-    acknowledgement (or one summary with --quiet).  Exits 1 at the first failure.
+    Without MESSAGE and --file, every line read from stdin is one publication, with up to
+    32 in flight.  The node need not subscribe to TOPIC (it then hands the publication to
+    a member).  Each publication is acknowledged once a member holds it durably; one line
+    is printed per acknowledgement as soon as it arrives (or one summary with --quiet).
+    Exits 1 at the first failure.  Reading stdin, SIGINT or SIGTERM stops reading, gives
+    the publications in flight 1 s to be acknowledged and prints a summary to stderr:
+    how many were acknowledged and each line still unknown (sent, not acknowledged);
+    the exit status is 1 if any is unknown, else 0.
     """
     if message is not None and file is not None:
         raise click.UsageError("give MESSAGE or --file, not both")
+    if message is None and file is None:
+        run_client(
+            lambda stopping: publish_stdin(
+                stopping, topic, node_ref, quiet=quiet, as_json=as_json, timeout=timeout
+            ),
+            graceful=True,
+        )
+        return
     if message is not None:
         payloads: Iterator[bytes] = iter([message.encode("utf-8")])
-    elif file is not None:
-        payloads = iter([file.read()])
     else:
-        payloads = _stdin_lines(sys.stdin.buffer)
+        assert file is not None
+        payloads = iter([file.read()])
 
     async def run() -> None:
         def show(ack: Ack) -> None:
@@ -359,7 +433,7 @@ def status(supervisor_ref: Ref | None, node_ref: Ref | None, as_json: bool, time
         raise click.UsageError("give exactly one of --supervisor and --node")
     addr = supervisor_ref or node_ref
     assert addr is not None
-    body = ask(addr, StatusRequest(), timeout).body
+    body = ask_status(addr, "supervisor" if supervisor_ref is not None else "node", timeout)
     if as_json:
         click.echo(json.dumps(body, indent=2, sort_keys=True))
     elif supervisor_ref is not None:

@@ -66,3 +66,56 @@ async def test_an_item_that_fails_to_read_is_the_failure() -> None:
     done, failure = await publish_pipelined(items(), publish, seen.append, Refused)
     assert (done, seen) == (2, [1, 2])
     assert str(failure) == "line 3: bad"
+
+
+# --- publish_window: prompt results, graceful stops ------------------------------------------
+async def _numbered(items: list[int], gate: asyncio.Event | None = None):  # type: ignore[no-untyped-def]
+    for i, item in enumerate(items, start=1):
+        if gate is not None and i > 1:
+            await gate.wait()
+        yield i, item
+
+
+async def test_a_result_is_reported_before_the_next_item_arrives() -> None:
+    gate = asyncio.Event()
+    seen: list[tuple[int, int]] = []
+
+    async def publish(item: int) -> int:
+        return item * 10
+
+    run = asyncio.create_task(
+        clientrun.publish_window(_numbered([1, 2], gate), publish, lambda n, r: seen.append((n, r)), Refused)
+    )
+    for _ in range(100):
+        if seen:
+            break
+        await asyncio.sleep(0.01)
+    assert seen == [(1, 10)]  # the second item has not come yet
+    gate.set()
+    outcome = await run
+    assert seen == [(1, 10), (2, 20)] and outcome.acknowledged == 2 and outcome.unknown == []
+
+
+async def test_a_stop_reports_what_is_still_unknown_after_the_grace() -> None:
+    stopping = clientrun.Stopping()
+    never = asyncio.Event()
+
+    async def publish(item: int) -> int:
+        if item >= 3:
+            await never.wait()
+        return item
+
+    seen: list[int] = []
+
+    async def stop_soon() -> None:
+        while len(seen) < 2:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        stopping.set(15)
+
+    asyncio.get_running_loop().create_task(stop_soon())
+    outcome = await clientrun.publish_window(
+        _numbered([1, 2, 3, 4]), publish, lambda n, r: seen.append(r), Refused, stopping, grace=0.1
+    )
+    assert outcome.stopped_by == "SIGTERM" and outcome.acknowledged == 2
+    assert outcome.unknown == [(3, 3), (4, 4)]

@@ -1,0 +1,79 @@
+"""`pubsub publish` reading standard input: one publication per line, a graceful stop.
+
+Each acknowledgement is printed as soon as it (and every line before it) is acknowledged --
+never held back until the next line is read, so ``tail -F log | pubsub publish ...`` shows
+every acknowledgement as it happens.  SIGINT or SIGTERM stops reading at once; the
+publications in flight get `pubsub.client.run.ACK_GRACE` seconds to be acknowledged; then a
+summary goes to stderr: how many were acknowledged, and each line that was sent but not
+acknowledged (*unknown*: the node may or may not have stored it).  Exit status: 0 when
+nothing is unknown, 1 when something is (or a publication failed).
+"""
+
+from __future__ import annotations
+
+import click
+
+from pubsub.cli.formats import format_ack
+from pubsub.client.library import Ack, Client, ClientError, PublishError
+from pubsub.client.run import ACK_GRACE, Outcome, Stopping, publish_window, stdin_lines
+from pubsub.kernel.message import Ref
+
+#: Characters of an unknown line shown in the summary.
+PREVIEW = 60
+
+
+def preview(payload: bytes) -> str:
+    text = payload.decode("utf-8", errors="replace").replace("\n", "\\n")
+    return text if len(text) <= PREVIEW else text[: PREVIEW - 3] + "..."
+
+
+async def publish_stdin(
+    stopping: Stopping,
+    topic: str,
+    node_ref: Ref,
+    *,
+    quiet: bool,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Publish every line of stdin on `topic` through `node_ref` (see the module docstring)."""
+
+    def show(number: int, ack: Ack) -> None:
+        if not quiet:
+            click.echo(format_ack(ack, as_json))
+
+    async with Client(node_ref, publish_timeout=timeout) as client:
+        outcome = await publish_window(
+            stdin_lines(), lambda payload: client.publish(topic, payload), show, PublishError, stopping
+        )
+    report(outcome, topic, node_ref, quiet)
+
+
+def report(outcome: Outcome[bytes, Ack, PublishError], topic: str, node_ref: Ref, quiet: bool) -> None:
+    """The summary on stderr; ClientError (exit 1) when something failed or is unknown."""
+    done = outcome.acknowledged
+    if outcome.stopped_by is not None:
+        unknown = outcome.unknown
+        click.echo(
+            f"stopped by {outcome.stopped_by}: {done} publication(s) acknowledged"
+            + (
+                f", {len(unknown)} unknown (sent, not acknowledged within {ACK_GRACE:g} s: "
+                "they may or may not be stored)"
+                if unknown
+                else ", none unknown"
+            ),
+            err=True,
+        )
+        for number, payload in unknown:
+            click.echo(f"unknown: line {number}: {preview(payload)}", err=True)
+    for number, error in outcome.also_failed:
+        click.echo(f"also failed: line {number}: {error}", err=True)
+    if outcome.failure is not None:
+        before = f" ({done} acknowledged before the failure)" if done else ""
+        raise ClientError(outcome.failure.code, f"{outcome.failure}{before}")
+    if outcome.unknown:
+        raise ClientError(
+            "unknown", f"{len(outcome.unknown)} publication(s) unknown after {outcome.stopped_by}"
+        )
+    if quiet:
+        click.echo(f"published {done} to {topic} through {node_ref}")

@@ -1,0 +1,352 @@
+"""The `pubsub` command's operational behaviour, with real processes: a supervisor and two
+nodes (`LocalCluster`), the CLI run as separate OS processes exactly as an operator runs it.
+
+Each test was written against a defect of the command as it was (the "Why" of the
+operations issue) and fails on that code:
+
+* `--version` did not exist;
+* `status --supervisor NODE` (and the reverse) exited 0 printing a wrong view, and
+  `publish`/`history`/`subscribe` through the supervisor's address said nothing helpful;
+* a port that accepts connections but does not speak pubsub held every command for its
+  whole --timeout;
+* `unsubscribe` of a topic the node never joined reported success;
+* `subscribe` took exactly one topic (joining 49 topics took 49 commands) and no patterns;
+* `publish` reading stdin printed each acknowledgement only once the *next* line was read,
+  and ignored SIGINT/SIGTERM until its input ended.
+
+Every wait is bounded; every process a test starts is stopped by its pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import IO
+
+import pytest
+
+from pubsub.ops.localcluster import LocalCluster
+
+pytestmark = pytest.mark.integration
+
+#: Seconds one short CLI command may take on a loaded 2-core machine (interpreter start included).
+COMMAND_TIMEOUT = 60.0
+#: Seconds the interpreter and the command's imports may take to start, on a loaded machine.
+STARTUP_ALLOWANCE = 2.5
+
+
+def pubsub(*args: str, stdin: str | None = None, timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pubsub.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **({"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}),
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path_factory.mktemp("cliops"), 2, interval=0.2, admin=False) as c:
+        c.subscribe(0, "news")
+        yield c
+
+
+# ------------------------------------------------------------------------------ --version
+def test_version_is_printed() -> None:
+    from importlib.metadata import version
+
+    done = pubsub("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"pubsub {version('pubsub-skipring')}"
+
+
+# ------------------------------------------------------------------------------ roles
+def test_status_of_a_node_given_as_the_supervisor_is_an_error(cluster: LocalCluster) -> None:
+    node = cluster.node_refs[0]
+    done = pubsub("status", "--supervisor", node)
+    assert done.returncode == 1 and done.stdout == ""
+    assert f"{node} is a subscriber node, not the supervisor; give its address with --node" in done.stderr
+    done = pubsub("status", "--supervisor", node, "--json")
+    assert done.returncode == 1 and done.stdout == ""
+
+
+def test_the_supervisor_given_as_a_node_is_an_error_for_every_node_command(cluster: LocalCluster) -> None:
+    sup = cluster.supervisor_ref
+    expected = f"{sup} is the supervisor, not a subscriber node; give its address with --supervisor"
+    for args in (
+        ("status", "--node", sup),
+        ("status", "--node", sup, "--json"),
+        ("subscribe", "news", "--node", sup, "--detach"),
+        ("subscribe", "news", "--node", sup, "--count", "1"),
+        ("unsubscribe", "news", "--node", sup),
+        ("publish", "news", "hello", "--node", sup),
+        ("history", "news", "--node", sup),
+    ):
+        done = pubsub(*args)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        assert expected in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+    # and the right addresses still work
+    assert pubsub("status", "--supervisor", sup).returncode == 0
+    assert pubsub("status", "--node", cluster.node_refs[0]).returncode == 0
+
+
+# ------------------------------------------------------------------------------ handshake
+@pytest.fixture
+def silent_port() -> Iterator[str]:
+    """A process that accepts TCP connections on 127.0.0.1 and never sends a byte."""
+    code = (
+        "import socket, sys\n"
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(64)\n"
+        "print(s.getsockname()[1], flush=True)\n"
+        "held = []\n"
+        "while True:\n"
+        "    held.append(s.accept()[0])\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        ready = selectors.DefaultSelector()
+        ready.register(proc.stdout, selectors.EVENT_READ)
+        assert ready.select(timeout=30), "the silent listener did not start"
+        port = int(proc.stdout.readline())
+        yield f"127.0.0.1:{port}"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("status", "--node", "{addr}"),
+        ("status", "--supervisor", "{addr}"),
+        ("subscribe", "news", "--node", "{addr}", "--detach"),
+        ("unsubscribe", "news", "--node", "{addr}"),
+        ("history", "news", "--node", "{addr}"),
+        ("publish", "news", "hello", "--node", "{addr}"),
+    ],
+)
+def test_a_port_that_does_not_speak_pubsub_fails_within_about_a_second(silent_port: str, args: tuple[str, ...]) -> None:
+    command = [a.format(addr=silent_port) for a in args]
+    started = time.monotonic()
+    done = pubsub(*command, "--timeout", "20")
+    took = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    assert f"{silent_port} accepted the connection but sent no reply within 1 s" in done.stderr
+    assert "does not speak pubsub" in done.stderr
+    assert took < 1.0 + STARTUP_ALLOWANCE, f"{command} took {took:.1f} s"
+
+
+# ------------------------------------------------------------------------------ unsubscribe
+def test_unsubscribing_a_topic_never_joined_is_an_error(cluster: LocalCluster) -> None:
+    node = cluster.node_refs[1]
+    done = pubsub("unsubscribe", "never-joined", "--node", node)
+    assert done.returncode == 1, done.stdout
+    assert f"{node} does not subscribe to never-joined" in done.stderr
+    assert "nothing was changed" in done.stderr and done.stdout == ""
+
+
+# ------------------------------------------------------------------------------ several topics, patterns
+def test_one_command_joins_49_topics(cluster: LocalCluster) -> None:
+    node = cluster.node_refs[1]
+    topics = [f"bulk-{i:02d}" for i in range(49)]
+    started = time.monotonic()
+    done = pubsub("subscribe", *topics, "--node", node, "--detach")
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"{node}: subscribing {t}" for t in topics]
+    assert took < 20, f"joining 49 topics took {took:.1f} s"
+    joined = cluster.node_status(1)["topics"]
+    assert set(topics) <= set(joined)
+    done = pubsub("unsubscribe", "bulk-*", "--node", node)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"{node}: unsubscribing {t}" for t in topics]
+    assert "pattern 'bulk-*' matched 49 topic(s) now" in done.stderr
+
+
+def test_patterns_resolve_against_the_supervisors_topics(cluster: LocalCluster) -> None:
+    first, second = cluster.node_refs
+    for topic in ("sensors.a", "sensors.b", "other"):
+        cluster.subscribe(0, topic)
+    cluster.poll(
+        lambda: [t for t in ("sensors.a", "sensors.b", "other")
+                 if t not in cluster.supervisor_status()["topics"]],
+        30, "the supervisor knows the new topics",
+    )
+    done = pubsub("subscribe", "sensors.*", "--node", second, "--detach")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"{second}: subscribing sensors.a", f"{second}: subscribing sensors.b"]
+    assert (
+        "pattern 'sensors.*' matched 2 topic(s) now: sensors.a, sensors.b "
+        "(topics created later are not joined)"
+    ) in done.stderr
+    assert {"sensors.a", "sensors.b"} <= set(cluster.node_status(1)["topics"])
+    assert "other" not in cluster.node_status(1)["topics"]
+    # a pattern that matches nothing changes nothing; --literal takes it as a name
+    done = pubsub("subscribe", "nothing.*", "news", "--node", second, "--detach")
+    assert done.returncode == 1 and "pattern 'nothing.*' matches none" in done.stderr
+    assert "news" not in cluster.node_status(1)["topics"]
+    # unsubscribe of a pattern: the node's own topics
+    done = pubsub("unsubscribe", "sensors.?", "--node", second)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"{second}: unsubscribing sensors.a", f"{second}: unsubscribing sensors.b"]
+
+
+def test_streaming_several_topics_prefixes_each_line_with_its_topic(cluster: LocalCluster) -> None:
+    first = cluster.node_refs[0]
+    cluster.subscribe(0, "multi-a")
+    cluster.subscribe(0, "multi-b")
+    cluster.publish(0, "multi-a", "from a")
+    cluster.publish(0, "multi-b", "from b")
+    done = pubsub("subscribe", "multi-a", "multi-b", "--node", first, "--count", "2", timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = sorted(done.stdout.splitlines())
+    assert lines[0].startswith("multi-a #1 ") and lines[0].endswith(" from a")
+    assert lines[1].startswith("multi-b #1 ") and lines[1].endswith(" from b")
+    done = pubsub("subscribe", "multi-a", "multi-b", "--node", first, "--since", "1")
+    assert done.returncode == 2 and "--since numbers one topic" in done.stderr
+
+
+# ------------------------------------------------------------------------------ publish from stdin
+class Publisher:
+    """`pubsub publish TOPIC --node NODE` reading a pipe we hold open."""
+
+    def __init__(self, node: str, topic: str, *extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pubsub.cli.main", "publish", topic, "--node", node, *extra],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert self.proc.stdout is not None and self.proc.stdin is not None
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        self._out = b""
+
+    def send(self, *lines: str) -> None:
+        stdin: IO[bytes] | None = self.proc.stdin
+        assert stdin is not None
+        stdin.write("".join(line + "\n" for line in lines).encode())
+        stdin.flush()
+
+    def stdout_lines(self, count: int, timeout: float) -> list[str]:
+        """The first `count` lines of stdout, waiting at most `timeout` seconds for them."""
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        while self._out.count(b"\n") < count:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if sel.select(timeout=left):
+                chunk = self.proc.stdout.read()
+                if not chunk:
+                    break
+                self._out += chunk
+        return self._out.decode().splitlines()[:count]
+
+    def stop(self, sig: int, timeout: float) -> tuple[int | None, float, str]:
+        """Send `sig`; (exit code or None if still running after `timeout`, seconds, stderr)."""
+        started = time.monotonic()
+        os.kill(self.proc.pid, sig)
+        try:
+            code: int | None = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        took = time.monotonic() - started
+        err = b""
+        if code is not None:
+            assert self.proc.stderr is not None
+            err = self.proc.stderr.read()
+        return code, took, err.decode()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
+
+@pytest.fixture
+def publishers() -> Iterator[list[Publisher]]:
+    started: list[Publisher] = []
+    try:
+        yield started
+    finally:
+        for p in started:
+            p.kill()
+
+
+def test_each_acknowledgement_is_printed_before_the_next_line_is_read(
+    cluster: LocalCluster, publishers: list[Publisher]
+) -> None:
+    p = Publisher(cluster.node_refs[0], "news")
+    publishers.append(p)
+    p.send("first")
+    lines = p.stdout_lines(1, timeout=20)
+    assert len(lines) == 1 and lines[0].startswith("ack news "), lines
+    p.send("second")
+    assert len(p.stdout_lines(2, timeout=20)) == 2
+    code, took, err = p.stop(signal.SIGTERM, timeout=10)
+    assert code == 0, err
+    assert "stopped by SIGTERM: 2 publication(s) acknowledged, none unknown" in err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_a_stdin_publish_within_two_seconds_with_an_honest_summary(
+    cluster: LocalCluster, publishers: list[Publisher], sig: int
+) -> None:
+    """The node stops answering (SIGSTOP) with two lines in flight: the signal ends the
+    command within 2 s, the summary counts what was acknowledged and names the lines
+    whose fate is unknown, and the exit status is 1."""
+    p = Publisher(cluster.node_refs[0], "news")
+    publishers.append(p)
+    p.send("acked-1", "acked-2")
+    assert len(p.stdout_lines(2, timeout=20)) == 2
+    cluster.kill(0, signal.SIGSTOP)
+    try:
+        p.send("lost-3", "lost-4")
+        time.sleep(0.3)  # let the two requests leave (nothing can answer them now)
+        code, took, err = p.stop(sig, timeout=10)
+    finally:
+        cluster.kill(0, signal.SIGCONT)
+    assert code is not None, "the publisher ignored the signal"
+    assert took < 2.0, f"the publisher took {took:.2f} s to stop"
+    name = signal.Signals(sig).name
+    assert code == 1, err
+    assert f"stopped by {name}: 2 publication(s) acknowledged, 2 unknown" in err
+    assert "unknown: line 3: lost-3" in err and "unknown: line 4: lost-4" in err
+
+
+def test_an_idle_stdin_publish_stops_on_sigterm(cluster: LocalCluster, publishers: list[Publisher]) -> None:
+    """`tail -F log | pubsub publish` under a service manager: no input, then SIGTERM."""
+    p = Publisher(cluster.node_refs[0], "news", "--quiet")
+    publishers.append(p)
+    p.send("only")
+    time.sleep(0.5)
+    code, took, err = p.stop(signal.SIGTERM, timeout=10)
+    assert code == 0 and took < 2.0, (code, took, err)
+    assert "stopped by SIGTERM: 1 publication(s) acknowledged, none unknown" in err
+
+
+def test_publish_from_stdin_still_ends_at_the_end_of_input(cluster: LocalCluster) -> None:
+    done = pubsub("publish", "news", "--node", cluster.node_refs[1], "--json", stdin="x\ny\r\nz")
+    assert done.returncode == 0, done.stderr
+    acks = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(acks) == 3 and all(a["topic"] == "news" for a in acks)
+    history = pubsub("history", "news", "--node", cluster.node_refs[0], "--json")
+    payloads = [json.loads(line)["payload"] for line in history.stdout.splitlines()]
+    assert sorted(payloads[-3:]) == ["x", "y", "z"]
