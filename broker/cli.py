@@ -43,7 +43,17 @@ from broker.client import BrokerClient, advertisement_id, to_attrs, to_filter
 from broker.cores.language.text import attrs_to_text, parse_filter
 from broker.cores.language.values import FilterError
 from broker.cores.messages import Deliver
-from pubsub.cli.common import ADDRESS, ConfigError, admin_options, run_client, run_daemon, telemetry_options
+from pubsub.cli.common import (
+    ADDRESS,
+    ConfigError,
+    admin_options,
+    config_option,
+    current_config,
+    from_config,
+    run_client,
+    run_daemon,
+    telemetry_options,
+)
 from pubsub.runtime.settings import AdminSettings, TelemetrySettings
 from pubsub.client.library import ClientError
 from pubsub.client.run import publish_pipelined
@@ -79,6 +89,13 @@ CLIENT_OPTION = click.option(
 
 
 # --- the daemon ------------------------------------------------------------------------------------
+def _broker_settings() -> tuple[type[Any], ...]:
+    from broker.settings import BrokerSettings
+    from pubsub.runtime.settings import RuntimeSettings
+
+    return (RuntimeSettings, TelemetrySettings, AdminSettings, BrokerSettings)
+
+
 @click.command("broker")
 @click.option(
     "--topology", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
@@ -103,6 +120,7 @@ CLIENT_OPTION = click.option(
 @click.option("--heartbeat", type=float, default=None, metavar="S",
               help="Seconds between heartbeats to the neighbours, which reveal dead ones "
               "(0: off; default 0.5; env PUBSUB_BROKER_HEARTBEAT).")
+@config_option("a broker", _broker_settings, "listen")
 @telemetry_options
 @admin_options
 def broker_command(
@@ -137,10 +155,12 @@ def broker_command(
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--link-rate") from None
         rates[link] = rate
+    listen = from_config("listen", listen, "--listen", lambda v: ADDRESS.convert(str(v), None, None))
     try:
         settings = load(
             BrokerSettings,
             FLAGS,
+            config=current_config(),
             broker_topology=topology,
             broker_id=broker_id,
             broker_protocol=protocol,
@@ -152,7 +172,7 @@ def broker_command(
         )
         topo = load_topology(settings.broker_topology)
         address = check_against_topology(topo, settings, listen)
-        runtime_settings = load(RuntimeSettings, {})
+        runtime_settings = load(RuntimeSettings, {}, config=current_config())
     except (SettingsError, TopologyError) as exc:
         raise ConfigError(str(exc)) from None
     run_daemon(

@@ -20,13 +20,20 @@ from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref
 from pubsub.kernel.wire import WireError, validate_ref, validate_topic
 from pubsub.runtime.client import RequestError, request
+from pubsub.runtime.logsetup import FORMATS, LEVELS
+from pubsub.runtime.logsetup import configure as configure_logging
 from pubsub.runtime.settings import (
+    CONFIG_ENV,
     AdminSettings,
+    ConfigFile,
     RuntimeSettings,
     SettingsError,
     TelemetrySettings,
     load,
+    settings_names,
 )
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 FLAGS = {
     "timeout_interval": "--interval",
@@ -84,6 +91,105 @@ class ConfigError(click.ClickException):
     exit_code = 2
 
 
+# --- configuration files ---------------------------------------------------------------------
+_CONFIG = "pubsub.config"
+_LOG = "pubsub.log"
+#: Keys every daemon's configuration file may hold besides its settings.
+LOG_KEYS = ("log_level", "log_format")
+
+
+def remember_log_settings(ctx: click.Context, level: str, fmt: str) -> None:
+    """Record the group's --log-level / --log-format and whether the user gave them (flag or
+    environment), so that a daemon's configuration file may set them otherwise."""
+    ctx.meta[_LOG] = {
+        "log_level": (level, ctx.get_parameter_source("log_level")),
+        "log_format": (fmt, ctx.get_parameter_source("log_format")),
+    }
+
+
+def current_config() -> ConfigFile | None:
+    """The configuration file of the daemon command being run (``--config``), if any."""
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(_CONFIG)
+
+
+def _apply_log_settings(ctx: click.Context, config: ConfigFile) -> None:
+    chosen = dict(ctx.meta.get(_LOG) or {})
+    values: dict[str, str] = {}
+    for key, allowed in (("log_level", LEVELS), ("log_format", FORMATS)):
+        value, source = chosen.get(key, (None, None))
+        if config.get(key) is not None and source in (None, click.core.ParameterSource.DEFAULT):
+            value = str(config.get(key)).lower()
+            if value not in allowed:
+                raise ConfigError(
+                    f"invalid configuration: {key} (--{key.replace('_', '-')} / "
+                    f"PUBSUB_{key.upper()} / config file {config.path}): must be one of "
+                    f"{', '.join(allowed)}, not {config.get(key)!r}"
+                )
+        values[key] = value or ("info" if key == "log_level" else "text")
+    if any(config.get(key) is not None for key in LOG_KEYS):
+        configure_logging(values["log_level"], values["log_format"])
+
+
+def config_option(what: str, classes: Callable[[], tuple[type[Any], ...]], *extra: str) -> Callable[[F], F]:
+    """``--config FILE`` (env PUBSUB_CONFIG) for a daemon command: the file is read and
+    checked (only settings of `classes`, the flag-only keys `extra` and log_level /
+    log_format) before anything else; `current_config` hands it to every `load`.  Apply
+    it above the option groups (`telemetry_options`, `admin_options`)."""
+
+    def decorate(f: F) -> F:
+        @functools.wraps(f)
+        def wrapper(*args: Any, config: Path | None, **kwargs: Any) -> Any:
+            ctx = click.get_current_context()
+            loaded: ConfigFile | None = None
+            if config is not None:
+                try:
+                    loaded = ConfigFile.read(config)
+                    loaded.check(settings_names(*classes()) | set(extra) | set(LOG_KEYS), what)
+                except SettingsError as exc:
+                    raise ConfigError(str(exc)) from None
+                _apply_log_settings(ctx.find_root(), loaded)
+            ctx.meta[_CONFIG] = loaded
+            return f(*args, **kwargs)
+
+        return click.option(
+            "--config",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            envvar=CONFIG_ENV,
+            metavar="FILE",
+            help="Configuration file (YAML, or TOML if it ends in .toml): setting names as in "
+            "the README's settings table (the environment variable without PUBSUB_, lower "
+            "case) to values.  Flags and PUBSUB_* variables override it (env PUBSUB_CONFIG).",
+        )(wrapper)  # type: ignore[return-value]
+
+    return decorate
+
+
+def from_config(name: str, value: Any, flag: str, convert: Callable[[Any], Any]) -> Any:
+    """A flag-only setting (``--listen``, ``--supervisor``): the flag's `value`, else the
+    configuration file's `name` through `convert` (a one-line error when it is bad), else
+    None."""
+    if value is not None:
+        return value
+    config = current_config()
+    if config is None or config.get(name) is None:
+        return None
+    try:
+        return convert(config.get(name))
+    except (ValueError, click.BadParameter) as exc:
+        detail = exc.format_message() if isinstance(exc, click.BadParameter) else str(exc)
+        raise ConfigError(
+            f"invalid configuration: {name} ({flag} / config file {config.path}): {detail}"
+        ) from None
+
+
+def required(value: Any, name: str, flag: str) -> Any:
+    if value is None:
+        raise click.UsageError(f"Missing option '{flag}' (or {name} in the --config file).")
+    return value
+
+
 def interval_option(f: Any) -> Any:
     return click.option(
         "--interval",
@@ -96,7 +202,7 @@ def interval_option(f: Any) -> Any:
 
 def settings_for_runtime(interval: float | None) -> RuntimeSettings:
     try:
-        return load(RuntimeSettings, FLAGS, timeout_interval=interval)
+        return load(RuntimeSettings, FLAGS, config=current_config(), timeout_interval=interval)
     except SettingsError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -117,6 +223,7 @@ def telemetry_options(f: Any) -> Any:
             telemetry = load(
                 TelemetrySettings,
                 FLAGS,
+                config=current_config(),
                 metrics_port=metrics_port,
                 metrics_host=metrics_host,
                 events_dir=events_dir,
@@ -168,6 +275,7 @@ def admin_options(f: Any) -> Any:
             admin = load(
                 AdminSettings,
                 FLAGS,
+                config=current_config(),
                 admin_listen=admin_listen,
                 admin_allow_remote=admin_allow_remote or None,
             )
@@ -241,9 +349,6 @@ def ask_status(addr: Ref, role: str, timeout: float) -> dict[str, Any]:
     if problem is not None:
         raise click.ClickException(problem)
     return body
-
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def since_option(help_text: str) -> Callable[[F], F]:

@@ -1,12 +1,14 @@
 """The `pubsub` command: run the daemons, and talk to them as a client.
 
+    pubsub [--version] [--log-level L] [--log-format text|json] COMMAND ...
     pubsub supervisor --listen HOST:PORT --data DIR [--interval S] [--config-budget N]
     pubsub node --listen HOST:PORT --supervisor HOST:PORT [--data DIR] [--interval S]
                 [--no-flooding]
-    (both daemons: [--metrics-port PORT] [--metrics-host HOST] [--events-dir DIR]
-                   [--admin-listen HOST:PORT [--admin-allow-remote]])
-    pubsub subscribe TOPIC --node HOST:PORT [--since N | --new-only] [--json] [--detach]
-    pubsub unsubscribe TOPIC --node HOST:PORT
+    (both daemons: [--config FILE] [--metrics-port PORT] [--metrics-host HOST]
+                   [--events-dir DIR] [--admin-listen HOST:PORT [--admin-allow-remote]])
+    pubsub subscribe TOPIC... --node HOST:PORT [--since N | --new-only] [--json] [--detach]
+                     [--literal]          (TOPIC may be a pattern: 'sensors.*')
+    pubsub unsubscribe TOPIC... --node HOST:PORT [--literal]
     pubsub publish TOPIC [MESSAGE | --file F] --node HOST:PORT [--quiet] [--json]
     pubsub history TOPIC --node HOST:PORT [--since N] [--json]
     pubsub status (--supervisor HOST:PORT | --node HOST:PORT) [--json]
@@ -20,25 +22,26 @@ The commands come from the registered modes (`pubsub.modes`): the skip ring's in
 publish and status take each mode's form (`pubsub.cli.verbs`).  The client commands talk to
 the daemons through the client libraries (`pubsub.client.library`, `broker.client`).
 
-Daemon settings come from the flags, then ``PUBSUB_*`` environment variables
-(`pubsub.runtime.settings`), then defaults.  Logs go to stderr.  Every failure an operator can cause
-(a bad flag, an unreachable daemon, an unusable data directory, a port in use) ends with a
-one-line message and a non-zero exit code, never a traceback.
+Daemon settings come from the flags, then ``PUBSUB_*`` environment variables, then the
+daemon's configuration file (``--config FILE`` / ``PUBSUB_CONFIG``), then defaults
+(`pubsub.runtime.settings`).  Logs go to stderr, as text or JSON lines (``--log-format``).
+Every failure an operator can cause (a bad flag or config file, an unreachable daemon, a
+port that does not speak pubsub, a daemon of the wrong kind, an unusable data directory, a
+port in use) ends with a one-line message and a non-zero exit code, never a traceback.
 """
 
 from __future__ import annotations
 
-import logging
-import sys
-
 import click
 
 from pubsub.cli.chaos import chaos
+from pubsub.cli.common import remember_log_settings
 from pubsub.cli.cluster import cluster
 from pubsub.cli.verbs import add_form
 from pubsub.modes import all_modes
 from pubsub.ops.analysis.cli import analyze
 from pubsub.ops.experiment.cli import experiment
+from pubsub.runtime.logsetup import configure as configure_logging
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -54,19 +57,27 @@ from pubsub.ops.experiment.cli import experiment
     default="info",
     show_default=True,
     envvar="PUBSUB_LOG_LEVEL",
-    help="Least severe log messages written to stderr (env PUBSUB_LOG_LEVEL).",
+    help="Least severe log messages written to stderr (env PUBSUB_LOG_LEVEL; a daemon's "
+    "--config file may set log_level).",
 )
-def main(log_level: str) -> None:
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"], case_sensitive=False),
+    default="text",
+    show_default=True,
+    envvar="PUBSUB_LOG_FORMAT",
+    help="Log lines as text, or as one JSON object per line (env PUBSUB_LOG_FORMAT; a "
+    "daemon's --config file may set log_format).",
+)
+@click.pass_context
+def main(ctx: click.Context, log_level: str, log_format: str) -> None:
     """Self-stabilizing publish/subscribe over skip rings (BuildSR).
 
     Run a supervisor and subscriber nodes on TCP, then subscribe nodes to topics and
     inspect their state.
     """
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=getattr(logging, log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(log_level, log_format)
+    remember_log_settings(ctx, log_level, log_format)
 
 
 def _assemble(group: click.Group) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import click
 
@@ -19,8 +19,12 @@ from pubsub.cli.common import (
     admin_options,
     ask,
     ask_status,
+    config_option,
+    current_config,
+    from_config,
     interval_option,
     print_change,
+    required,
     run_client,
     run_daemon,
     settings_for_runtime,
@@ -37,6 +41,7 @@ from pubsub.kernel.message import Ref, Topic
 from pubsub.node.settings import NodeSettings, check_node_limits
 from pubsub.runtime.settings import (
     AdminSettings,
+    RuntimeSettings,
     SettingsError,
     TelemetrySettings,
     load,
@@ -45,12 +50,25 @@ from pubsub.skipring.messages import JoinTopic, LeaveTopic
 from supervisor.settings import SupervisorSettings
 
 
+def _supervisor_settings() -> tuple[type[Any], ...]:
+    return (RuntimeSettings, TelemetrySettings, AdminSettings, SupervisorSettings)
+
+
+def _node_settings() -> tuple[type[Any], ...]:
+    return (RuntimeSettings, TelemetrySettings, AdminSettings, NodeSettings)
+
+
+def _address(value: Any) -> Ref:
+    return ADDRESS.convert(str(value), None, None)
+
+
 @click.command()
 @click.option(
     "--listen",
-    required=True,
     type=ADDRESS,
-    help="Address to listen on; it is also the supervisor's reference, which nodes are given.",
+    default=None,
+    help="Address to listen on; it is also the supervisor's reference, which nodes are given "
+    "(required, here or as listen in the --config file).",
 )
 @click.option(
     "--data",
@@ -70,10 +88,11 @@ from supervisor.settings import SupervisorSettings
     help="Configurations (SetData) sent per topic per Timeout (default 1; env "
     "PUBSUB_CONFIG_BUDGET).",
 )
+@config_option("the supervisor", _supervisor_settings, "listen")
 @telemetry_options
 @admin_options
 def supervisor(
-    listen: Ref,
+    listen: Ref | None,
     data_dir: Path | None,
     interval: float | None,
     config_budget: int | None,
@@ -83,27 +102,39 @@ def supervisor(
     """Run the supervisor daemon until SIGTERM or SIGINT."""
     from supervisor.app import run_supervisor
 
+    address: Ref = required(from_config("listen", listen, "--listen", _address), "listen", "--listen")
     runtime_settings = settings_for_runtime(interval)
     try:
-        settings = load(SupervisorSettings, FLAGS, data_dir=data_dir, config_budget=config_budget)
+        settings = load(
+            SupervisorSettings,
+            FLAGS,
+            config=current_config(),
+            data_dir=data_dir,
+            config_budget=config_budget,
+        )
     except SettingsError as exc:
         raise ConfigError(str(exc)) from None
     run_daemon(
         "supervisor",
-        listen,
-        lambda: run_supervisor(listen, runtime_settings, settings, telemetry, admin),
+        address,
+        lambda: run_supervisor(address, runtime_settings, settings, telemetry, admin),
     )
 
 
 @click.command()
 @click.option(
     "--listen",
-    required=True,
     type=ADDRESS,
-    help="Address to listen on; it is also this node's reference.",
+    default=None,
+    help="Address to listen on; it is also this node's reference (required, here or as "
+    "listen in the --config file).",
 )
 @click.option(
-    "--supervisor", "supervisor_ref", required=True, type=ADDRESS, help="The supervisor's address."
+    "--supervisor",
+    "supervisor_ref",
+    type=ADDRESS,
+    default=None,
+    help="The supervisor's address (required, here or as supervisor in the --config file).",
 )
 @click.option(
     "--data",
@@ -140,11 +171,12 @@ def supervisor(
     help="Seconds a group commit waits for more publications before it starts (default 0: "
     "at once; env PUBSUB_PUBLISH_LINGER).",
 )
+@config_option("a node", _node_settings, "listen", "supervisor")
 @telemetry_options
 @admin_options
 def node(
-    listen: Ref,
-    supervisor_ref: Ref,
+    listen: Ref | None,
+    supervisor_ref: Ref | None,
     telemetry: TelemetrySettings,
     admin: AdminSettings,
     data_dir: Path | None,
@@ -156,11 +188,16 @@ def node(
     """Run a subscriber node daemon until SIGTERM or SIGINT."""
     from pubsub.node.app import run_node
 
+    address: Ref = required(from_config("listen", listen, "--listen", _address), "listen", "--listen")
+    supervisor_address: Ref = required(
+        from_config("supervisor", supervisor_ref, "--supervisor", _address), "supervisor", "--supervisor"
+    )
     runtime_settings = settings_for_runtime(interval)
     try:
         settings = load(
             NodeSettings,
             FLAGS,
+            config=current_config(),
             data_dir=data_dir,
             flooding=False if no_flooding else None,
             dissemination=dissemination,
@@ -171,8 +208,8 @@ def node(
         raise ConfigError(str(exc)) from None
     run_daemon(
         "node",
-        listen,
-        lambda: run_node(listen, supervisor_ref, runtime_settings, settings, telemetry, admin),
+        address,
+        lambda: run_node(address, supervisor_address, runtime_settings, settings, telemetry, admin),
     )
 
 

@@ -109,6 +109,8 @@ class Telemetry:
                 app.ref,
                 rotate_seconds=settings.events_rotate_seconds,
                 rotate_bytes=settings.events_rotate_bytes,
+                retain_files=settings.events_retain_files,
+                retain_seconds=settings.events_retain_seconds,
             )
             runtime.events = self.events
         own = instrument(TopicLabels(settings.metrics_max_topics), self.events, settings)

@@ -1,23 +1,43 @@
 """Daemon configuration shared by every mode: pydantic-settings models read from ``PUBSUB_*`` environment variables.
 
 Precedence, highest first: command-line flags (passed to `load` as overrides), environment
-variables (``PUBSUB_TIMEOUT_INTERVAL=0.5``, ...), then the defaults below.  Everything is
-validated at start; `load` turns a validation failure into a `SettingsError` whose message
-is one line naming the setting, its environment variable and what is wrong, so the CLI can
-print it instead of a traceback.
+variables (``PUBSUB_TIMEOUT_INTERVAL=0.5``, ...), a configuration file (`ConfigFile`,
+``--config FILE`` / ``PUBSUB_CONFIG``), then the defaults below.  Everything is validated
+at start; `load` turns a validation failure into a `SettingsError` whose message is one
+line naming the setting, its flag, its environment variable (and the file when the value
+came from there) and what is wrong, so the CLI can print it instead of a traceback.
+
+A configuration file is a flat mapping, YAML (``.yaml``, ``.yml``, or any other name) or
+TOML (``.toml``), of setting names -- the environment variable without ``PUBSUB_``, in
+lower case; ``-`` may stand for ``_`` -- to values::
+
+    timeout_interval: 0.5          # PUBSUB_TIMEOUT_INTERVAL
+    data_dir: data                 # relative paths are relative to the file's directory
+    metrics_port: 9100
+
+`ConfigFile.check` refuses keys that are no setting of the daemon at hand (one line naming
+them), so a typo cannot pass silently.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+import tomllib
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-
 ENV_PREFIX = "PUBSUB_"
+#: The environment variable that names a daemon's configuration file.
+CONFIG_ENV = ENV_PREFIX + "CONFIG"
+
+
 class SettingsError(ValueError):
     """Invalid configuration; the message is a single line meant for the operator."""
 
@@ -89,6 +109,18 @@ class TelemetrySettings(BaseSettings):
     events_snapshot_every: int = Field(
         10, ge=1, description="Timeout intervals between periodic snapshot events"
     )
+    events_retain_files: int = Field(
+        0,
+        ge=0,
+        description="rotated event files of this daemon kept in the run directory; older "
+        "ones are deleted as it rotates (0: keep all)",
+    )
+    events_retain_seconds: float = Field(
+        0.0,
+        ge=0,
+        description="seconds a rotated event file of this daemon is kept; older ones are "
+        "deleted as it rotates (0: keep all)",
+    )
 
 
 class AdminSettings(BaseSettings):
@@ -144,7 +176,10 @@ def is_loopback(host: str) -> bool:
 S = TypeVar("S", bound=BaseSettings)
 
 
-def _one_line(exc: ValidationError, flags: Mapping[str, str]) -> str:
+def _one_line(
+    exc: ValidationError, flags: Mapping[str, str], config: ConfigFile | None = None, from_file: Iterable[str] = ()
+) -> str:
+    from_file = set(from_file)
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err.get("loc", ()))
@@ -155,20 +190,142 @@ def _one_line(exc: ValidationError, flags: Mapping[str, str]) -> str:
                 sources.insert(0, flags[loc])
             if err.get("type") == "missing":
                 msg = "required but not set"
+            elif loc in from_file and config is not None:
+                sources.append(f"config file {config.path}")
+                msg = f"{msg} (got {config.values[loc]!r} from {config.path.name})"
             parts.append(f"{loc} ({' / '.join(sources)}): {msg}")
         else:
             parts.append(msg)
     return "invalid configuration: " + "; ".join(parts)
 
 
-def load(cls: type[S], flags: Mapping[str, str] | None = None, **overrides: Any) -> S:
-    """Build `cls` from the environment, with non-None `overrides` (CLI flags) on top.
+# --------------------------------------------------------------------------- configuration files
+@dataclass(frozen=True)
+class ConfigFile:
+    """A daemon's configuration file, read and flattened (see the module docstring)."""
+
+    path: Path
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, path: Path | str) -> ConfigFile:
+        """Read `path`; SettingsError (one line) when it cannot be read or is not a flat
+        mapping of names to values."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SettingsError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise SettingsError(f"config file {path} is not UTF-8 text") from None
+        data: Any
+        if path.suffix.lower() == ".toml":
+            try:
+                data = tomllib.loads(text)
+            except tomllib.TOMLDecodeError as exc:
+                raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
+        else:
+            import yaml
+
+            try:
+                data = yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                where = getattr(exc, "problem_mark", None)
+                at = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else ""
+                problem = getattr(exc, "problem", None) or type(exc).__name__
+                raise SettingsError(f"config file {path} is not valid YAML{at}: {problem}") from None
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise SettingsError(
+                f"config file {path} must be a mapping of setting names to values, not a "
+                f"{type(data).__name__}"
+            )
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            if not isinstance(key, str):
+                raise SettingsError(f"config file {path}: the key {key!r} is not a setting name")
+            if isinstance(value, dict) and not _takes_mapping(key):
+                raise SettingsError(
+                    f"config file {path}: {key} holds a table; settings are flat (name: value)"
+                )
+            values[key.strip().lower().replace("-", "_")] = value
+        return cls(path.absolute(), values)
+
+    def check(self, known: Iterable[str], what: str) -> None:
+        """SettingsError naming every key that is not in `known` (the settings of `what`)."""
+        allowed = set(known)
+        unknown = sorted(k for k in self.values if k not in allowed)
+        if unknown:
+            import difflib
+
+            close = {k: difflib.get_close_matches(k, sorted(allowed), n=1) for k in unknown}
+            hints = [f"{k} -> {m[0]}" for k, m in close.items() if m]
+            known = f"did you mean {', '.join(hints)}?" if hints else f"known: {', '.join(sorted(allowed))}"
+            raise SettingsError(
+                f"config file {self.path}: unknown setting{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(unknown)} for {what} ({known})"
+            )
+
+    def get(self, name: str) -> Any:
+        return self.values.get(name)
+
+
+def _takes_mapping(key: str) -> bool:
+    """Settings whose value is itself a mapping (the broker's link rates)."""
+    return key.strip().lower().replace("-", "_") in {"broker_link_rates"}
+
+
+def settings_names(*classes: type[BaseSettings]) -> set[str]:
+    """Every setting name of `classes` (what a configuration file may hold for them)."""
+    return {name for cls in classes for name in cls.model_fields}
+
+
+def _env_has(name: str) -> bool:
+    wanted = (ENV_PREFIX + name).upper()
+    return any(key.upper() == wanted for key in os.environ)
+
+
+def _is_path(annotation: Any) -> bool:
+    if annotation is Path:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_path(a) for a in typing.get_args(annotation))
+    return False
+
+
+def _from_file(cls: type[BaseSettings], config: ConfigFile) -> dict[str, Any]:
+    """The file's values for the fields of `cls` that no environment variable sets, with
+    relative paths taken relative to the file's directory."""
+    out: dict[str, Any] = {}
+    for name, info in cls.model_fields.items():
+        if name not in config.values or _env_has(name):
+            continue
+        value = config.values[name]
+        if isinstance(value, str) and value and _is_path(info.annotation) and not Path(value).is_absolute():
+            value = str(config.path.parent / value)
+        out[name] = value
+    return out
+
+
+def load(
+    cls: type[S],
+    flags: Mapping[str, str] | None = None,
+    *,
+    config: ConfigFile | None = None,
+    **overrides: Any,
+) -> S:
+    """Build `cls` from the flags (non-None `overrides`), the environment, the configuration
+    file `config` and the defaults, in that order of precedence.
 
     `flags` maps setting names to the command-line flags that set them, so that the error
-    message can name both ways of fixing a bad value.
+    message can name every way of fixing a bad value.
     """
     given = {k: v for k, v in overrides.items() if v is not None}
+    file_values = _from_file(cls, config) if config is not None else {}
     try:
-        return cls(**given)
+        return cls(**(file_values | given))
     except ValidationError as exc:
-        raise SettingsError(_one_line(exc, flags or {})) from None
+        from_file = set(file_values) - set(given)
+        raise SettingsError(_one_line(exc, flags or {}, config, from_file)) from None

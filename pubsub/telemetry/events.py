@@ -19,6 +19,12 @@ the PySpark analysis (`pubsub analyze`) reads it.  This module has two parts.
     counted in `errors`, the events of the failed file are counted in `dropped`, and the
     writer tries a new file no sooner than `rotate_seconds` later.
 
+    Retention (``retain_files``, ``retain_seconds``; both 0, keep everything, by default):
+    after each rotation the writer deletes the oldest of *its own* rotated files -- those
+    named after its role and reference, from this and earlier runs of the same daemon --
+    beyond the newest ``retain_files``, and those last written more than ``retain_seconds``
+    ago.  Files of other daemons and of other tools in the same directory are never touched.
+
     Other tools use the same class for their own events (``role="chaos"``,
     ``source="chaos"`` for fault-injection markers): ``with EventWriter(...) as w:
     w.emit("marker", id=..., action=..., targets=[...], params={})``.
@@ -38,6 +44,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -74,6 +81,8 @@ class EventWriter:
         *,
         rotate_seconds: float = 2.0,
         rotate_bytes: int = 4 << 20,
+        retain_files: int = 0,
+        retain_seconds: float = 0.0,
         pid: int | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
@@ -81,6 +90,8 @@ class EventWriter:
         """Create `directory` and its in-progress subdirectory; EventsError if impossible."""
         if rotate_seconds <= 0 or rotate_bytes <= 0:
             raise ValueError("rotate_seconds and rotate_bytes must be positive")
+        if retain_files < 0 or retain_seconds < 0:
+            raise ValueError("retain_files and retain_seconds must not be negative")
         self.directory = Path(directory)
         self.inprogress = self.directory / INPROGRESS
         try:
@@ -96,6 +107,10 @@ class EventWriter:
         self.rotate_seconds = rotate_seconds
         self.rotate_bytes = rotate_bytes
         self.stem = file_stem(role, source, os.getpid() if pid is None else pid)
+        self.retain_files = retain_files
+        self.retain_seconds = retain_seconds
+        #: Rotated files of this daemon (any run): ``<role>-<host>_<port>-<pid>-<seq>.jsonl``.
+        self._mine = re.compile(re.escape(file_stem(role, source, 0)[:-1]) + r"\d+-\d+" + re.escape(SUFFIX) + "$")
         self._clock = clock
         self._monotonic = monotonic
         self._file: IO[str] | None = None
@@ -115,6 +130,8 @@ class EventWriter:
         self.errors = 0
         #: Files moved into the run directory.
         self.files = 0
+        #: Rotated files deleted by the retention rules.
+        self.pruned = 0
 
     # ------------------------------------------------------------------ writing
     def emit(self, kind: str, **fields: Any) -> None:
@@ -196,6 +213,40 @@ class EventWriter:
             return
         self.written += lines
         self.files += 1
+        if self.retain_files or self.retain_seconds:
+            self.prune()
+
+    def prune(self) -> list[Path]:
+        """Delete this daemon's rotated files beyond the retention limits (oldest first);
+        returns what was deleted.  Errors are logged like the writer's own and counted."""
+        try:
+            mine = []
+            with os.scandir(self.directory) as entries:
+                for entry in entries:
+                    if self._mine.match(entry.name) and entry.is_file(follow_symlinks=False):
+                        mine.append((entry.stat().st_mtime, entry.name))
+        except OSError as exc:
+            self._failed("prune", exc)
+            return []
+        mine.sort()
+        doomed: set[str] = set()
+        if self.retain_files and len(mine) > self.retain_files:
+            doomed.update(name for _, name in mine[: len(mine) - self.retain_files])
+        if self.retain_seconds:
+            oldest = self._clock() - self.retain_seconds
+            doomed.update(name for mtime, name in mine if mtime < oldest)
+        deleted = []
+        for name in sorted(doomed):
+            try:
+                (self.directory / name).unlink()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                self._failed("prune", exc)
+                continue
+            self.pruned += 1
+            deleted.append(self.directory / name)
+        return deleted
 
     def close(self) -> None:
         """Move the last file into place; later events are dropped (counted)."""

@@ -455,3 +455,43 @@ def test_the_docs_list_every_kind_the_tests_check() -> None:
     for kind in SCHEMA:
         assert f"### `{kind}`" in doc
     assert os.sep not in INPROGRESS and f"DIR/{INPROGRESS}/" in doc
+
+
+# --------------------------------------------------------------------------- retention
+def test_retention_keeps_the_newest_files_of_this_daemon_only(tmp_path: Path) -> None:
+    other = tmp_path / "node-127.0.0.1_7002-7-000000.jsonl"  # another daemon's file
+    other.write_text("{}\n")
+    earlier = tmp_path / "node-127.0.0.1_7001-5-000000.jsonl"  # this daemon, an earlier run
+    earlier.write_text("{}\n")
+    os.utime(earlier, (1, 1))
+    chaos = tmp_path / "chaos-chaos-9-000000.jsonl"
+    chaos.write_text("{}\n")
+    writer = EventWriter(tmp_path, "node", "127.0.0.1:7001", rotate_bytes=1024, retain_files=3, pid=42)
+    for i in range(60):
+        writer.emit("marker", id=f"m{i}", action="test", targets=[], params={"i": i})
+    writer.close()
+    mine = sorted(p.name for p in tmp_path.glob("node-127.0.0.1_7001-*.jsonl"))
+    assert len(mine) == 3 and all(name.startswith("node-127.0.0.1_7001-42-") for name in mine)
+    assert mine == sorted(mine)[-3:]  # the newest three: the last lines survive
+    last = json.loads((tmp_path / mine[-1]).read_text().splitlines()[-1])
+    assert last["params"]["i"] == 59
+    assert other.exists() and chaos.exists() and not earlier.exists()
+    assert writer.pruned == writer.files + 1 - 3
+
+
+def test_retention_by_age(tmp_path: Path) -> None:
+    clock = FakeClock()
+    clock.now = 1_000_000.0
+    old = tmp_path / "supervisor-h_1-3-000000.jsonl"
+    old.write_text("{}\n")
+    os.utime(old, (clock.now - 120, clock.now - 120))
+    young = tmp_path / "supervisor-h_1-3-000001.jsonl"
+    young.write_text("{}\n")
+    os.utime(young, (clock.now - 30, clock.now - 30))
+    writer = EventWriter(tmp_path, "supervisor", "h:1", retain_seconds=60, clock=clock)
+    writer.emit("marker", id="a", action="start", targets=[], params={})
+    writer.rotate()
+    assert not old.exists() and young.exists()
+    assert len(list(tmp_path.glob("supervisor-h_1-*.jsonl"))) == 2
+    with pytest.raises(ValueError):
+        EventWriter(tmp_path, "x", "y", retain_files=-1)
