@@ -24,7 +24,9 @@ SCENARIO_MODULES = frozenset(
      "tests/integration/test_chaos.py",
      "tests/broker/test_broker_integration.py",  # one 9-broker SCOT, steps in file order
      # one Spark session (JVM) for the module instead of one per xdist worker
-     "tests/ops/test_analysis.py"}
+     "tests/ops/test_analysis.py",
+     # one cluster run and one `pubsub analyze` shared by the module's tests
+     "tests/ops/test_analyze_run.py"}
 )
 
 

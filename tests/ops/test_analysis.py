@@ -432,3 +432,131 @@ def test_job_on_an_empty_run_writes_an_empty_report(spark: Any, tmp_path: Path) 
     png = (tmp_path / "analysis" / "plots" / "messages.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Convergence report" in (tmp_path / "analysis" / "report.html").read_text()
+
+
+# ------------------------------------------------- live deliveries apart from history
+def _late_joiner_events() -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
+    """A at 7001 is a member throughout; B (7002) joins at 5.0, crashes at 7.0 and is back
+    at 9.0; C (7003) leaves at 3.0 and rejoins at 4.0.  Expected latencies (s) by class."""
+    a, b, c = ev.N[0], ev.N[1], ev.N[2]
+    lone = {"label": "0", "left": None, "right": None, "ring": None, "shortcuts": {}}
+
+    def snap(t: float, ref: str, member: bool = True) -> dict[str, Any]:
+        row = ev.snapshot(t, ref, lone)
+        if not member:
+            row |= {"member": False, "label": None, "shortcuts": {}}
+        return row
+
+    def deliver(t: float, ref: str, published: float, via: str, seq: int) -> dict[str, Any]:
+        return ev.delivery(t, ref, round((t - published) * 1000), via, seq)
+
+    rows = [
+        snap(0.1, a), snap(0.1, c), snap(3.0, c, member=False), snap(4.0, c), snap(5.0, b),
+        ev.marker(7.0, "crash-b", "crash", [b]), snap(9.0, b),
+        deliver(1.01, a, 1.0, "local", 1), deliver(2.02, a, 2.0, "tree", 2),
+        deliver(5.5, b, 1.0, "antientropy", 1), deliver(5.6, b, 2.0, "antientropy", 2),
+        deliver(6.01, a, 6.0, "tree", 3), deliver(6.02, b, 6.0, "tree", 3),
+        deliver(8.01, a, 8.0, "tree", 4), deliver(9.5, b, 8.0, "antientropy", 4),
+        deliver(4.5, c, 3.5, "antientropy", 5),
+    ]
+    expected = {"live": [0.01, 0.02, 0.01, 0.02, 0.01], "history": [4.5, 3.6, 1.5, 1.0]}
+    return rows, expected
+
+
+def test_latency_keeps_history_copied_to_late_joiners_apart(spark: Any, tmp_path: Path) -> None:
+    from pubsub.ops.analysis.job import Options
+    from pubsub.ops.analysis.live import run_analysis
+
+    rows, expected = _late_joiner_events()
+    ev.write_events(tmp_path / "events", rows, "late")
+    opts = Options(run_dir=tmp_path, out=tmp_path / "analysis", events_dir=tmp_path / "events")
+    summary = run_analysis(spark, opts, log=lambda line: None)
+    q = {(r["delivery"], r["via"]): r for r in table(tmp_path / "analysis", "latency_quantiles")}
+    assert q[("live", "all")]["count"] == len(expected["live"])
+    assert q[("history", "all")]["count"] == len(expected["history"])
+    assert q[("live", "all")]["max"] == pytest.approx(max(expected["live"]), abs=1e-3)
+    assert q[("history", "all")]["min"] == pytest.approx(min(expected["history"]), abs=1e-3)
+    assert ("history", "local") not in q and q[("history", "antientropy")]["count"] == 4
+    assert not any(r["delivery"] is None for r in q.values())  # never a row mixing both
+    news = summary["topics"][ev.TOPIC]
+    assert news["latency"]["all"]["p99"] < 0.05  # live deliveries only
+    assert news["latency_history"]["all"]["max"] == pytest.approx(4.5, abs=1e-3)
+    html = (tmp_path / "analysis" / "report.html").read_text()
+    assert "History copied to late joiners" in html
+    cdf = table(tmp_path / "analysis", "latency_cdf")
+    assert {r["delivery"] for r in cdf} == {"live", "history"}
+
+
+# ------------------------------------------------------------------ the plots' readability
+def _texts_overlapping_the_title(fig: Any) -> list[str]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    titles = [ax.title for ax in fig.axes if ax.title.get_text()]
+    if fig._suptitle is not None:
+        titles.append(fig._suptitle)
+    clashes = []
+    for title in titles:
+        box = title.get_window_extent(renderer)
+        for text in fig.findobj(Text):
+            if text is title or not text.get_visible() or not text.get_text().strip():
+                continue
+            if text.get_window_extent(renderer).overlaps(box):
+                clashes.append(f"{text.get_text()!r} over the title {title.get_text()!r}")
+    return clashes
+
+
+def test_marker_labels_never_cover_the_title(batch_run: tuple[Path, dict[str, Any]]) -> None:
+    from pubsub.ops.analysis import report
+
+    out, _ = batch_run
+    timeline = [r for r in table(out, "convergence_timeline") if r["topic"] == ev.TOPIC]
+    steps = [r for r in table(out, "legitimacy_changes") if r["topic"] == ev.TOPIC]
+    markers = table(out, "markers")
+    assert len(markers) == 3
+    fig = report.figure_convergence(ev.TOPIC, timeline, steps, markers)
+    assert _texts_overlapping_the_title(fig) == []
+    top = fig.axes[0].child_axes
+    labels = [t.get_text() for ax in top for t in ax.get_xticklabels() if t.get_text()]
+    assert {"start", "corrupt_node", "crash"} <= set(labels)
+    members_axis = fig.axes[1]
+    assert all(float(v).is_integer() for v in members_axis.get_yticks())
+    # markers right under the title (the middle of the time axis), two of them close together
+    middle = (timeline[0]["t_start"] + timeline[-1]["t_end"]) / 2
+    crowded = [*markers, {"t": middle, "action": "partition"}, {"t": middle + 0.05, "action": "corrupt_supervisor"}]
+    fig = report.figure_convergence(ev.TOPIC, timeline, steps, crowded)
+    assert _texts_overlapping_the_title(fig) == []
+    labels = [t.get_text() for ax in fig.axes[0].child_axes for t in ax.get_xticklabels() if t.get_text()]
+    assert "partition, corrupt_supervisor" in labels
+
+
+def test_the_latency_axis_shows_zero_milliseconds() -> None:
+    from pubsub.ops.analysis import report
+
+    cdf = [
+        {"topic": "t", "delivery": "live", "via": "local", "fraction": i / 100, "latency": i * 0.0001}
+        for i in range(101)
+    ] + [
+        {"topic": "t", "delivery": "history", "via": "antientropy", "fraction": i / 100, "latency": 5 + i}
+        for i in range(101)
+    ]
+    fig = report.figure_latency("t", cdf)
+    live, history = fig.axes
+    assert live.get_xscale() == "symlog" and live.get_xlim()[0] <= 0.0 < live.get_xlim()[1]
+    assert history.get_title() == "history copied to late joiners"
+    assert _texts_overlapping_the_title(fig) == []
+
+
+def test_degree_ticks_are_whole_numbers() -> None:
+    from pubsub.ops.analysis import report
+
+    rows = [{"topic": "t", "degree": 2, "nodes": 1, "ideal_nodes": 2}, {"topic": "t", "degree": 4, "nodes": 2, "ideal_nodes": 1}]
+    fig = report.figure_degrees("t", rows)
+    ax = fig.axes[0]
+    _texts_overlapping_the_title(fig)  # draws it
+    low, high = ax.get_ylim()
+    assert all(float(v).is_integer() for v in ax.get_yticks() if low <= v <= high)
+    assert list(ax.get_xticks()) == [2, 3, 4]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -29,6 +30,19 @@ def _non_negative(ctx: click.Context, param: click.Parameter, value: float) -> f
     return value
 
 
+def _events_of(run_dir: Path) -> Path:
+    """RUN_DIR/events -- or RUN_DIR itself when it holds event files and has no events/
+    (the daemons were given ``--events-dir RUN_DIR``)."""
+    nested = run_dir / "events"
+    if nested.is_dir():
+        return nested
+    try:
+        own = any(run_dir.glob("*.jsonl")) or (run_dir / ".inprogress").is_dir()
+    except OSError:
+        own = False
+    return run_dir if own else nested
+
+
 @click.command("analyze", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
@@ -44,7 +58,8 @@ def _non_negative(ctx: click.Context, param: click.Parameter, value: float) -> f
     "--events-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Where the daemons' event files are [default: RUN_DIR/events].",
+    help="Where the daemons' event files are [default: RUN_DIR/events, or RUN_DIR itself "
+    "when it holds event files and no events/ directory].",
 )
 @click.option(
     "--until-idle",
@@ -114,9 +129,12 @@ def analyze(
     and an HTML report with plots under OUT.
 
     Batch mode reads every events/*.jsonl present and exits; --stream follows a run that is
-    still going.  Needs Java 17+ and the `analysis` extra (pyspark, matplotlib, pyarrow).
+    still going.  RUN_DIR may also be the directory the daemons wrote into (their
+    --events-dir).  Progress goes to stderr: a live line on a terminal, otherwise one line
+    per phase and a "still ..." line every 10 s.  Needs Java 17+ and the `analysis` extra
+    (pyspark, matplotlib, pyarrow).
     """
-    events = (events_dir or run_dir / "events").absolute()
+    events = (events_dir or _events_of(run_dir)).absolute()
     target = (out or run_dir / "analysis").absolute()
     if not stream and not events.is_dir():
         raise AnalysisError(
@@ -145,6 +163,7 @@ def analyze(
     from pubsub.ops.analysis.job import Options
     from pubsub.ops.analysis.live import run_analysis
     from pubsub.ops.analysis.session import create_session
+    from pubsub.ops.progress import Progress
 
     opts = Options(
         run_dir=run_dir.absolute(),
@@ -157,21 +176,27 @@ def analyze(
         stable=stable,
         work_dir=work_dir.absolute() if work_dir else None,
     )
-    try:
-        spark = create_session(master=master, shuffle_partitions=shuffle_partitions)
-    except JavaError as exc:
-        raise AnalysisError(str(exc)) from exc
-    try:
-        summary = run_analysis(spark, opts)
-    except Exception as exc:  # a failed streaming query, an unwritable output, ...
-        logging.getLogger("pubsub.ops.analysis").debug("analysis failed", exc_info=True)
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise AnalysisError(
-            f"the analysis failed: {first[:500]} "
-            "(`pubsub --log-level debug analyze ...` shows the trace)"
-        ) from exc
-    finally:
-        spark.stop()
+    with Progress("pubsub analyze") as progress:
+        if events != run_dir.absolute() / "events" and events_dir is None:
+            progress.log(f"{run_dir} holds the event files itself: reading them there")
+        progress.phase("checking Java and starting Spark")
+        try:
+            spark = create_session(master=master, shuffle_partitions=shuffle_partitions)
+        except JavaError as exc:
+            raise AnalysisError(str(exc)) from exc
+        try:
+            summary = run_analysis(spark, opts, log=progress.log, phase=progress.phase)
+        except Exception as exc:  # a failed streaming query, an unwritable output, ...
+            logging.getLogger("pubsub.ops.analysis").debug("analysis failed", exc_info=True)
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise AnalysisError(
+                f"the analysis failed: {first[:500]} "
+                "(`pubsub --log-level debug analyze ...` shows the trace)"
+            ) from exc
+        finally:
+            progress.phase("stopping Spark")
+            spark.stop()
+        progress.close(final=f"done in {time.monotonic() - progress.started:.1f} s")
     for name, topic in summary.get("topics", {}).items():
         times = [
             "not reached" if not c["reached"] else f"{c['time_to_legitimacy']:.3f} s"

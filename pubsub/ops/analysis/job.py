@@ -42,8 +42,6 @@ from pubsub.ops.analysis.timeline import Grid, markers_from_rows
 
 #: At most this many time buckets; a wider span widens the buckets (with a warning).
 MAX_BUCKETS = 20_000
-#: Cumulative fractions at which the latency CDF is sampled.
-CDF_POINTS = [i / 100 for i in range(101)]
 
 
 @dataclass
@@ -206,46 +204,15 @@ def _compute(spark: Any, ev: Any, opts: Options, F: Any) -> Results:
                 }
             )
 
-    # delivery latency by via (exact percentiles, linear interpolation between ranks)
-    deliveries = good.where(F.col("kind") == "delivery").select(
-        "topic",
-        F.coalesce(F.col("via"), F.lit("unknown")).alias("via"),
-        (F.col("delivered_ts") - F.col("published_ts")).alias("latency"),
+    # delivery latency by class (live / history copied to late joiners) and via: exact
+    # percentiles, linear interpolation between ranks (`pubsub.ops.analysis.latency`)
+    from pubsub.ops.analysis.latency import latency_tables
+    from pubsub.ops.analysis.timeline import REMOVING_ACTIONS
+
+    crash_targets = [(t, m.ts) for m in markers if m.action in REMOVING_ACTIONS for t in m.targets]
+    results.tables["latency_quantiles"], results.tables["latency_cdf"] = latency_tables(
+        good, crash_targets, F
     )
-    cdf_array = ", ".join(f"{p:.2f}" for p in CDF_POINTS)
-    latency = (
-        deliveries.rollup("topic", "via")
-        .agg(
-            F.count(F.lit(1)).alias("count"),
-            F.avg("latency").alias("mean"),
-            F.min("latency").alias("min"),
-            F.max("latency").alias("max"),
-            F.expr("percentile(latency, array(0.5, 0.9, 0.99))").alias("q"),
-            F.expr(f"percentile(latency, array({cdf_array}))").alias("cdf"),
-        )
-        .where(F.col("topic").isNotNull())
-        .collect()
-    )
-    for r in sorted(latency, key=lambda r: (r["topic"], r["via"] is None, r["via"] or "")):
-        via = r["via"] if r["via"] is not None else "all"
-        q = r["q"] or [None, None, None]
-        results.tables["latency_quantiles"].append(
-            {
-                "topic": r["topic"],
-                "via": via,
-                "count": r["count"],
-                "mean": r["mean"],
-                "min": r["min"],
-                "p50": q[0],
-                "p90": q[1],
-                "p99": q[2],
-                "max": r["max"],
-            }
-        )
-        for p, value in zip(CDF_POINTS, r["cdf"] or [], strict=False):
-            results.tables["latency_cdf"].append(
-                {"topic": r["topic"], "via": via, "fraction": p, "latency": value}
-            )
 
     # message counts: per bucket, role, direction and kind; supervisor per interval
     msgs = good.where(F.col("kind") == "messages").select(
@@ -327,8 +294,10 @@ def _int_or_none(text: Any) -> int | None:
 def _summarise(results: Results, per_topic: list[dict[str, Any]]) -> None:
     summary = results.summary
     latency: dict[str, dict[str, Any]] = defaultdict(dict)
+    history: dict[str, dict[str, Any]] = defaultdict(dict)
     for row in results.tables["latency_quantiles"]:
-        latency[row["topic"]][row["via"]] = {
+        into = latency if row["delivery"] == "live" else history
+        into[row["topic"]][row["via"]] = {
             k: row[k] for k in ("count", "mean", "p50", "p90", "p99", "max")
         }
     conv: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -348,13 +317,14 @@ def _summarise(results: Results, per_topic: list[dict[str, Any]]) -> None:
             **{k: v for k, v in t["summary"].items() if k != "first_ts"},
             "convergence": conv.get(name, []),
             "latency": latency.get(name, {}),
+            "latency_history": history.get(name, {}),
             "degree": {
                 "distribution": degrees,
                 "mean": (sum(int(d) * n for d, n in degrees.items()) / count) if count else None,
                 "max": max((int(d) for d in degrees), default=None),
             },
         }
-    for name in sorted(set(conv) | set(latency)):  # topics seen only in markers/deliveries
+    for name in sorted(set(conv) | set(latency) | set(history)):  # seen only in markers/deliveries
         topics.setdefault(
             name,
             {
@@ -363,6 +333,7 @@ def _summarise(results: Results, per_topic: list[dict[str, Any]]) -> None:
                 "legitimate_fraction": 0.0,
                 "convergence": conv.get(name, []),
                 "latency": latency.get(name, {}),
+                "latency_history": history.get(name, {}),
                 "degree": {"distribution": {}},
             },
         )

@@ -20,10 +20,18 @@ from pubsub.ops.analysis.job import Options, Results, compute, write_outputs
 class Analysis:
     """One run of the job: the streaming query, its micro-batches, the outputs."""
 
-    def __init__(self, spark: Any, opts: Options, log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        opts: Options,
+        log: Callable[[str], None] | None = None,
+        phase: Callable[[str], None] | None = None,
+    ) -> None:
         self.spark = spark
         self.opts = opts
         self.log = log or (lambda text: print(text, file=sys.stderr, flush=True))
+        #: Told what the run does now (`pubsub.ops.progress.Progress.phase`).
+        self.phase = phase or (lambda text: None)
         self.batches = 0
         self.events_seen = 0
         self.last_results: Results | None = None
@@ -68,10 +76,14 @@ class Analysis:
         and write every output."""
         fresh = self.last_results is None or self.refreshed_at != self.batches
         if fresh:
+            if final:
+                self.phase("computing legitimacy, convergence times, latencies and rates")
             self.last_results = compute(self.spark, self.all_events(), self.opts)
             self.refreshed_at = self.batches
         results = self.last_results
         assert results is not None
+        if final:
+            self.phase("writing the tables, plots and report")
         write_outputs(results, self.opts, final=final, batches=self.batches, data_changed=fresh)
         self.last_summary = results.summary
         inp = results.summary["input"]
@@ -115,6 +127,10 @@ class Analysis:
             writer = writer.trigger(processingTime=f"{int(opts.trigger * 1000)} milliseconds")
         else:
             writer = writer.trigger(availableNow=True)
+        self.phase(
+            f"{'watching' if opts.stream else 'reading'} the event files in {opts.events_dir} "
+            f"({max(self._event_files(), 0)} now)"
+        )
         query = writer.start()
         self.last_activity = time.monotonic()
         try:
@@ -180,10 +196,14 @@ class Analysis:
 
 
 def run_analysis(
-    spark: Any, opts: Options, log: Callable[[str], None] | None = None
+    spark: Any,
+    opts: Options,
+    log: Callable[[str], None] | None = None,
+    phase: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the job with an existing session; SIGINT/SIGTERM end a live run gracefully."""
-    analysis = Analysis(spark, opts, log)
+    """Run the job with an existing session; SIGINT/SIGTERM end a live run gracefully.
+    `log` gets the run's lines, `phase` what it does now (for a progress display)."""
+    analysis = Analysis(spark, opts, log, phase)
     previous: dict[signal.Signals, Any] = {}
     if opts.stream and threading.current_thread() is threading.main_thread():
 

@@ -63,6 +63,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
     ],
     "latency_quantiles": [
         ("topic", "string"),
+        ("delivery", "string"),
         ("via", "string"),
         ("count", "int64"),
         ("mean", "float64"),
@@ -74,6 +75,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
     ],
     "latency_cdf": [
         ("topic", "string"),
+        ("delivery", "string"),
         ("via", "string"),
         ("fraction", "float64"),
         ("latency", "float64"),

@@ -1,9 +1,11 @@
 """The HTML report and its PNG plots (matplotlib's Agg renderer, no display needed).
 
 Plots (under ``plots/``): per topic, the convergence curve (fraction of correct edges,
-legitimacy per bucket, member count, perturbation markers as vertical lines), the delivery
-latency CDF split by ``via`` and the degree histogram (observed at the end of the data and
-ideal for the same members); for the whole run, the message rates.  At most
+legitimacy per bucket, member count, perturbation markers as vertical lines named on a top
+axis of their own), the delivery latency CDF split by ``via`` -- live deliveries, and beside
+them the history copied to late joiners, on an axis linear below 1 ms and logarithmic above
+it, so that 0 ms shows -- and the degree histogram (observed at the end of the data and
+ideal for the same members; integer ticks); for the whole run, the message rates.  At most
 `MAX_PLOTTED_TOPICS` topics are plotted; the tables hold every topic.
 
 Every file is replaced atomically (`pubsub.ops.analysis.output.atomic_write`), PNGs before the
@@ -54,121 +56,174 @@ def _nan(value: Any) -> float:
 
 
 def plot_convergence(path: Path, topic: str, timeline: Rows, steps: Rows, markers: Rows) -> None:
+    _save(figure_convergence(topic, timeline, steps, markers), path)
+
+
+def marker_labels(markers: Rows, span: float) -> list[tuple[float, str]]:
+    """(x, label) for the top axis: markers closer than 2% of the time span share a label."""
+    merged: list[tuple[float, list[str]]] = []
+    for m in sorted(markers, key=lambda m: m["t"]):
+        action = str(m["action"])
+        if merged and m["t"] - merged[-1][0] <= 0.02 * max(span, 1e-9):
+            if action not in merged[-1][1]:
+                merged[-1][1].append(action)
+            continue
+        merged.append((m["t"], [action]))
+    return [(x, ", ".join(actions)) for x, actions in merged]
+
+
+def figure_convergence(topic: str, timeline: Rows, steps: Rows, markers: Rows) -> Any:
     """Legitimate share per bucket (filled), and the exact step curves of the fraction of
-    correct edges and of the member count (from the legitimacy_changes table)."""
-    fig = _figure(9.0, 4.2)
+    correct edges and of the member count (from the legitimacy_changes table); markers as
+    vertical lines, named on a top axis of their own (below the title, never over it)."""
+    from matplotlib.ticker import MaxNLocator
+
+    fig = _figure(9.0, 4.6)
     ax = fig.add_subplot()
     ax.set_title(f"convergence of {topic!r}")
     if not timeline:
         _no_data(ax, "snapshots")
-    else:
-        ends = [r["t_end"] for r in timeline]
-        xs = [timeline[0]["t_start"], *ends]
-        legit = [r["legitimate_fraction"] for r in timeline]
-        ax.stairs(
-            legit,
-            xs,
-            fill=True,
-            alpha=0.25,
-            color="tab:green",
-            label="legitimate (share of bucket)",
+        return fig
+    ends = [r["t_end"] for r in timeline]
+    xs = [timeline[0]["t_start"], *ends]
+    legit = [r["legitimate_fraction"] for r in timeline]
+    ax.stairs(
+        legit,
+        xs,
+        fill=True,
+        alpha=0.25,
+        color="tab:green",
+        label="legitimate (share of bucket)",
+    )
+    last_t = max(ends[-1], steps[-1]["t"]) if steps else ends[-1]
+    step_x = [r["t"] for r in steps] + [last_t]
+    fractions = [
+        _nan(
+            r["correct_edges"] / r["compared_edges"]
+            if r["compared_edges"]
+            else (1.0 if r["members"] else None)
         )
-        last_t = max(ends[-1], steps[-1]["t"]) if steps else ends[-1]
-        step_x = [r["t"] for r in steps] + [last_t]
-        fractions = [
-            _nan(
-                r["correct_edges"] / r["compared_edges"]
-                if r["compared_edges"]
-                else (1.0 if r["members"] else None)
-            )
-            for r in steps
-        ]
-        ax.step(
-            step_x,
-            fractions + fractions[-1:],
-            where="post",
-            color="tab:blue",
-            lw=1.5,
-            label="fraction of correct edges",
-        )
-        ax.set_ylim(-0.02, 1.05)
-        ax.set_xlabel("seconds since the first event")
-        ax.set_ylabel("fraction")
-        right = ax.twinx()
-        members = [r["members"] for r in steps]
-        right.step(
-            step_x, members + members[-1:], where="post", color="0.45", lw=1, label="members"
-        )
-        right.set_ylabel("members")
-        right.set_ylim(0, max(members, default=0) * 1.1 + 1)
-        for m in markers:
-            ax.axvline(m["t"], color="tab:red", ls="--", lw=1)
-            ax.annotate(
-                str(m["action"]),
-                (m["t"], 1.03),
-                xycoords=("data", "axes fraction"),
-                rotation=90,
-                va="bottom",
-                ha="center",
-                fontsize=7,
-                color="tab:red",
-                annotation_clip=False,
-            )
-        handles = ax.get_legend_handles_labels()
-        extra = right.get_legend_handles_labels()
-        ax.legend(handles[0] + extra[0], handles[1] + extra[1], loc="lower right", fontsize=8)
-    _save(fig, path)
+        for r in steps
+    ]
+    ax.step(
+        step_x,
+        fractions + fractions[-1:],
+        where="post",
+        color="tab:blue",
+        lw=1.5,
+        label="fraction of correct edges",
+    )
+    ax.set_ylim(-0.02, 1.05)
+    ax.set_xlim(xs[0], last_t)
+    ax.set_xlabel("seconds since the first event")
+    ax.set_ylabel("fraction")
+    right = ax.twinx()
+    members = [r["members"] for r in steps]
+    right.step(
+        step_x, members + members[-1:], where="post", color="0.45", lw=1, label="members"
+    )
+    right.set_ylabel("members")
+    right.set_ylim(0, max(members, default=0) * 1.1 + 1)
+    right.yaxis.set_major_locator(MaxNLocator(integer=True))
+    for m in markers:
+        ax.axvline(m["t"], color="tab:red", ls="--", lw=1)
+    labels = marker_labels(markers, last_t - xs[0])
+    if labels:
+        top = ax.secondary_xaxis("top")
+        top.set_xticks([x for x, _ in labels], labels=[text for _, text in labels])
+        top.tick_params(axis="x", labelrotation=90, labelsize=7, colors="tab:red", length=3)
+    handles = ax.get_legend_handles_labels()
+    extra = right.get_legend_handles_labels()
+    ax.legend(handles[0] + extra[0], handles[1] + extra[1], loc="lower right", fontsize=8)
+    return fig
 
 
 def plot_latency(path: Path, topic: str, cdf: Rows) -> None:
-    fig = _figure(7.0, 4.2)
-    ax = fig.add_subplot()
-    ax.set_title(f"delivery latency of {topic!r}")
-    by_via: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    _save(figure_latency(topic, cdf), path)
+
+
+#: Below this many milliseconds the latency axis is linear (so 0 ms is on it), above it
+#: logarithmic (so 5 ms and 5 s both read well).
+LINEAR_BELOW_MS = 1.0
+
+
+def _latency_axis(ax: Any, curves: dict[str, list[tuple[float, float]]], title: str) -> None:
+    ax.set_title(title, fontsize=10)
+    for via in sorted(curves, key=lambda v: (v == "all", v)):
+        points = sorted(curves[via], key=lambda p: p[1])
+        style = {"color": "black", "ls": ":"} if via == "all" else {}
+        ax.plot([p[0] for p in points], [p[1] for p in points], label=via, **style)
+    values = [p[0] for points in curves.values() for p in points]
+    ax.set_xscale("symlog", linthresh=LINEAR_BELOW_MS, linscale=0.5)
+    ax.set_xlim(left=min(0.0, min(values)), right=max(max(values) * 1.5, LINEAR_BELOW_MS * 2))
+    ax.set_xlabel("latency (ms): delivered - published")
+    ax.set_ylabel("cumulative fraction")
+    ax.set_ylim(0, 1.02)
+    ax.legend(title="via", fontsize=8)
+    ax.grid(alpha=0.3)
+
+
+def figure_latency(topic: str, cdf: Rows) -> Any:
+    """The latency CDF (101 quantiles) by `via`: live deliveries, and beside them -- never
+    mixed in -- the history copied to nodes that joined after the publication
+    (`pubsub.ops.analysis.latency`).  The axis is linear below 1 ms and logarithmic above,
+    so 0 ms shows."""
+    curves: dict[str, dict[str, list[tuple[float, float]]]] = {"live": defaultdict(list), "history": defaultdict(list)}
     for r in cdf:
         if r["latency"] is not None:
-            by_via[r["via"]].append((r["latency"] * 1000.0, r["fraction"]))
-    if not by_via:
+            kind = r.get("delivery") or "live"
+            curves.setdefault(kind, defaultdict(list))[r["via"]].append((r["latency"] * 1000.0, r["fraction"]))
+    live, history = curves["live"], curves["history"]
+    fig = _figure(11.0 if history else 7.0, 4.2)
+    if not live and not history:
+        ax = fig.add_subplot()
+        ax.set_title(f"delivery latency of {topic!r}")
         _no_data(ax, "deliveries")
+        return fig
+    fig.suptitle(f"delivery latency of {topic!r} (CDF)")
+    axes = fig.subplots(1, 2) if history else [fig.add_subplot()]
+    if live:
+        _latency_axis(axes[0], live, "live deliveries")
     else:
-        for via in sorted(by_via, key=lambda v: (v == "all", v)):
-            points = sorted(by_via[via], key=lambda p: p[1])
-            style = {"color": "black", "ls": ":"} if via == "all" else {}
-            ax.plot([p[0] for p in points], [p[1] for p in points], label=via, **style)
-        positive = [p[0] for points in by_via.values() for p in points if p[0] > 0]
-        if positive and max(positive) / min(positive) > 50:
-            ax.set_xscale("log")
-        ax.set_xlabel("latency (ms): delivered - published (CDF sampled at 101 quantiles)")
-        ax.set_ylabel("cumulative fraction")
-        ax.set_ylim(0, 1.02)
-        ax.legend(title="via", fontsize=8)
-        ax.grid(alpha=0.3)
-    _save(fig, path)
+        axes[0].set_title("live deliveries", fontsize=10)
+        _no_data(axes[0], "live deliveries")
+    if history:
+        _latency_axis(axes[1], history, "history copied to late joiners")
+    return fig
 
 
 def plot_degrees(path: Path, topic: str, degrees: Rows) -> None:
+    _save(figure_degrees(topic, degrees), path)
+
+
+def figure_degrees(topic: str, degrees: Rows) -> Any:
+    """Observed and ideal degree histogram; both axes count whole things (integer ticks)."""
+    from matplotlib.ticker import MaxNLocator
+
     fig = _figure(6.0, 3.6)
     ax = fig.add_subplot()
     ax.set_title(f"degree distribution of {topic!r} (end of data)")
     if not degrees:
         _no_data(ax, "members")
-    else:
-        xs = [r["degree"] for r in degrees]
-        ax.bar([x - 0.2 for x in xs], [r["nodes"] for r in degrees], width=0.4, label="observed")
-        ax.bar(
-            [x + 0.2 for x in xs],
-            [r["ideal_nodes"] for r in degrees],
-            width=0.4,
-            label="ideal SR(n)",
-            color="none",
-            edgecolor="tab:orange",
-            hatch="//",
-        )
-        ax.set_xlabel("degree (distinct neighbours)")
-        ax.set_ylabel("nodes")
-        ax.set_xticks(xs)
-        ax.legend(fontsize=8)
-    _save(fig, path)
+        return fig
+    xs = [r["degree"] for r in degrees]
+    ax.bar([x - 0.2 for x in xs], [r["nodes"] for r in degrees], width=0.4, label="observed")
+    ax.bar(
+        [x + 0.2 for x in xs],
+        [r["ideal_nodes"] for r in degrees],
+        width=0.4,
+        label="ideal SR(n)",
+        color="none",
+        edgecolor="tab:orange",
+        hatch="//",
+    )
+    ax.set_xlabel("degree (distinct neighbours)")
+    ax.set_ylabel("nodes")
+    ax.set_xticks(list(range(min(xs), max(xs) + 1)))
+    ax.set_xlim(min(xs) - 0.6, max(xs) + 0.6)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(fontsize=8)
+    return fig
 
 
 def plot_messages(path: Path, rates: Rows, markers: Rows) -> None:
@@ -284,6 +339,20 @@ def _img(src: str, alt: str, version: str) -> str:
     return f"<img src='{html.escape(src)}?v={version}' alt='{html.escape(alt)}'>"
 
 
+def _latency_table(latency: Mapping[str, Mapping[str, Any]]) -> str:
+    return _table(
+        ["via", "deliveries", "p50 (ms)", "p90 (ms)", "p99 (ms)", "max (ms)"],
+        [
+            [
+                via,
+                q["count"],
+                *(_fmt(None if q[k] is None else q[k] * 1000, "", 2) for k in ("p50", "p90", "p99", "max")),
+            ]
+            for via, q in latency.items()
+        ],
+    )
+
+
 def render_html(summary: Mapping[str, Any], plots: Mapping[str, Mapping[str, str]]) -> str:
     final = bool(summary.get("final"))
     version = str(int(summary.get("generated_at", 0)))
@@ -378,24 +447,17 @@ def render_html(summary: Mapping[str, Any], plots: Mapping[str, Mapping[str, str
         )
         if "convergence" in files:
             parts.append(_img(files["convergence"], f"convergence of {name}", version))
-        parts.append("<h3>Delivery latency</h3>")
-        latency = t.get("latency", {})
-        parts.append(
-            _table(
-                ["via", "deliveries", "p50 (ms)", "p90 (ms)", "p99 (ms)", "max (ms)"],
-                [
-                    [
-                        via,
-                        q["count"],
-                        *(
-                            _fmt(None if q[k] is None else q[k] * 1000, "", 2)
-                            for k in ("p50", "p90", "p99", "max")
-                        ),
-                    ]
-                    for via, q in latency.items()
-                ],
+        parts.append("<h3>Delivery latency: live deliveries</h3>")
+        parts.append(_latency_table(t.get("latency", {})))
+        history = t.get("latency_history", {})
+        if history:
+            parts.append("<h3>History copied to late joiners</h3>")
+            parts.append(
+                "<p class='note'>Publications a node received because it joined (or came back) "
+                "after they were published: their \"latency\" is the publication's age when it "
+                "arrived, not how fast the system delivers, so they are kept apart.</p>"
             )
-        )
+            parts.append(_latency_table(history))
         if "latency" in files:
             parts.append(_img(files["latency"], f"latency CDF of {name}", version))
         parts.append("<h3>Degrees at the end of the data</h3>")
@@ -439,6 +501,10 @@ def render_html(summary: Mapping[str, Any], plots: Mapping[str, Mapping[str, str
         "members report the same trie root.</li>"
         "<li>Fraction of correct edges: edge slots (left, right, ring, each shortcut label) "
         "holding the ideal contact, over the slots the ideal or the node fills.</li>"
+        "<li>Delivery latency: delivered - published.  A delivery is <i>history</i> when the "
+        "publication is older than the receiving node's current membership of the topic (it "
+        "joined, or came back after a crash, later): such copies are shown apart from the "
+        "<i>live</i> deliveries.</li>"
         "<li>Time to legitimacy: from a marker to the first instant from which the topic stays "
         "legitimate for the stability window (or to the end of the data). A marker without a "
         "topic applies to every topic.</li>"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +61,9 @@ def run(scenario: str, run_dir: Path, analyze: bool, tolerance: float) -> None:
     every daemon's event stream under RUN_DIR/events, waits until every topic is
     legitimate again, stops every process, then runs `pubsub analyze RUN_DIR` and prints
     the convergence times next to what the nodes' own status showed.  The report is
-    RUN_DIR/analysis/report.html.  Exit status 1 if a topic never converged or the two
+    RUN_DIR/analysis/report.html.  Progress goes to stderr (a live line on a terminal,
+    otherwise one line per step and phase, and a "still ..." line every 10 s); the table
+    and the report's path to stdout.  Exit status 1 if a topic never converged or the two
     measurements disagree.
     """
     from pubsub.ops.experiment.records import ExperimentError
@@ -70,18 +71,18 @@ def run(scenario: str, run_dir: Path, analyze: bool, tolerance: float) -> None:
     from pubsub.ops.experiment.runner import Experiment
     from pubsub.ops.processes import ClusterError
 
-    def progress(line: str) -> None:
-        click.echo(line)
-        sys.stdout.flush()
+    from pubsub.ops.progress import Progress
 
     try:
         loaded = load_scenario(resolve_scenario(scenario))
-        record = Experiment(loaded, run_dir, progress=progress).play()
+        with Progress("pubsub experiment") as progress:
+            record = Experiment(loaded, run_dir, progress=progress.log, phase=progress.phase).play()
         if not analyze:
             click.echo(f"events in {run_dir / 'events'}; analysis skipped")
             _exit_unsettled(record)
             return
-        summary = run_analysis(run_dir.resolve(), progress)
+        # `pubsub analyze` shows its own progress on the same stderr
+        summary = run_analysis(run_dir.resolve(), lambda line: click.echo(line, err=True))
     except (ScenarioError, ExperimentError, ClusterError) as exc:
         raise click.ClickException(str(exc)) from None
     rows = compare(record, summary, tolerance)

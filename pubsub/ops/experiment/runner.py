@@ -89,12 +89,15 @@ class Experiment:
         run_dir: Path,
         *,
         progress: Progress = print,
+        phase: Progress | None = None,
         python: str | None = None,
     ) -> None:
         self.scenario = scenario
         self.run_dir = run_dir.resolve()
         self.events_dir = self.run_dir / "events"
         self.progress = progress
+        #: Told what the run does now (`pubsub.ops.progress.Progress.phase`).
+        self.phase: Progress = phase or (lambda text: None)
         self.rng = random.Random(scenario.seed)
         self.cluster = LocalCluster(
             self.run_dir / "cluster",
@@ -133,20 +136,25 @@ class Experiment:
             self.progress(
                 f"starting a supervisor and {self.scenario.nodes} nodes in {self.run_dir / 'cluster'}"
             )
+            self.phase(f"starting a supervisor and {self.scenario.nodes} nodes")
             self.cluster.start()
             self._note_pids()
+            self.phase("subscribing the initial members")
             self.writer = EventWriter(self.events_dir, role="experiment", source="experiment")
             self._initial_members()
             self.t0 = time.time()
             self._mark(
                 "start", [d.ref for d in self.cluster.nodes], None, {"scenario": self.scenario.name}
             )
+            self.phase(f"playing the script ({self.scenario.script_seconds:g} s, {len(self.scenario.steps)} steps)")
             self._script()
+            self.phase(f"waiting for every topic to be legitimate (at most {self.scenario.settle:g} s)")
             settled_after = self._settle()
             self._poll_for(TAIL_SECONDS)
         finally:
             if self.writer is not None:
                 self.writer.close()
+            self.phase("stopping every process")
             self.cluster.stop()
             moved = move_leftovers(self.events_dir)
             if moved:
