@@ -350,3 +350,27 @@ def test_publish_from_stdin_still_ends_at_the_end_of_input(cluster: LocalCluster
     history = pubsub("history", "news", "--node", cluster.node_refs[0], "--json")
     payloads = [json.loads(line)["payload"] for line in history.stdout.splitlines()]
     assert sorted(payloads[-3:]) == ["x", "y", "z"]
+
+
+# ------------------------------------------------------------------------------ shell completion
+@pytest.mark.parametrize(
+    ("words", "cword", "expected"),
+    [("pubsub sub", "1", "plain,subscribe"), ("pubsub node --dis", "2", "plain,--dissemination"),
+     ("pubsub --log-format j", "2", "plain,json")],
+)
+def test_shell_completion_as_the_readme_documents_it(words: str, cword: str, expected: str) -> None:
+    from pathlib import Path
+
+    command = Path(sys.executable).with_name("pubsub")  # the installed entry point the README uses
+    assert command.exists(), f"{command} is missing: install the project (pip install -e .)"
+    script = subprocess.run(
+        [str(command)], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "_PUBSUB_COMPLETE": "bash_source"}, stdin=subprocess.DEVNULL,
+    )
+    assert script.returncode == 0 and "complete " in script.stdout, script.stderr
+    done = subprocess.run(
+        [str(command)], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "_PUBSUB_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": cword},
+        stdin=subprocess.DEVNULL,
+    )
+    assert expected in done.stdout.splitlines(), done.stdout
