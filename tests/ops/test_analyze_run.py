@@ -22,7 +22,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,7 +39,8 @@ HISTORY_AGE = 3.0
 
 
 def timed_lines(command: list[str], timeout: float) -> tuple[int, list[tuple[float, str]], str, float]:
-    """Run `command`; (exit code, [(seconds since start, stderr line)], stdout, total seconds)."""
+    """Run `command`; (exit code, [(seconds since start, line)] of stderr and stdout as they
+    came, stdout alone, total seconds)."""
     started = time.monotonic()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: list[tuple[float, str]] = []
@@ -53,7 +53,9 @@ def timed_lines(command: list[str], timeout: float) -> tuple[int, list[tuple[flo
 
     def read_out() -> None:
         assert proc.stdout is not None
-        out.append(proc.stdout.read())
+        for line in proc.stdout:
+            out.append(line)
+            lines.append((time.monotonic() - started, line.rstrip("\n")))
 
     readers = [threading.Thread(target=read_err), threading.Thread(target=read_out)]
     for reader in readers:
@@ -70,7 +72,7 @@ def timed_lines(command: list[str], timeout: float) -> tuple[int, list[tuple[flo
 
 
 def longest_silence(lines: list[tuple[float, str]], total: float) -> float:
-    stamps = [0.0, *(t for t, _ in lines), total]
+    stamps = [0.0, *sorted(t for t, _ in lines), total]
     return max(b - a for a, b in zip(stamps, stamps[1:], strict=False))
 
 
@@ -145,8 +147,8 @@ def test_history_copied_to_the_late_joiner_is_apart_from_live_deliveries(analyse
 
 SCENARIO = """\
 name: tiny
-description: two nodes, a few publications
-nodes: 2
+description: three nodes, a late joiner, a few publications
+nodes: 3
 interval: 0.2
 seed: 1
 topics:
@@ -154,19 +156,45 @@ topics:
 settle: 30
 steps:
   - {at: 1, action: publish, topic: news, count: 5, rate: 20}
+  - {at: 5, action: join, topic: news, nodes: [2]}
+  - {at: 8, action: publish, topic: news, count: 3, rate: 20}
 """
 
 
-def test_experiment_run_is_never_silent_for_long(tmp_path: Path) -> None:
-    (tmp_path / "tiny.yaml").write_text(SCENARIO)
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """`pubsub experiment run` of a tiny scenario (a late joiner included), its stderr
+    read line by line as it comes."""
+    base = tmp_path_factory.mktemp("experiment")
+    (base / "tiny.yaml").write_text(SCENARIO)
     code, lines, out, total = timed_lines(
-        [sys.executable, "-m", "pubsub.cli.main", "experiment", "run", str(tmp_path / "tiny.yaml"),
-         "--out", str(tmp_path / "run")],
+        [sys.executable, "-m", "pubsub.cli.main", "experiment", "run", str(base / "tiny.yaml"),
+         "--out", str(base / "run")],
         ANALYZE_TIMEOUT + 300,
     )
+    summary_path = base / "run" / "analysis" / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    return {"code": code, "lines": lines, "stdout": out, "total": total, "summary": summary, "run": base / "run"}
+
+
+def test_experiment_run_is_never_silent_for_long(experiment: dict[str, Any]) -> None:
+    lines, total = experiment["lines"], experiment["total"]
     text = "\n".join(line for _, line in lines)
-    assert code == 0, text[-3000:] + out[-2000:]
-    assert "playing the script" in text and "computing legitimacy" in text
     silence = longest_silence(lines, total)
     assert silence <= MAX_SILENCE, f"silent for {silence:.1f} s:\n{text}"
-    assert "time to legitimacy after each marker" in out
+    assert experiment["code"] == 0, text[-3000:] + experiment["stdout"][-2000:]
+    assert "playing the script" in text and "computing legitimacy" in text
+    assert "time to legitimacy after each marker" in experiment["stdout"]
+
+
+def test_experiment_latency_keeps_the_late_joiners_history_apart(experiment: dict[str, Any]) -> None:
+    news = experiment["summary"]["topics"]["news"]
+    rows = news["latency"]
+    assert "latency_history" in news, f"one latency table for everything: {rows}"
+    assert news["latency_history"]["all"]["count"] == 5  # node 2's copies of the first five
+    assert rows["all"]["count"] == 5 * 2 + 3 * 3  # the first five at nodes 0, 1; the last three everywhere
+    from pubsub.ops.analysis.output import read_table
+
+    table = read_table(experiment["run"] / "analysis" / "tables" / "latency_quantiles.parquet")
+    both = {r["delivery"]: r for r in table if r["topic"] == "news" and r["via"] == "all"}
+    assert both["history"]["min"] > both["live"]["max"]  # every copy older than any live delivery
