@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +55,9 @@ from pubsub.cli.common import (
 )
 from pubsub.runtime.settings import AdminSettings, TelemetrySettings
 from pubsub.client.library import ClientError
-from pubsub.client.run import publish_pipelined
+from pubsub.client.roles import role_problem
+from pubsub.cli.publishing import shorten, summarize
+from pubsub.client.run import Stopping, publish_window, stdin_lines
 from pubsub.kernel.contracts import VerbForm
 from pubsub.kernel.message import Ref
 
@@ -300,18 +301,15 @@ def broker_subscribe(broker_ref: str, filter_text: str, as_json: bool, count: in
     run_client(run)
 
 
-def _stdin_publications() -> Iterator[str]:
-    for line in sys.stdin:
-        text = line.strip()
-        if text:
-            yield text
-
-
-def _numbered_attrs(source: Iterator[str]) -> Iterator[dict[str, Any]]:
-    """Each text of `source` as attributes; a bad one raises ClientError naming its line."""
-    for number, text in enumerate(source, start=1):
+async def _stdin_attrs() -> AsyncIterator[tuple[int, dict[str, Any]]]:
+    """(line number, attributes) of every non-blank stdin line (`pubsub.client.run.stdin_lines`:
+    a stop is never held by a blocked read); a bad line raises ClientError naming it."""
+    async for number, raw in stdin_lines():
+        text = raw.decode("utf-8", errors="replace").strip()
+        if not text:
+            continue
         try:
-            yield to_attrs(text)
+            yield number, to_attrs(text)
         except ClientError as exc:
             raise ClientError(exc.code, f"line {number}: {exc}") from None
 
@@ -319,30 +317,38 @@ def _numbered_attrs(source: Iterator[str]) -> Iterator[dict[str, Any]]:
 def broker_publish(
     broker_ref: str, attrs: tuple[str, ...], client_id: str, quiet: bool, as_json: bool, timeout: float
 ) -> None:
+    """Each --attrs, or each stdin line, as one publication.  Reading stdin, each routed
+    publication is printed as soon as the broker answers, and SIGINT/SIGTERM stop reading,
+    give the publications in flight 1 s and print what is unknown (`pubsub.cli.publishing`)."""
     for text in attrs:  # bad --attrs are usage errors, found before anything is sent
         try:
             to_attrs(text)
         except ClientError as exc:
             raise click.BadParameter(str(exc), param_hint="--attrs") from None
-    source: Iterator[str] = iter(attrs) if attrs else _stdin_publications()
 
-    async def run() -> None:
-        def show(pid: str) -> None:
-            if not quiet:
-                click.echo(json.dumps({"pid": pid, "client": client_id, "broker": broker_ref})
-                           if as_json else f"published {pid}")
+    def show(number: int, pid: str) -> None:
+        if not quiet:
+            click.echo(json.dumps({"pid": pid, "client": client_id, "broker": broker_ref})
+                       if as_json else f"published {pid}")
 
+    async def given(stopping: Stopping) -> None:
+        async def numbered() -> AsyncIterator[tuple[int, dict[str, Any]]]:
+            for number, text in enumerate(attrs, start=1):
+                yield number, to_attrs(text)
+
+        await run(numbered(), stopping)
+
+    async def from_stdin(stopping: Stopping) -> None:
+        await run(_stdin_attrs(), stopping)
+
+    async def run(source: AsyncIterator[tuple[int, dict[str, Any]]], stopping: Stopping) -> None:
         async with BrokerClient(broker_ref, client_id=client_id, timeout=timeout) as client:
-            done, failure = await publish_pipelined(
-                _numbered_attrs(source), client.publish, show, ClientError
-            )
-        if failure is not None:
-            before = f" ({done} published before the failure)" if done else ""
-            raise ClientError(failure.code, f"{failure}{before}")
+            outcome = await publish_window(source, client.publish, show, ClientError, stopping)
+        summarize(outcome, "published", lambda item: shorten(attrs_to_text(item)))
         if quiet:
-            click.echo(f"published {done} through {broker_ref} as client {client_id}")
+            click.echo(f"published {outcome.acknowledged} through {broker_ref} as client {client_id}")
 
-    run_client(run)
+    run_client(given if attrs else from_stdin, graceful=True)
 
 
 def format_broker_status(body: dict[str, Any]) -> str:
@@ -406,6 +412,9 @@ def broker_status(broker_ref: str, as_json: bool, timeout: float) -> None:
     async def run() -> None:
         async with BrokerClient(broker_ref, timeout=timeout) as client:
             body = await client.status()
+        problem = role_problem(broker_ref, body, "broker")
+        if problem is not None:
+            raise ClientError("wrong_role", problem)
         click.echo(json.dumps(body, indent=2, sort_keys=True) if as_json else format_broker_status(body))
 
     run_client(run)

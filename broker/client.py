@@ -54,7 +54,8 @@ from broker.cores.messages import (
     Deliver,
 )
 from pubsub.kernel import wire
-from pubsub.client.library import ClientError, ConnectionLost, _close, _connect, _read
+from pubsub.client.handshake import connect_checked
+from pubsub.client.library import ClientError, ConnectionLost, _close, _read
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message
 from pubsub.runtime.streams import MessageReader
@@ -175,7 +176,7 @@ class BrokerClient:
     async def connect(self) -> BrokerClient:
         """Open the connection (ClientError ``connection`` when the broker is unreachable)."""
         if self._writer is None:
-            reader, writer = await _connect(self.broker, self.timeout, self.max_frame)
+            reader, writer = await connect_checked(self.broker, self.timeout, self.max_frame, "broker")
             self._reader, self._writer = reader, writer
             self._task = asyncio.get_running_loop().create_task(self._read_loop(reader))
         return self

@@ -11,6 +11,9 @@ nothing is unknown, 1 when something is (or a publication failed).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 
 from pubsub.cli.formats import format_ack
@@ -21,9 +24,15 @@ from pubsub.kernel.message import Ref
 #: Characters of an unknown line shown in the summary.
 PREVIEW = 60
 
+T = TypeVar("T")
+
 
 def preview(payload: bytes) -> str:
-    text = payload.decode("utf-8", errors="replace").replace("\n", "\\n")
+    return shorten(payload.decode("utf-8", errors="replace"))
+
+
+def shorten(text: str) -> str:
+    text = text.replace("\n", "\\n")
     return text if len(text) <= PREVIEW else text[: PREVIEW - 3] + "..."
 
 
@@ -51,29 +60,37 @@ async def publish_stdin(
 
 def report(outcome: Outcome[bytes, Ack, PublishError], topic: str, node_ref: Ref, quiet: bool) -> None:
     """The summary on stderr; ClientError (exit 1) when something failed or is unknown."""
+    summarize(outcome, "acknowledged", preview)
+    if quiet:
+        click.echo(f"published {outcome.acknowledged} to {topic} through {node_ref}")
+
+
+def summarize(outcome: Outcome[T, Any, Any], done_word: str, show: Callable[[T], str]) -> None:
+    """Print what a `publish_window` run that was stopped or failed leaves behind (stderr):
+    how many were `done_word` and each unknown item (`show`-n); ClientError (exit 1) when a
+    publication failed or some are unknown."""
     done = outcome.acknowledged
     if outcome.stopped_by is not None:
         unknown = outcome.unknown
         click.echo(
-            f"stopped by {outcome.stopped_by}: {done} publication(s) acknowledged"
+            f"stopped by {outcome.stopped_by}: {done} publication(s) {done_word}"
             + (
-                f", {len(unknown)} unknown (sent, not acknowledged within {ACK_GRACE:g} s: "
+                f", {len(unknown)} unknown (sent, not {done_word} within {ACK_GRACE:g} s: "
                 "they may or may not be stored)"
                 if unknown
                 else ", none unknown"
             ),
             err=True,
         )
-        for number, payload in unknown:
-            click.echo(f"unknown: line {number}: {preview(payload)}", err=True)
+        for number, item in unknown:
+            click.echo(f"unknown: line {number}: {show(item)}", err=True)
     for number, error in outcome.also_failed:
         click.echo(f"also failed: line {number}: {error}", err=True)
     if outcome.failure is not None:
-        before = f" ({done} acknowledged before the failure)" if done else ""
-        raise ClientError(outcome.failure.code, f"{outcome.failure}{before}")
+        failure = outcome.failure
+        before = f" ({done} {done_word} before the failure)" if done else ""
+        raise ClientError(getattr(failure, "code", "failed"), f"{failure}{before}")
     if outcome.unknown:
         raise ClientError(
             "unknown", f"{len(outcome.unknown)} publication(s) unknown after {outcome.stopped_by}"
         )
-    if quiet:
-        click.echo(f"published {done} to {topic} through {node_ref}")

@@ -222,7 +222,7 @@ LITERAL_OPTION = click.option(
 
 def _topics_given(topic: tuple[str, ...]) -> list[str]:
     if not topic:
-        raise click.UsageError("Missing argument 'TOPIC...'.")
+        raise click.UsageError("Missing argument 'TOPIC'.")
     return list(topic)
 
 
