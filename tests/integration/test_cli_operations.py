@@ -32,6 +32,7 @@ from typing import IO
 import pytest
 
 from pubsub.ops.localcluster import LocalCluster
+from pubsub.ops.processes import poll
 
 pytestmark = pytest.mark.integration
 
@@ -219,9 +220,10 @@ def test_streaming_several_topics_prefixes_each_line_with_its_topic(cluster: Loc
 class Publisher:
     """`pubsub publish TOPIC --node NODE` reading a pipe we hold open."""
 
-    def __init__(self, node: str, topic: str, *extra: str) -> None:
+    def __init__(self, node: str, topic: str, *extra: str, argv: list[str] | None = None) -> None:
+        args = argv if argv is not None else ["publish", topic, "--node", node, *extra]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pubsub.cli.main", "publish", topic, "--node", node, *extra],
+            [sys.executable, "-m", "pubsub.cli.main", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -335,8 +337,14 @@ def test_an_idle_stdin_publish_stops_on_sigterm(cluster: LocalCluster, publisher
     """`tail -F log | pubsub publish` under a service manager: no input, then SIGTERM."""
     p = Publisher(cluster.node_refs[0], "news", "--quiet")
     publishers.append(p)
-    p.send("only")
-    time.sleep(0.5)
+    p.send("only-idle")
+
+    def not_stored() -> list[str]:
+        done = pubsub("history", "news", "--node", cluster.node_refs[0])
+        return [] if "only-idle" in done.stdout else ["'only-idle' not in the node's history yet"]
+
+    # Acknowledged (so the command is up and idle on its next read), then SIGTERM.
+    poll(not_stored, START_TIMEOUT, "the publication to be stored")
     code, took, err = p.stop(signal.SIGTERM, timeout=10)
     assert code == 0 and took < 2.0, (code, took, err)
     assert "stopped by SIGTERM: 1 publication(s) acknowledged, none unknown" in err
@@ -374,3 +382,71 @@ def test_shell_completion_as_the_readme_documents_it(words: str, cword: str, exp
         stdin=subprocess.DEVNULL,
     )
     assert expected in done.stdout.splitlines(), done.stdout
+
+
+# ------------------------------------------------------------------------------ the broker form
+@pytest.fixture
+def lone_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One broker B(a,0) of a two-broker SCOT (its neighbour never starts), with an
+    advertisement of client `cli` for `x > 0`."""
+    from pubsub.ops.processes import pick_free_ports
+
+    base = tmp_path_factory.mktemp("broker")
+    a_port, b_port = pick_free_ports(2)
+    topology = base / "topo.json"
+    topology.write_text(json.dumps({
+        "factor": [["a", "b"]], "m": 1,
+        "addresses": {"a,0": f"127.0.0.1:{a_port}", "b,0": f"127.0.0.1:{b_port}"},
+    }))
+    ref = f"127.0.0.1:{a_port}"
+    log = open(base / "broker.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pubsub.cli.main", "broker", "--topology", str(topology), "--id", "a,0",
+         "--heartbeat", "0"],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+    )
+    try:
+        poll(lambda: [] if pubsub("status", "--broker", ref).returncode == 0 else ["not answering"],
+             START_TIMEOUT, "the broker to answer")
+        done = pubsub("advertise", "--broker", ref, "--filter", "x > 0")
+        assert done.returncode == 0, done.stderr
+        yield ref
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        log.close()
+
+
+START_TIMEOUT = 60.0
+
+
+def test_broker_publish_from_stdin_answers_promptly_and_stops_on_sigterm(
+    lone_broker: str, publishers: list[Publisher]
+) -> None:
+    p = Publisher("", "", argv=["publish", "--broker", lone_broker])
+    publishers.append(p)
+    p.send("x=1")
+    lines = p.stdout_lines(1, timeout=20)
+    assert len(lines) == 1 and lines[0].startswith("published cli/"), lines
+    p.send("", "x=2")
+    assert len(p.stdout_lines(2, timeout=20)) == 2
+    code, took, err = p.stop(signal.SIGTERM, timeout=10)
+    assert code == 0 and took < 2.0, (code, took, err)
+    assert "stopped by SIGTERM: 2 publication(s) published, none unknown" in err
+
+
+def test_a_node_given_as_a_broker_and_a_broker_given_as_a_node_are_errors(
+    cluster: LocalCluster, lone_broker: str
+) -> None:
+    node = cluster.node_refs[0]
+    done = pubsub("status", "--broker", node)
+    assert done.returncode == 1 and done.stdout == ""
+    assert f"{node} is a subscriber node, not a SCOT broker; give its address with --node" in done.stderr
+    done = pubsub("status", "--node", lone_broker)
+    assert done.returncode == 1
+    assert f"{lone_broker} is a SCOT broker, not a subscriber node; give its address with --broker" in done.stderr
