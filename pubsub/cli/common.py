@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from pubsub.client.library import ClientError
+from pubsub.client.library import ClientError, parse_cursor
 from pubsub.client.roles import role_problem
 from pubsub.client.run import until_done, until_stopped
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
@@ -351,14 +351,28 @@ def ask_status(addr: Ref, role: str, timeout: float) -> dict[str, Any]:
     return body
 
 
+class CursorType(click.ParamType):
+    """N (a local number) or INCARNATION:N (a cursor, as --json deliveries carry it)."""
+
+    name = "cursor"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            parse_cursor(str(value))
+        except ClientError as exc:
+            self.fail(str(exc), param, ctx)
+        return str(value)
+
+
 def since_option(help_text: str) -> Callable[[F], F]:
-    """--since N: the local publication number a client has already seen."""
+    """--since N or INCARNATION:N: where a client that already saw some publications
+    resumes (a bare number is not checked against the node's store incarnation)."""
     return click.option(
         "--since",
-        type=click.IntRange(min=0),
-        default=0,
+        type=CursorType(),
+        default="0",
         show_default=True,
-        metavar="N",
+        metavar="N|INC:N",
         help=help_text,
     )
 

@@ -4,7 +4,8 @@ One stream (`pubsub.client.library.Subscription`) per topic, all on the node giv
 deliveries of every stream are printed as they come, so their order across topics is the
 order of arrival.  With one topic a line is ``#LOCAL PUBLISHER#SEQ PAYLOAD``; with several
 it starts with the topic (``TOPIC #LOCAL ...``); JSON objects name their topic anyway.
-A stream that breaks ends the command with the topic and the ``--since`` to resume it.
+JSON objects also carry the cursor after each delivery (``INCARNATION:LOCAL``).  A stream
+that breaks ends the command with the topic and the ``--since`` cursor to resume it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ async def follow(
     node_ref: Ref,
     topics: list[str],
     *,
-    since: int,
+    since: str,
+    from_now: bool,
     new_only: bool,
     as_json: bool,
     count: int | None,
@@ -41,11 +43,12 @@ async def follow(
     readers: list[asyncio.Task[None]] = []
     try:
         for topic in topics:
-            sub = await client.subscribe(topic, since=since, new_only=new_only).open()
+            sub = await client.subscribe(topic, since=since, new_only=new_only, from_now=from_now).open()
             subs.append(sub)
+            restarted = " (the cursor was refused: from the node's latest on)" if sub.reset else ""
             click.echo(
                 f"{node_ref}: subscribed to {topic}; delivering from local #{sub.since + 1}"
-                f" (the node holds {sub.latest})",
+                f" (the node holds {sub.latest}){restarted}",
                 err=True,
             )
         readers = [asyncio.create_task(_pump(sub, queue)) for sub in subs]
@@ -56,10 +59,10 @@ async def follow(
             if isinstance(item, ClientError):
                 if isinstance(item, ConnectionLost):
                     raise ClientError(
-                        item.code, f"{item} ({sub.topic}); resume with --since {sub.last_seq}"
+                        item.code, f"{item} ({sub.topic}); resume with --since {sub.cursor}"
                     ) from None
                 raise item
-            line = format_delivery(item, as_json)
+            line = format_delivery(item, as_json, sub.incarnation)
             click.echo(f"{item.topic} {line}" if prefix else line)
             seen += 1
     finally:

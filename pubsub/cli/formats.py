@@ -18,17 +18,21 @@ def _payload_fields(payload: bytes) -> dict[str, Any]:
         return {"payload": None, "payload_base64": base64.b64encode(payload).decode("ascii")}
 
 
-def format_delivery(delivery: Delivery, as_json: bool = False) -> str:
+def format_delivery(delivery: Delivery, as_json: bool = False, incarnation: str | None = None) -> str:
     """One delivery as a line: ``#LOCAL PUBLISHER#SEQ PAYLOAD`` or a JSON object.
 
     In text, payloads that are not UTF-8 are shown as ``base64:...`` and line breaks as
-    ``\\n``; JSON carries the text as "payload", or "payload_base64" when it is not UTF-8.
+    ``\\n``; JSON carries the text as "payload", or "payload_base64" when it is not UTF-8,
+    the publisher's "msg_id", and the "cursor" to resume after this delivery
+    (``--since INCARNATION:LOCAL``; null when the node named no store incarnation).
     """
     if as_json:
         return json.dumps(
             {
                 "topic": delivery.topic,
                 "local_seq": delivery.local_seq,
+                "cursor": f"{incarnation}:{delivery.local_seq}" if incarnation else None,
+                "msg_id": delivery.msg_id or None,
                 "publisher": delivery.publisher,
                 "seq": delivery.seq,
                 "key": delivery.key.hex(),
@@ -51,9 +55,11 @@ def format_ack(ack: Ack, as_json: bool = False) -> str:
     if as_json:
         return json.dumps(ack.as_dict())
     where = f"local #{ack.local_seq}" if ack.local_seq is not None else "handed over"
+    durable = "durable" if ack.durable else "NOT durable: the member keeps no store"
+    again = ", a duplicate of an earlier request" if ack.duplicate else ""
     return (
         f"ack {ack.topic} {ack.publisher}#{ack.seq} key {ack.key.hex()[:16]} "
-        f"stored by {ack.stored_by} ({where})"
+        f"stored by {ack.stored_by} ({where}; {durable}{again})"
     )
 
 

@@ -44,6 +44,7 @@ async def publish_stdin(
     quiet: bool,
     as_json: bool,
     timeout: float,
+    retries: int,
 ) -> None:
     """Publish every line of stdin on `topic` through `node_ref` (see the module docstring)."""
 
@@ -53,7 +54,7 @@ async def publish_stdin(
 
     async with Client(node_ref, publish_timeout=timeout) as client:
         outcome = await publish_window(
-            stdin_lines(), lambda payload: client.publish(topic, payload), show, PublishError, stopping
+            stdin_lines(), lambda payload: client.publish(topic, payload, retries=retries), show, PublishError, stopping
         )
     report(outcome, topic, node_ref, quiet)
 

@@ -35,9 +35,10 @@ from pubsub.cli.follow import follow
 from pubsub.cli.publishing import publish_stdin
 from pubsub.cli.formats import format_ack, format_delivery, format_node_status, format_supervisor_status
 from pubsub.cli.topics import Selection, SelectionError, patterns_in, select
-from pubsub.client.library import Ack, Client, ClientError, PublishError
+from pubsub.client.library import DEFAULT_RETRIES, Ack, Client, ClientError, PublishError
 from pubsub.client.run import publish_pipelined
 from pubsub.kernel.message import Ref, Topic
+from pubsub.kernel.wire import WireError
 from pubsub.node.settings import NodeSettings, check_node_limits
 from pubsub.runtime.settings import (
     AdminSettings,
@@ -46,6 +47,7 @@ from pubsub.runtime.settings import (
     TelemetrySettings,
     load,
 )
+from pubsub.skipring.fields import validate_msg_id
 from pubsub.skipring.messages import JoinTopic, LeaveTopic
 from supervisor.settings import SupervisorSettings
 
@@ -255,9 +257,21 @@ def _supervisor_topics(node_body: dict[str, object], timeout: float) -> list[str
 @click.command()
 @click.argument("topic", nargs=-1, type=TOPIC, metavar="TOPIC...")
 @click.option("--node", "node_ref", required=True, type=ADDRESS, help="The node's address.")
-@since_option("Deliver the publications with local number > N (resume after N; one TOPIC only).")
+@since_option(
+    "Deliver the publications after local number N (one TOPIC only).  A cursor INC:N, as "
+    "--json deliveries and a broken stream print it, is refused if the node's store is "
+    "another incarnation or does not reach N."
+)
+@click.option(
+    "--from-now",
+    is_flag=True,
+    help="With --since INC:N: if the node refuses the cursor, deliver from its latest "
+    "publication on instead of failing.",
+)
 @click.option("--new-only", is_flag=True, help="Skip the history: only what arrives from now on.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per delivery.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object per delivery (with its cursor and msg_id)."
+)
 @click.option(
     "--detach", is_flag=True, help="Only make the node join the topics and return at once."
 )
@@ -273,7 +287,8 @@ def _supervisor_topics(node_body: dict[str, object], timeout: float) -> list[str
 def subscribe(
     topic: tuple[str, ...],
     node_ref: Ref,
-    since: int,
+    since: str,
+    from_now: bool,
     new_only: bool,
     as_json: bool,
     detach: bool,
@@ -288,18 +303,22 @@ def subscribe(
     supervisor knows now that matches it; topics created later are not joined.  The
     topics joined are printed, one line each.  Every publication the node holds or
     stores from now on is printed once, in the node's local order (numbered 1, 2, 3, ...
-    per topic): by default from the beginning of the history, with --since N after local
-    number N, with --new-only from now on.  With several topics each line starts with its
-    topic.  Runs until interrupted (Ctrl-C exits quietly with status 0) or --count
-    deliveries.  With --detach the node only joins the topics.
+    per topic): by default from the beginning of the history, with --since after the
+    given number or cursor, with --new-only from now on.  With several topics each line
+    starts with its topic.  Runs until interrupted (Ctrl-C exits quietly with status 0)
+    or --count deliveries.  With --detach the node only joins the topics.  A stream that
+    breaks ends the command (exit 1) with the cursor to resume from.
     """
     args = _topics_given(topic)
-    if new_only and since:
+    resuming = since != "0"
+    if new_only and resuming:
         raise click.UsageError("give at most one of --since and --new-only")
+    if from_now and not resuming:
+        raise click.UsageError("--from-now only applies with --since INC:N")
     body = ask_status(node_ref, "node", timeout)
     available = _supervisor_topics(body, timeout) if patterns_in(args, literal) else []
     chosen = _resolve(args, literal, available, "the supervisor's topics")
-    if since and len(chosen.topics) > 1:
+    if resuming and len(chosen.topics) > 1:
         raise click.UsageError(
             f"--since numbers one topic's publications; {len(chosen.topics)} topics selected"
         )
@@ -315,6 +334,7 @@ def subscribe(
             node_ref,
             chosen.topics,
             since=since,
+            from_now=from_now,
             new_only=new_only,
             as_json=as_json,
             count=count,
@@ -365,6 +385,24 @@ def unsubscribe(topic: tuple[str, ...], node_ref: Ref, literal: bool, timeout: f
     default=None,
     help="Publish the whole content of this file as one publication ('-' for stdin).",
 )
+@click.option(
+    "--msg-id",
+    default=None,
+    metavar="ID",
+    help="The publication's message id (1-64 printable ASCII characters; one MESSAGE or "
+    "--file only; generated when not given).  Publishing the same id again within the "
+    "node's de-duplication window (PUBSUB_DEDUPE_WINDOW, 120 s) is acknowledged as a "
+    "duplicate and stored once.",
+)
+@click.option(
+    "--retries",
+    type=click.IntRange(min=0),
+    default=DEFAULT_RETRIES,
+    show_default=True,
+    metavar="N",
+    help="Times a publication that got no answer (or an 'unknown' one) is sent again, with "
+    "the same message id.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print one summary line instead of every ack.")
 @click.option("--json", "as_json", is_flag=True, help="Print each acknowledgement as JSON.")
 @click.option(
@@ -380,6 +418,8 @@ def publish(
     message: str | None,
     node_ref: Ref,
     file: BinaryIO | None,
+    msg_id: str | None,
+    retries: int,
     quiet: bool,
     as_json: bool,
     timeout: float,
@@ -397,10 +437,17 @@ def publish(
     """
     if message is not None and file is not None:
         raise click.UsageError("give MESSAGE or --file, not both")
+    if msg_id is not None:
+        try:
+            validate_msg_id(msg_id)
+        except WireError as exc:
+            raise click.BadParameter(exc.detail, param_hint="--msg-id") from None
     if message is None and file is None:
+        if msg_id is not None:
+            raise click.UsageError("--msg-id names one publication: give MESSAGE or --file")
         run_client(
             lambda stopping: publish_stdin(
-                stopping, topic, node_ref, quiet=quiet, as_json=as_json, timeout=timeout
+                stopping, topic, node_ref, quiet=quiet, as_json=as_json, timeout=timeout, retries=retries
             ),
             graceful=True,
         )
@@ -418,7 +465,10 @@ def publish(
 
         async with Client(node_ref, publish_timeout=timeout) as client:
             done, failure = await publish_pipelined(
-                payloads, lambda payload: client.publish(topic, payload), show, PublishError
+                payloads,
+                lambda payload: client.publish(topic, payload, msg_id=msg_id, retries=retries),
+                show,
+                PublishError,
             )
         if failure is not None:
             before = f" ({done} acknowledged before the failure)" if done else ""
@@ -432,17 +482,23 @@ def publish(
 @click.command()
 @click.argument("topic", type=TOPIC)
 @click.option("--node", "node_ref", required=True, type=ADDRESS, help="The node's address.")
-@since_option("Only publications with local number > N.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per publication.")
+@since_option(
+    "Only publications after local number N (a cursor INC:N is refused if the node's "
+    "store is another incarnation or does not reach N)."
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object per publication (with its cursor and msg_id)."
+)
 @TIMEOUT_OPTION
-def history(topic: str, node_ref: Ref, since: int, as_json: bool, timeout: float) -> None:
+def history(topic: str, node_ref: Ref, since: str, as_json: bool, timeout: float) -> None:
     """Print what the node at --node holds for TOPIC, in its local order, numbered."""
 
     async def run() -> None:
         client = Client(node_ref, timeout=timeout)
-        found = await client.history(topic, since=since)
+        page = await client.history_page(topic, since=since)
+        found = page.deliveries
         for delivery in found:
-            click.echo(format_delivery(delivery, as_json))
+            click.echo(format_delivery(delivery, as_json, page.incarnation))
         if not found and not as_json:
             click.echo(f"{node_ref} holds no publications of {topic} after #{since}", err=True)
 

@@ -10,21 +10,31 @@ Everything is asynchronous (asyncio)::
                 print(delivery.local_seq, delivery.payload)
         history = await client.history("news")          # what the node holds now
 
-Publishing.  `publish` returns an `Ack` once a member of the topic holds the publication
-durably: the node itself when it subscribes to the topic, otherwise the member it handed
-the publication over to.  It raises `PublishError` with a machine-readable ``code``:
-``payload_too_large``, ``no_members`` (nobody subscribes to the topic), ``handover_failed``,
-``store_error``, ``timeout`` (no answer in time: the publication may or may not be stored),
-``connection`` (the node could not be reached or went away).  Many `publish` calls may run
+Publishing.  `publish` returns an `Ack` once a member of the topic holds the publication:
+the node itself when it is a configured member of the topic, otherwise the member it handed
+the publication over to; `Ack.durable` says whether that member's store survives its
+process.  Every publication carries a message id (`msg_id`, generated when not given); a
+call that gets no answer (a timeout, a lost connection) or an ``unknown`` answer is retried
+with the same id, up to `retries` times, and the node answers a repeat as a duplicate
+(`Ack.duplicate`) instead of publishing twice.  It raises `PublishError` with a
+machine-readable ``code``: ``payload_too_large``, ``no_members`` (nobody subscribes to the
+topic), ``handover_failed``, ``store_error`` -- all of which mean nothing was stored -- or
+``unknown`` (the retries ran out without an answer: it may or may not be stored; retrying
+later with the same id is safe within the node's window).  Many `publish` calls may run
 concurrently; they share one connection and are matched to their answers by number.
 
 Subscribing.  `subscribe` (optionally after asking the node to join the topic) opens a
 stream: every publication the node holds or will store, each exactly once and in the
 node's local order, numbered 1, 2, 3, ... (`Delivery.local_seq`).  By default it starts at
 the beginning (the whole history); ``since=N`` resumes after number N (what a client that
-reconnects passes: `Subscription.last_seq`), ``new_only=True`` skips the history.  If the
-connection breaks, iteration raises `ConnectionLost`; open a new subscription with
-``since=sub.last_seq`` to continue without gaps or repeats.
+reconnects passes: `Subscription.last_seq`), ``new_only=True`` skips the history.  A
+number is only meaningful for one incarnation of the node's store: pass the stream's
+`Subscription.incarnation` along (``incarnation=``), or its `Subscription.cursor`
+("INCARNATION:N") as ``since``, and the node refuses a cursor from another incarnation or
+beyond its end (``cursor_incarnation``, ``cursor_beyond_end``) -- or, with
+``from_now=True``, starts from its latest number instead.  If the connection breaks,
+iteration raises `ConnectionLost`; open a new subscription with ``since=sub.cursor`` to
+continue without gaps or repeats.
 
 Other failures raise `ClientError`, whose message is one line for an operator.
 """
@@ -34,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from types import TracebackType
@@ -47,12 +58,14 @@ from pubsub.skipring.messages import (
     Follow,
     JoinTopic,
     LeaveTopic,
+    MsgId,
     Payload,
     PublishAck,
     PublishFailed,
     PublishRequest,
 )
 from pubsub.client.roles import role_problem
+from pubsub.skipring.fields import validate_msg_id
 from pubsub.runtime.client import HANDSHAKE_TIMEOUT, HandshakeTimeout, RequestError, bounded_reader, request
 from pubsub.runtime.connection import split_ref
 from pubsub.runtime.streams import MessageReader
@@ -63,6 +76,10 @@ DEFAULT_TIMEOUT = 5.0
 DEFAULT_PUBLISH_TIMEOUT = 15.0
 #: Bytes a publishing connection may hold unsent before `publish` waits for the node.
 DRAIN_ABOVE = 256 * 1024
+#: Retries of a publication that got no answer or an ``unknown`` one.
+DEFAULT_RETRIES = 3
+#: Seconds before the first retry (doubled for each further one).
+RETRY_BACKOFF = 0.2
 
 
 class ClientError(Exception):
@@ -76,6 +93,10 @@ class ClientError(Exception):
 
 class PublishError(ClientError):
     """A publication was not acknowledged (see the module docstring for the codes)."""
+
+
+class _Unanswered(PublishError):
+    """An attempt sent its request and got no answer (timeout, lost connection)."""
 
 
 class ConnectionLost(ClientError):
@@ -97,6 +118,9 @@ class Ack:
     key: bytes
     stored_by: str
     local_seq: int | None
+    durable: bool = True
+    duplicate: bool = False
+    msg_id: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form (`pubsub publish --json`), the key as hex."""
@@ -107,6 +131,9 @@ class Ack:
             "key": self.key.hex(),
             "stored_by": self.stored_by,
             "local_seq": self.local_seq,
+            "durable": self.durable,
+            "duplicate": self.duplicate,
+            "msg_id": self.msg_id,
         }
 
 
@@ -119,6 +146,27 @@ def _payload(payload: bytes | str) -> bytes:
             f"carries ({wire.MAX_PAYLOAD_BYTES} bytes)",
         )
     return data
+
+
+def _msg_id(value: str) -> str:
+    try:
+        return validate_msg_id(value)
+    except wire.WireError as exc:
+        raise ClientError("bad_msg_id", exc.detail) from None
+
+
+def parse_cursor(since: int | str, incarnation: str | None = None) -> tuple[int, str | None]:
+    """(number, incarnation) of a resume point: a local number, or a cursor
+    "INCARNATION:N" as `Subscription.cursor` gives it; ClientError for anything else."""
+    if isinstance(since, int) and not isinstance(since, bool):
+        if since < 0:
+            raise ClientError("bad_since", f"since must not be negative, got {since}")
+        return since, incarnation
+    text = str(since)
+    found, sep, number = text.rpartition(":")
+    if not number.isdigit() or (sep and found and not all(c in "0123456789abcdef" for c in found)):
+        raise ClientError("bad_since", f"{text!r} is not a local number or a cursor INCARNATION:N")
+    return int(number), (found or incarnation) if sep else incarnation
 
 
 def _topic(topic: str) -> Topic:
@@ -241,11 +289,11 @@ class _Publisher:
                     # for frames this library builds).  Fail everything in flight.
                     self._fail(ClientError(msg.code, f"{self.addr} refused a request: {msg.detail}"))
         except asyncio.IncompleteReadError:
-            self._fail(PublishError("connection", f"{self.addr} closed the connection"))
+            self._fail(_Unanswered("connection", f"{self.addr} closed the connection"))
         except wire.WireError as exc:
-            self._fail(PublishError("connection", f"bad frame from {self.addr}: {exc}"))
+            self._fail(_Unanswered("connection", f"bad frame from {self.addr}: {exc}"))
         except (ConnectionError, OSError) as exc:
-            self._fail(PublishError("connection", f"connection to {self.addr} lost: {exc}"))
+            self._fail(_Unanswered("connection", f"connection to {self.addr} lost: {exc}"))
 
     def _fail(self, error: ClientError) -> None:
         self.error = error
@@ -335,71 +383,143 @@ class Client:
                 self._publisher = _Publisher(self.node, reader, writer, self.max_frame)
             return self._publisher
 
-    async def publish(self, topic: str, payload: bytes | str) -> Ack:
-        """Publish `payload` (str is sent as UTF-8) on `topic`; the Ack means durable."""
+    async def publish(
+        self, topic: str, payload: bytes | str, *, msg_id: str | None = None, retries: int = DEFAULT_RETRIES
+    ) -> Ack:
+        """Publish `payload` (str is sent as UTF-8) on `topic` (see the module docstring):
+        with `msg_id` (1..64 printable ASCII characters; generated when None), retried with
+        that id up to `retries` times while the outcome is unknown."""
         name = _topic(topic)
         data = _payload(payload)
+        ident = uuid.uuid4().hex if msg_id is None else _msg_id(msg_id)
+        attempt = 0
+        sent = False  # did any attempt get its request onto the wire?
+        while True:
+            try:
+                return await self._publish_once(name, data, ident)
+            except _Unanswered as exc:
+                sent = True
+                last: PublishError = exc
+            except PublishError as exc:
+                if exc.code not in ("unknown", "connection"):
+                    raise
+                sent = sent or exc.code == "unknown"
+                last = exc
+            if attempt >= retries:
+                if not sent:
+                    raise last  # nothing ever left: certainly not stored
+                raise PublishError(
+                    "unknown",
+                    f"{last.detail} -- after {attempt + 1} attempt(s) with message id {ident}: the "
+                    "publication may or may not be stored; publishing again with that id is safe",
+                ) from None
+            await asyncio.sleep(RETRY_BACKOFF * (2**attempt))
+            attempt += 1
+
+    async def _publish_once(self, name: Topic, data: bytes, msg_id: str) -> Ack:
+        """One attempt: `_Unanswered` when the request was sent and no answer came,
+        PublishError "connection" when the node could not be reached (nothing sent)."""
         publisher = await self._publishing_connection()
         request_id = next(self._ids)
         future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         publisher.pending[request_id] = future
         try:
-            publisher.send(
-                wire.encode(PublishRequest(topic=name, payload=Payload(data), id=request_id), self.max_frame)
-            )
+            request = PublishRequest(topic=name, payload=Payload(data), id=request_id, msg_id=MsgId(msg_id))
+            publisher.send(wire.encode(request, self.max_frame))
             await publisher.drain()
             async with asyncio.timeout(self.publish_timeout):
                 answer = await future
         except TimeoutError:
-            raise PublishError(
-                "timeout",
-                f"no acknowledgement from {self.node} within {self.publish_timeout:g} s "
-                "(the publication may or may not be stored)",
+            raise _Unanswered(
+                "timeout", f"no acknowledgement from {self.node} within {self.publish_timeout:g} s"
             ) from None
         except wire.WireError as exc:
             raise PublishError("payload_too_large", str(exc)) from None
         except (ConnectionError, OSError) as exc:
-            raise PublishError("connection", f"connection to {self.node} lost: {exc}") from None
+            raise _Unanswered("connection", f"connection to {self.node} lost: {exc}") from None
         finally:
             publisher.pending.pop(request_id, None)
         if isinstance(answer, PublishFailed):
             raise PublishError(answer.code, f"{self.node}: {answer.code}: {answer.detail}")
         assert isinstance(answer, PublishAck)
         return Ack(
-            answer.topic, answer.publisher, answer.seq, answer.key, answer.stored_by, answer.local_seq
+            answer.topic, answer.publisher, answer.seq, answer.key, answer.stored_by, answer.local_seq,
+            answer.durable, answer.duplicate, msg_id,
         )
 
     # ------------------------------------------------------------------ reading
     def subscribe(
-        self, topic: str, since: int = 0, new_only: bool = False, *, join: bool = True
+        self,
+        topic: str,
+        since: int | str = 0,
+        new_only: bool = False,
+        *,
+        join: bool = True,
+        incarnation: str | None = None,
+        from_now: bool = False,
     ) -> Subscription:
-        """A live stream of the topic's publications at this node (see `Subscription`).
+        """A live stream of the topic's publications at this node (see `Subscription`);
+        `since` a local number or a cursor "INCARNATION:N".
 
         With `join` the node is first asked to subscribe to the topic.
         """
-        return Subscription(self, _topic(topic), since, new_only, join=join, live=True)
+        number, incarnation = parse_cursor(since, incarnation)
+        return Subscription(
+            self, _topic(topic), number, new_only, join=join, live=True, incarnation=incarnation, from_now=from_now
+        )
 
-    async def history(self, topic: str, since: int = 0) -> list[Delivery]:
+    async def history(self, topic: str, since: int | str = 0, *, incarnation: str | None = None) -> list[Delivery]:
         """Every publication of `topic` the node holds now with local number > `since`."""
+        return (await self.history_page(topic, since, incarnation=incarnation)).deliveries
+
+    async def history_page(
+        self, topic: str, since: int | str = 0, *, incarnation: str | None = None
+    ) -> HistoryPage:
+        """`history`, with the store incarnation the local numbers belong to."""
         out: list[Delivery] = []
-        async with Subscription(self, _topic(topic), since, False, join=False, live=False) as sub:
+        number, incarnation = parse_cursor(since, incarnation)
+        async with Subscription(
+            self, _topic(topic), number, False, join=False, live=False, incarnation=incarnation
+        ) as sub:
             async for delivery in sub:
                 out.append(delivery)
-        return out
+        return HistoryPage(out, sub.incarnation)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPage:
+    """What `Client.history_page` read: the deliveries and the node store's incarnation
+    (a delivery's cursor is "INCARNATION:LOCAL_SEQ")."""
+
+    deliveries: list[Delivery]
+    incarnation: str | None
 
 
 class Subscription:
     """One Follow stream: an async iterator of `Delivery`, and an async context manager.
 
     `last_seq` is the local number of the last delivery handed out (or `since`); `latest`
-    is what the node held when the stream began.
+    is what the node held when the stream began; `incarnation` the node store's incarnation
+    (from the node's reply), and `cursor` the two together, "INCARNATION:N", to resume from.
     """
 
     def __init__(
-        self, client: Client, topic: Topic, since: int, new_only: bool, *, join: bool, live: bool
+        self,
+        client: Client,
+        topic: Topic,
+        since: int,
+        new_only: bool,
+        *,
+        join: bool,
+        live: bool,
+        incarnation: str | None = None,
+        from_now: bool = False,
     ) -> None:
         if since < 0:
             raise ClientError("bad_since", f"since must not be negative, got {since}")
+        self.incarnation = incarnation
+        self.from_now = from_now
+        self.reset = False
         self.client = client
         self.topic = topic
         self.since = since
@@ -422,7 +542,7 @@ class Subscription:
         reader, writer = await _connect(client.node, client.timeout, client.max_frame)
         self._writer = writer
         try:
-            follow = Follow(self.topic, self.since, self.new_only, self.live)
+            follow = Follow(self.topic, self.since, self.new_only, self.live, self.incarnation, self.from_now)
             writer.write(wire.encode(follow, client.max_frame))
             async with asyncio.timeout(client.timeout):
                 first = await _read(reader)
@@ -434,15 +554,22 @@ class Subscription:
             raise ClientError("connection", f"{client.node}: stream failed to start: {exc}") from None
         if isinstance(first, ErrorReply):
             await self.close()
-            raise ClientError(first.code, f"{client.node} refused the stream: {first.detail}")
+            raise ClientError(first.code, f"{client.node} refused the stream ({first.code}): {first.detail}")
         if not isinstance(first, Reply):
             await self.close()
             raise ClientError("protocol", f"{client.node} started the stream with {first.kind!r}")
         self.since = int(first.body.get("since", self.since))
         self.last_seq = self.since
         self.latest = int(first.body.get("latest", 0))
+        self.incarnation = first.body.get("incarnation") or self.incarnation
+        self.reset = bool(first.body.get("reset", False))
         self._reader = reader
         return self
+
+    @property
+    def cursor(self) -> str:
+        """Where this stream is: "INCARNATION:N" (N = `last_seq`), to resume from."""
+        return f"{self.incarnation or ''}:{self.last_seq}"
 
     async def close(self) -> None:
         """End the stream (the node notices and stops)."""

@@ -29,10 +29,16 @@ class Persist(NamedTuple):
     """Make durable everything the core stored up to now, then carry out `then`, in order;
     if that cannot be done, carry out `otherwise` instead.  An executor may write several
     Persists in one transaction, but never carries out `then` before the write that holds
-    what was stored before the Persist was returned."""
+    what was stored before the Persist was returned.
+
+    With `notify`, the executor first tells the core how the write ended --
+    ``core.persisted(notify, ok)`` -- and carries out the effects that returns before
+    `then` / `otherwise` (answers that depend on the outcome).  When a write fails, the
+    executor has the core forget what it could not write (``core.unstored``) before."""
 
     then: tuple[Effect, ...]
     otherwise: tuple[Effect, ...] = ()
+    notify: int | None = None
 
 
 #: What a core's `handle` and `timeout` may return.

@@ -122,9 +122,13 @@ class NodeApp:
             self.thread,
             on_written=self._written,
             on_error=self._store_error,
+            on_unwritten=self._unwritten,
             linger=linger,
             inline=inline,
         )
+        self.core.publishing.durable = self.store.durable
+        self._now = time.monotonic()  # the clock of the last call into the app
+        self._refill_message_ids()
         self._checkpointing: concurrent.futures.Future[None] | None = None
         self._checkpointed_at = (0.0, 0)  # (when, store.commits) of the last checkpoint
         self.runtime: Runtime | None = None
@@ -175,10 +179,12 @@ class NodeApp:
 
     # ------------------------------------------------------------------ the protocol
     def handle(self, msg: Message, now: float) -> list[Send]:
+        self._now = now
         self._notify("touched")
         return self._execute(self.core.handle(msg, now))
 
     def timeout(self, now: float) -> list[Send]:
+        self._now = now
         self.intervals += 1
         self._checkpoint(now)
         sends = self._execute(self.core.timeout(now))
@@ -193,6 +199,7 @@ class NodeApp:
         self, msg: Message, session: ClientSession, now: float
     ) -> list[Send] | None:
         """Publish and Follow answer later or stream; everything else goes to `control`."""
+        self._now = now
         self._notify("touched")
         if isinstance(msg, PublishRequest):
             return self._publish(msg, session, now)
@@ -205,6 +212,7 @@ class NodeApp:
         return None
 
     def control(self, msg: Message, now: float) -> tuple[Message, list[Send]]:
+        self._now = now
         self._notify("touched")
         if isinstance(msg, JoinTopic):
             sends = self.join(msg.topic)
@@ -315,8 +323,11 @@ class NodeApp:
         return sends
 
     def _committed(self, persist: Persist, ok: bool, written: Written) -> None:
-        """A Persist's commit ended: carry out what waited for it; its sends join the
-        outbox, which leaves coalesced once every action of the commit has run."""
+        """A Persist's commit ended: tell the core (`notify`), then carry out what waited
+        for it; the sends join the outbox, which leaves coalesced once every action of the
+        commit has run."""
+        if persist.notify is not None:
+            self._outbox.extend(self._execute(self.core.persisted(persist.notify, ok), written))
         self._outbox.extend(self._execute(persist.then if ok else persist.otherwise, written))
         self._schedule_outbox()
 
@@ -356,8 +367,9 @@ class NodeApp:
 
     # ------------------------------------------------------------------ persistence
     def _collect(self) -> None:
-        """Queue what the core stored since the last call for the next commit."""
-        arrivals = self.core.drain_arrivals()
+        """Queue what the core stored since the last call for the next commit (each
+        publisher's publications in order: the core holds back what waits)."""
+        arrivals = self.core.drain_arrivals(self._now)
         if arrivals:
             self.commits.add([NewRow(t, a.publication, a.via, a.hops) for t, a in arrivals])
 
@@ -384,6 +396,27 @@ class NodeApp:
         """A commit wrote these: streams get them from memory, telemetry hears of them."""
         self.deliveries.committed(written)
         self._notify("stored", written)
+
+    def _unwritten(self, rows: list[NewRow]) -> None:
+        """A commit failed: the core forgets what it could not write."""
+        for row in rows:
+            self.core.unstored(row.topic, row.publication)
+
+    def _refill_message_ids(self) -> None:
+        """After a restart, the message ids of what the store holds from the last window
+        are duplicates again (`pubsub.skipring.publishing`)."""
+        window = self.core.publishing.window
+        if not self.store.durable or window <= 0:
+            return
+        wall_ms = int(time.time() * 1000)
+        try:
+            found = self.thread.call(self.store.message_ids, wall_ms - int(window * 1000))
+        except StoreError as exc:
+            log.warning("%s: cannot refill the message-id window: %s", self.ref, exc)
+            return
+        for topic, publication, stored_at_ms in found:
+            left = window - (wall_ms - stored_at_ms) / 1000
+            self.core.publishing.stored(topic, publication, self._now, expires=self._now + left)
 
     def _store_error(self, exc: StoreError) -> None:
         self.stats.error("store_error")
@@ -462,7 +495,12 @@ class NodeApp:
             "delivered": self.deliveries.delivered,
             "handovers_pending": len(self.core.handover.pending),
             "handover": {k: v for k, v in sorted(self.core.handover.counters.items()) if v},
-            "node": {k: v for k, v in sorted((self.counters + self.core.publishing).items()) if v},
+            "node": {k: v for k, v in sorted((self.counters + self.core.publishing.counters).items()) if v},
+            "message_ids": self.core.publishing.remembered(),
+            "order": {
+                "waiting": self.core.sequencer.waiting,
+                **{k: v for k, v in sorted(self.core.sequencer.counters.items()) if v},
+            },
             "rejected_malformed": totals.get("rejected_malformed", 0),
             "counters": dict(sorted(totals.items())),
             "topic_counters": by_topic,
@@ -502,6 +540,9 @@ async def serve_node(
             max_payload_bytes=settings.max_payload_bytes,
             handover_timeout=settings.handover_timeout,
             handover_attempts=settings.handover_attempts,
+            dedupe_window=settings.dedupe_window,
+            order_wait=settings.order_wait,
+            order_max_wait=settings.order_max_wait,
         )
         stats = Stats()
         app = NodeApp(listen, core, stats, topic_file, store=store, linger=settings.publish_linger)

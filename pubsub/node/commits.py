@@ -19,8 +19,10 @@ here, waking streams -- runs after the commit that wrote it (the core's `Persist
   seconds when that is set, so that batches form at moderate rates too;
 * a commit's completion comes back to the loop, where `on_written` sees the rows as written
   (local numbers assigned) and every action queued before that commit runs with
-  ``ok=True`` and the local numbers; on a `StoreError` the rows stay queued for the next try
-  (`retry` seconds later), and the waiting actions run with ``ok=False``.
+  ``ok=True`` and the local numbers; on a `StoreError` the rows are *not* kept for another
+  try: `on_unwritten` hears of them (the node then forgets them, so that nothing it answered
+  as failed is stored later -- publications of others come back by anti-entropy), and the
+  waiting actions run with ``ok=False``.
 
 Without a running event loop (a test driving a node by hand) everything is written at once.
 `flush` writes everything still queued, waiting for the commit in flight (shutdown).
@@ -44,8 +46,6 @@ log = logging.getLogger(__name__)
 Written = dict[tuple[Topic, bytes], int]
 #: Runs after a commit: (whether it succeeded, what it wrote).
 AfterCommit = Callable[[bool, Written], None]
-#: Seconds before a failed commit is tried again.
-STORE_RETRY = 1.0
 
 
 @dataclass(eq=False)
@@ -67,26 +67,28 @@ class GroupCommit:
         *,
         on_written: Callable[[list[Stored]], None],
         on_error: Callable[[StoreError], None],
+        on_unwritten: Callable[[list[NewRow]], None] = lambda rows: None,
         linger: float = 0.0,
-        retry: float = STORE_RETRY,
         inline: bool = False,
     ) -> None:
-        if linger < 0 or retry <= 0:
-            raise ValueError("linger must be >= 0 and retry > 0")
+        if linger < 0:
+            raise ValueError("linger must be >= 0")
         self.store = store
         self.thread = thread
         self.linger = linger
-        self.retry = retry
         self.inline = inline
         self._on_written = on_written
         self._on_error = on_error
+        self._on_unwritten = on_unwritten
         self._rows: list[NewRow] = []
         self._actions: list[AfterCommit] = []
         self._in_flight: _Batch | None = None
         self._scheduled = False
-        #: Commits that wrote something, and their rows (for the metrics and status).
+        #: Commits that wrote something, and their rows (for the metrics and status), and the
+        #: rows of commits that failed.
         self.batches = 0
         self.rows_written = 0
+        self.failed_rows = 0
 
     @property
     def unwritten(self) -> int:
@@ -173,17 +175,11 @@ class GroupCommit:
             self._run(action, True, local)
 
     def _failed(self, batch: _Batch, exc: StoreError) -> None:
-        self._rows = batch.rows + self._rows
+        self.failed_rows += len(batch.rows)
         self._on_error(exc)
+        self._on_unwritten(batch.rows)
         for action in batch.actions:
             self._run(action, False, {})
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        if self._rows:
-            self._scheduled = True
-            loop.call_later(self.retry, self._start)
 
     def _run(self, action: AfterCommit, ok: bool, written: Written) -> None:
         try:

@@ -12,6 +12,12 @@ numbers come from the node's store (`pubsub.node.store`), so:
   rest, nothing twice;
 * **only what is durable**: the store's latest number moves only after the commit that
   wrote the publication, and streams read nothing beyond it;
+* **cursors name the store's incarnation** (`pubsub.node.store`): the reply carries
+  ``incarnation``; a client resuming with ``since`` > 0 names it too.  A cursor from
+  another incarnation (the node lost or never had a durable store and restarted) is
+  refused with ``cursor_incarnation``, and a cursor beyond the node's latest number with
+  ``cursor_beyond_end`` -- never silently served from the wrong place.  With ``from_now``
+  such a stream starts at the latest number instead (the reply says ``"reset": true``);
 * ``new_only`` starts at the latest number at the time of the request (history skipped);
 * without ``live`` the stream ends after the publications held at the time of the
   request, with a Reply ``{"end": true, "topic", "latest", "delivered"}`` (``pubsub
@@ -35,16 +41,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
 from pubsub.kernel.control import ErrorReply, Reply
 from pubsub.kernel.message import Topic
-from pubsub.skipring.messages import Delivery, Follow
-from pubsub.runtime.connection import ClientSession
 from pubsub.node.store import PublicationStore, Stored, StoreError
 from pubsub.node.writer import StoreThread
+from pubsub.runtime.connection import ClientSession
+from pubsub.skipring.messages import Delivery, Follow, MsgId
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +75,7 @@ def delivery_of(stored: Stored) -> Delivery:
         payload=p.payload,
         stored_at_ms=stored.stored_at_ms,
         published_ms=p.published_ms,
+        msg_id=MsgId(p.msg_id),
     )
 
 
@@ -107,13 +115,23 @@ class Deliveries:
         self.streams: dict[Topic, set[Stream]] = {}
         #: Deliveries written to clients since start.
         self.delivered = 0
-        #: Streams opened since start.
+        #: Streams opened since start, and refused by code (cursor_incarnation, ...).
         self.opened = 0
+        self.refused: Counter[str] = Counter()
 
     def open(self, msg: Follow, session: ClientSession, spawn: Spawn) -> None:
         """Start the stream `msg` asks for on `session` (see the module docstring)."""
         latest = self.store.latest(msg.topic)
+        incarnation = self.store.incarnation
         since = latest if msg.new_only else max(0, msg.since)
+        reset = False
+        problem = self._cursor_problem(msg, since, latest)
+        if problem is not None:
+            if not msg.from_now:
+                self.refused[problem[0]] += 1
+                session.send(ErrorReply(code=problem[0], detail=problem[1]))
+                return
+            since, reset = latest, True
         session.streaming = True
         session.send(
             Reply(
@@ -123,6 +141,8 @@ class Deliveries:
                     "since": since,
                     "latest": latest,
                     "live": msg.live,
+                    "incarnation": incarnation,
+                    "reset": reset,
                 }
             )
         )
@@ -131,6 +151,25 @@ class Deliveries:
         session.on_close(stream.wake.set)
         self.opened += 1
         spawn(self._run(stream), f"follow {msg.topic} {session.address}")
+
+    def _cursor_problem(self, msg: Follow, since: int, latest: int) -> tuple[str, str] | None:
+        """Why the stream cannot start at `since` (code, one line), or None."""
+        if msg.new_only or since == 0:
+            return None
+        if msg.incarnation is not None and msg.incarnation != self.store.incarnation:
+            return (
+                "cursor_incarnation",
+                f"cursor {msg.incarnation}:{since} belongs to another incarnation of this node's "
+                f"store (now {self.store.incarnation}: it was lost, or the node keeps no store "
+                "and restarted); resume from now (subscribe --from-now) or from 0",
+            )
+        if since > latest:
+            return (
+                "cursor_beyond_end",
+                f"cursor {since} is beyond this node's latest number {latest} for {msg.topic!r} "
+                f"(incarnation {self.store.incarnation}); resume from now (subscribe --from-now) or from 0",
+            )
+        return None
 
     def committed(self, written: list[Stored]) -> None:
         """A commit wrote these (in local order per topic): keep them as the topics' tails

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pubsub.kernel.wire import DEFAULT_MAX_FRAME, MAX_PAYLOAD_BYTES
@@ -61,6 +61,35 @@ class NodeSettings(BaseSettings):
         1.5, gt=0, description="seconds one hand-over step may take before the next attempt"
     )
     handover_attempts: int = Field(4, ge=1, description="hand-over attempts before failing")
+    dedupe_window: float = Field(
+        120.0,
+        ge=0,
+        le=86_400,
+        description="seconds a message id is remembered: a publish request repeating it within "
+        "the window is answered as a duplicate and not published again",
+    )
+    order_wait: float = Field(
+        2.0,
+        ge=0,
+        le=60,
+        description="seconds a publisher's publications may stop arriving while some of them "
+        "wait for a missing predecessor; then they are stored anyway (out of order, counted)",
+    )
+    order_max_wait: float = Field(
+        30.0,
+        ge=0,
+        le=600,
+        description="seconds a publication waits for its publisher's previous one at most, "
+        "however busy the publisher (at least order_wait)",
+    )
+
+    @model_validator(mode="after")
+    def _max_wait_covers_wait(self) -> NodeSettings:
+        if self.order_max_wait < self.order_wait:
+            raise ValueError(
+                f"order_max_wait ({self.order_max_wait}) must be at least order_wait ({self.order_wait})"
+            )
+        return self
 
 
 def check_node_limits(node: NodeSettings, runtime: RuntimeSettings) -> None:

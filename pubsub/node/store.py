@@ -11,12 +11,20 @@ What it keeps
 Tables::
 
     publications(topic, local_seq, key, publisher, seq, payload, via, hops, stored_at_ms,
-                 published_ms, PRIMARY KEY (topic, local_seq), UNIQUE (topic, key))
-    meta(name PRIMARY KEY, value)            -- "seq_reserved"
+                 published_ms, prev, msg_id, PRIMARY KEY (topic, local_seq), UNIQUE (topic, key))
+    meta(name PRIMARY KEY, value)            -- "seq_reserved", "incarnation"
 
-``published_ms`` (the publication's own timestamp, `Publication.published_ms`) was added
-after the first layout; a store without the column gets it (``DEFAULT 0``, unknown) when it
-is opened, and older code, which names its columns, still reads and writes such a store.
+Incarnation.  A store has a random *incarnation* (16 hex digits), made when the store is
+created and kept in ``meta``; a store in memory gets a new one with every process.  Local
+numbers are only meaningful within one incarnation, so a stream cursor names both
+(`pubsub.node.delivery`): a client that resumes with a number from another incarnation --
+the node lost its store, or runs without one and restarted -- is told so instead of being
+served the wrong publications.
+
+``published_ms`` (the publication's own timestamp, `Publication.published_ms`), ``prev`` and
+``msg_id`` (`Publication.prev`, `Publication.msg_id`) were added after the first layout; a
+store without them gets them (defaults 0, -1 and "") when it is opened, and older code,
+which names its columns, still reads and writes such a store.
 
 Durability
     `append` writes a batch in one transaction.  With ``sync="full"`` SQLite syncs the
@@ -45,6 +53,8 @@ a warning, never handed to the trie.
 from __future__ import annotations
 
 import logging
+import re
+import secrets
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -60,6 +70,7 @@ from pubsub.kernel.wire import WireError, validate_ref, validate_topic
 log = logging.getLogger(__name__)
 
 DB_NAME = "publications.sqlite3"
+_INCARNATION = re.compile(r"[0-9a-f]{16}")
 #: Layout version, in SQLite's user_version.
 FORMAT = 1
 
@@ -93,13 +104,22 @@ class NewRow(NamedTuple):
 
 _INSERT = (
     "INSERT OR IGNORE INTO publications (topic, local_seq, key, publisher, seq, payload, via,"
-    " hops, stored_at_ms, published_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " hops, stored_at_ms, published_ms, prev, msg_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+#: Columns added after the first layout: (name, declaration).
+_ADDED_COLUMNS = (
+    ("published_ms", "INTEGER NOT NULL DEFAULT 0"),
+    ("prev", "INTEGER NOT NULL DEFAULT -1"),
+    ("msg_id", "TEXT NOT NULL DEFAULT ''"),
 )
 
 
 def _values(s: Stored) -> tuple[object, ...]:
     p = s.publication
-    return (s.topic, s.local_seq, p.key, p.publisher, p.seq, p.payload, s.via, s.hops, s.stored_at_ms, p.published_ms)
+    return (
+        s.topic, s.local_seq, p.key, p.publisher, p.seq, p.payload, s.via, s.hops, s.stored_at_ms,
+        p.published_ms, p.prev, p.msg_id,
+    )
 
 
 class PublicationStore:
@@ -132,13 +152,22 @@ class PublicationStore:
                 " PRIMARY KEY (topic, local_seq), UNIQUE (topic, key))"
             )
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(publications)")}
-            if "published_ms" not in columns:  # a store written before the column existed
-                self._db.execute(
-                    "ALTER TABLE publications ADD COLUMN published_ms INTEGER NOT NULL DEFAULT 0"
-                )
+            for name, declaration in _ADDED_COLUMNS:  # a store written before they existed
+                if name not in columns:
+                    self._db.execute(f"ALTER TABLE publications ADD COLUMN {name} {declaration}")
             self._db.execute(
-                "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)"
+                "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value NOT NULL)"
             )
+            # kept as "i<hex>" so that an all-digit incarnation is not turned into a number
+            found = self._db.execute("SELECT value FROM meta WHERE name = 'incarnation'").fetchone()
+            if found is not None and isinstance(found[0], str) and _INCARNATION.fullmatch(found[0][1:]):
+                self.incarnation: str = found[0][1:]
+            else:
+                self.incarnation = secrets.token_hex(8)
+                self._db.execute(
+                    "INSERT OR REPLACE INTO meta (name, value) VALUES ('incarnation', ?)",
+                    ("i" + self.incarnation,),
+                )
             self._db.execute(f"PRAGMA user_version = {FORMAT}")
             self._latest: dict[Topic, int] = {
                 Topic(topic): int(latest)
@@ -278,7 +307,8 @@ class PublicationStore:
         try:
             cursor = self._reader().execute(
                 "SELECT local_seq, key, publisher, seq, payload, via, hops, stored_at_ms,"
-                " published_ms FROM publications WHERE topic = ? AND local_seq > ? ORDER BY local_seq LIMIT ?",
+                " published_ms, prev, msg_id FROM publications"
+                " WHERE topic = ? AND local_seq > ? ORDER BY local_seq LIMIT ?",
                 (topic, after, limit),
             )
             out: list[Stored] = []
@@ -305,6 +335,25 @@ class PublicationStore:
             for stored in batch:
                 yield stored.publication
             after = batch[-1].local_seq
+
+    def message_ids(self, since_ms: int) -> list[tuple[Topic, Publication, int]]:
+        """(topic, publication, stored_at_ms) of every stored publication that has a message
+        id and was stored at or after `since_ms` (to refill the de-duplication window)."""
+        try:
+            rows = self._reader().execute(
+                "SELECT topic, local_seq, key, publisher, seq, payload, via, hops, stored_at_ms,"
+                " published_ms, prev, msg_id FROM publications"
+                " WHERE msg_id != '' AND stored_at_ms >= ?",
+                (since_ms,),
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read {self.location}: {exc}") from None
+        out: list[tuple[Topic, Publication, int]] = []
+        for topic, *rest in rows:
+            stored = self._decode(topic, tuple(rest))
+            if stored is not None:
+                out.append((stored.topic, stored.publication, stored.stored_at_ms))
+        return out
 
     def count(self, topic: Topic) -> int:
         """How many publications of `topic` are stored."""
@@ -337,7 +386,7 @@ class PublicationStore:
         self.checkpoints += 1
 
     def _decode(self, topic: Topic, row: tuple[object, ...]) -> Stored | None:
-        local_seq, key, publisher, seq, payload, via, hops, stamp, published_ms = row
+        local_seq, key, publisher, seq, payload, via, hops, stamp, published_ms, prev, msg_id = row
         try:
             if type(key) is not bytes or len(key) != HASH_BYTES:
                 raise ValueError("key is not 16 bytes")
@@ -347,12 +396,18 @@ class PublicationStore:
                 raise ValueError("bad local_seq or timestamp")
             if type(published_ms) is not int or published_ms < 0:
                 published_ms = 0  # a damaged timestamp is only unknown, the row stays
+            if type(prev) is not int or prev < -1:
+                prev = -1  # likewise an unknown predecessor
+            if not isinstance(msg_id, str) or len(msg_id) > 64:
+                msg_id = ""
             publication = Publication(
                 PublicationKey(key),
                 Ref(validate_ref(publisher)),
                 seq,
                 Payload(payload),
                 published_ms,
+                prev,
+                msg_id,
             )
             return Stored(
                 validate_topic(topic),

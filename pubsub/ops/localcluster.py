@@ -60,7 +60,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,7 @@ class LocalCluster(DaemonGroup):
         events_dir: Path | str | None = None,
         admin: bool = True,
         prometheus_targets_dir: Path | str | None = None,
+        memory_nodes: Collection[int] = (),
     ) -> None:
         """Describe the cluster (nothing starts before `start` or entering ``with``).
 
@@ -124,7 +125,9 @@ class LocalCluster(DaemonGroup):
         cluster puts its target file there while it runs and removes it at `stop`.
         `flooding` False starts the nodes with
         ``--no-flooding`` (anti-entropy alone spreads publications).  `admin` False starts
-        the daemons without an admin listener (no fault injection).
+        the daemons without an admin listener (no fault injection).  The nodes whose
+        indexes are in `memory_nodes` run without ``--data``: their store lives in memory
+        and a restart begins a new incarnation with nothing in it.
         """
         if n_nodes < 0:
             raise ValueError("n_nodes must not be negative")
@@ -175,8 +178,7 @@ class LocalCluster(DaemonGroup):
                         ref,
                         "--supervisor",
                         sup_ref,
-                        "--data",
-                        str(data),
+                        *([] if i in memory_nodes else ["--data", str(data)]),
                         "--interval",
                         repr(interval),
                         *([] if flooding else ["--no-flooding"]),
@@ -405,7 +407,8 @@ class LocalCluster(DaemonGroup):
 
     def history(self, which: int | str, topic: str, via_cli: bool = False) -> list[dict[str, Any]]:
         """What a node holds for `topic`, in local order: dicts with local_seq, publisher,
-        seq, key (hex), published_ms and payload (``pubsub history --json`` with `via_cli`)."""
+        seq, key (hex), published_ms, payload and msg_id (``pubsub history --json`` with
+        `via_cli`)."""
         return self.histories([self.node(which).ref], topic, via_cli)[self.node(which).ref]
 
     def histories(
@@ -429,6 +432,7 @@ class LocalCluster(DaemonGroup):
                     "key": d.key.hex(),
                     "published_ms": d.published_ms or None,
                     "payload": d.payload.decode("utf-8", "replace"),
+                    "msg_id": d.msg_id or None,
                 }
                 for d in found
             ]

@@ -37,7 +37,7 @@ from pubsub.kernel.effects import Answer, Effect, Persist
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.sim.engine import EventQueue
 from pubsub.skipring.antientropy import Arrival
-from pubsub.skipring.messages import Payload, PublishRequest
+from pubsub.skipring.messages import MsgId, Payload, PublishRequest
 from pubsub.skipring.nodecore import NodeCore
 from supervisor.core import SupervisorCore
 
@@ -148,12 +148,13 @@ class Simulation:
         self._dispatch(ref, self.nodes[ref].publish(topic, payload))
 
     def publish_request(
-        self, ref: Ref, topic: Topic, payload: bytes, *, client: int = 1, request_id: int = 1
+        self, ref: Ref, topic: Topic, payload: bytes, *, client: int = 1, request_id: int = 1, msg_id: str = ""
     ) -> None:
-        """A client (token `client`) asks node `ref` to publish, as over the client port:
-        the node acknowledges once durable, or hands the publication over to a member when
-        it is not one (`NodeCore.publish_request`); answers land in `answers`."""
-        request = PublishRequest(topic, Payload(payload), request_id)
+        """A client (token `client`) asks node `ref` to publish, as over the client port
+        (with the client's message id `msg_id`, if any): the node acknowledges once
+        durable, or hands the publication over to a member when it is not a configured one
+        (`NodeCore.publish_request`); answers land in `answers`."""
+        request = PublishRequest(topic, Payload(payload), request_id, MsgId(msg_id))
         published_ms = int(self.now * 1000)
         self._dispatch(ref, self.nodes[ref].publish_request(client, request, published_ms, self.now))
 
@@ -244,7 +245,7 @@ class Simulation:
     def _dispatch(self, src: Ref, effects: Sequence[Effect]) -> None:
         store = self.stores.get(src)
         if store is not None and src in self.nodes:
-            arrivals = self.nodes[src].drain_arrivals()
+            arrivals = self.nodes[src].drain_arrivals(self.now)  # in each publisher's order
             if arrivals:
                 store.unwritten.extend(arrivals)
                 self._commit_soon(src, store)
@@ -257,7 +258,7 @@ class Simulation:
                 continue
             if isinstance(effect, Persist):
                 if store is None:
-                    self._dispatch(src, effect.then)
+                    self._persisted(src, effect)
                 else:
                     store.waiting.append(effect)
                     self._commit_soon(src, store)
@@ -295,7 +296,15 @@ class Simulation:
         if self.log is not None:
             self.log.append((self.now, "commit", ref, [(t, a.publication.key) for t, a in rows]))
         for persist in waiting:
-            self._dispatch(ref, persist.then)
+            self._persisted(ref, persist)
+
+    def _persisted(self, ref: Ref, persist: Persist) -> None:
+        """A Persist's write happened (the simulated stores never fail): tell the core if it
+        asked, then carry out what waited."""
+        node = self.nodes.get(ref)
+        if persist.notify is not None and node is not None:
+            self._dispatch(ref, node.persisted(persist.notify, True))
+        self._dispatch(ref, persist.then)
 
     def _schedule(self, when: float, kind: int, target: Ref, payload: Any) -> None:
         self.events.schedule(when, kind, (target, payload))

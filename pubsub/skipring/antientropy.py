@@ -180,6 +180,14 @@ class AntiEntropy:
         self.new.append(Arrival(publication, via, hops))
         return True
 
+    def forget(self, publication: Publication) -> bool:
+        """Take a stored publication out of the trie (it could not be made durable; it
+        comes back by anti-entropy when it was someone else's).  False if not held."""
+        removed = self.trie.remove(self.trie_key(publication))
+        if removed:
+            self.counters["forgotten"] += 1
+        return removed
+
     def restore(self, publications: Iterable[Publication]) -> int:
         """Insert publications from durable storage without recording arrivals.
 
@@ -521,8 +529,16 @@ def _digest(node: TrieNode[Publication]) -> NodeDigest:
     return NodeDigest(node.label, NodeHash(node.hash))
 
 
-def make_publication(publisher: Ref, seq: int, payload: bytes, published_ms: int = 0) -> Publication:
+def make_publication(
+    publisher: Ref, seq: int, payload: bytes, published_ms: int = 0, prev: int = -1, msg_id: str = ""
+) -> Publication:
     """A publication with its key computed from its content (`publication_key`)."""
     return Publication(
-        PublicationKey(publication_key(publisher, seq, payload)), publisher, seq, Payload(payload), published_ms
+        PublicationKey(publication_key(publisher, seq, payload)),
+        publisher,
+        seq,
+        Payload(payload),
+        published_ms,
+        prev,
+        msg_id,
     )

@@ -11,11 +11,14 @@ annotation                on the wire
 ``Position``              an integer 0..2^64-1 (a point of the ring in units of 2^-64)
 ``PublicationKey``        bin of exactly 16 bytes
 ``Payload``               bin of at most `MAX_PAYLOAD_BYTES`
-``Publication``           ``[key, publisher, seq, payload, published_ms]``: key bin of 16
-                          bytes, publisher a ``Ref``, seq an integer 0..2^63-1, payload bin
-                          of at most `MAX_PAYLOAD_BYTES` (the frame size less room for the
-                          envelope), published_ms an integer 0..2^63-1 (Unix ms when first
-                          accepted; optional on input, 0 = unknown)
+``Publication``           ``[key, publisher, seq, payload, published_ms, prev, msg_id]``: key
+                          bin of 16 bytes, publisher a ``Ref``, seq an integer 0..2^63-1,
+                          payload bin of at most `MAX_PAYLOAD_BYTES` (the frame size less
+                          room for the envelope), published_ms an integer 0..2^63-1 (Unix
+                          ms when first accepted, 0 = unknown), prev an integer -1..2^63-1
+                          (the publisher's previous seq in the topic, -1 = none), msg_id a
+                          message id (`validate_msg_id`, "" = none); the last three are
+                          optional on input
 ``list[NodeDigest]``      an array of at most `MAX_DIGESTS` (64) digests
 ``list[Publication]``     an array of at most `MAX_PUBLICATIONS` (256) publications
 ========================  ================================================================
@@ -50,6 +53,7 @@ from pubsub.skipring.messages import (
     Contact,
     NodeDigest,
     NodeHash,
+    MsgId,
     Payload,
     Position,
     Publication,
@@ -123,24 +127,44 @@ def validate_payload(value: object) -> Payload:
     return Payload(bounded_bytes(value, MAX_PAYLOAD_BYTES, "a payload"))
 
 
-def validate_publication(value: object) -> Publication:
-    """A publication [key, publisher, seq, payload, published_ms] (see the table above);
-    the four-element form of older peers decodes with published_ms 0 (unknown)."""
-    if not isinstance(value, (list, tuple)) or len(value) not in (4, 5):
+#: Longest message id.
+MAX_MSG_ID_CHARS = 64
+
+
+def validate_msg_id(value: object) -> MsgId:
+    """A message id: "" (none) or 1..64 printable ASCII characters (no spaces)."""
+    if not isinstance(value, str) or len(value) > MAX_MSG_ID_CHARS or not all(
+        "!" <= c <= "~" for c in value
+    ):
         raise WireError(
             "bad_field",
-            "a publication must be [key, publisher, seq, payload] with an optional "
-            f"published_ms, got {short(value)}",
+            f"a message id is 1..{MAX_MSG_ID_CHARS} printable ASCII characters, got {short(value)}",
+        )
+    return MsgId(value)
+
+
+def validate_publication(value: object) -> Publication:
+    """A publication [key, publisher, seq, payload, published_ms, prev, msg_id] (see the
+    table above); older peers' shorter forms decode with the defaults."""
+    if not isinstance(value, (list, tuple)) or not 4 <= len(value) <= 7:
+        raise WireError(
+            "bad_field",
+            "a publication must be [key, publisher, seq, payload] with optional "
+            f"published_ms, prev and msg_id, got {short(value)}",
         )
     key = validate_publication_key(value[0])
     seq = validate_int(value[2])
     if seq < 0:
         raise WireError("bad_field", f"a sequence number must not be negative, got {seq}")
-    published_ms = validate_int(value[4]) if len(value) == 5 else 0
+    published_ms = validate_int(value[4]) if len(value) > 4 else 0
     if published_ms < 0:
         raise WireError("bad_field", f"published_ms must not be negative, got {published_ms}")
+    prev = validate_int(value[5]) if len(value) > 5 else -1
+    if prev < -1:
+        raise WireError("bad_field", f"prev must be -1 or a sequence number, got {prev}")
+    msg_id = validate_msg_id(value[6]) if len(value) > 6 else ""
     return Publication(
-        key, validate_ref(value[1]), seq, validate_payload(value[3]), published_ms
+        key, validate_ref(value[1]), seq, validate_payload(value[3]), published_ms, prev, msg_id
     )
 
 
@@ -161,7 +185,7 @@ def _encode_digest(value: NodeDigest) -> list[Any]:
 
 
 def _encode_publication(value: Publication) -> list[Any]:
-    return [value.key, value.publisher, value.seq, value.payload, value.published_ms]
+    return [value.key, value.publisher, value.seq, value.payload, value.published_ms, value.prev, value.msg_id]
 
 
 def _encode_publications(values: list[Publication]) -> list[list[Any]] | Packed:
@@ -181,6 +205,7 @@ def register() -> None:
     register_field_type(NodeHash, validate_node_hash, identity)
     register_field_type(PublicationKey, validate_publication_key, identity)
     register_field_type(Position, validate_position, identity)
+    register_field_type(MsgId, validate_msg_id, identity)
     register_field_type(Payload, validate_payload, identity)
     register_field_type(NodeDigest, validate_digest, _encode_digest)
     register_field_type(Publication, validate_publication, _encode_publication)

@@ -12,10 +12,17 @@ none for t).  It hands the publication over to a member instead:
    the next attempt at step 1, asking the supervisor to avoid u (``GetMember.avoid``),
    so another member is tried whenever there is one.
 
-After `attempts` failed attempts the request fails (code ``handover_failed``).  Every
+After `attempts` failed attempts the request ends without an acknowledgement.  Every
 attempt hands over the *same* publication (same key), so a member that stored it but whose
 acknowledgement was lost and a second member that stores it again hold one publication,
 not two: the tries deduplicate by key.
+
+Honest outcomes.  Once a HandOver has left, a member may hold the publication even though
+no acknowledgement came back (it was slow, frozen, or its answer was lost): such a request
+ends ``unknown``, never "failed".  Only a request that never sent a HandOver -- the topic
+has no members (``no_members``), the supervisor never named one (``handover_failed``) --
+definitely stored nothing.  A member's `HandOverAck` also says whether its store is
+durable (`durable`), which the node passes on to its client.
 
 `HandOverClient` keeps the outstanding requests.  Like the protocol cores it returns the
 messages to send and takes the time as an argument; finished requests are collected with
@@ -46,6 +53,10 @@ class Outcome:
     member: Ref | None = None
     code: str = ""
     detail: str = ""
+    durable: bool = True
+    #: The publication the member held already under the same message id (then this
+    #: one was not stored: the client's answer names the original).
+    original: Publication | None = None
 
 
 @dataclass(slots=True)
@@ -59,6 +70,7 @@ class _Pending:
     member: Ref | None = None  # None while waiting for MemberIs
     failed_member: Ref | None = None  # the member of the previous attempt, if it failed
     last_problem: str = ""
+    handed_over: bool = False  # a HandOver left: a member may hold it from then on
 
 
 class HandOverClient:
@@ -136,6 +148,8 @@ class HandOverClient:
             self.counters["stale_replies"] += 1
             return []
         if msg.member is None:
+            if entry.handed_over:
+                return self._retry(entry, "the supervisor names no other member", now, last=True)
             self._finish(entry, False, code="no_members", detail=f"topic {entry.topic!r} has no members")
             return []
         self._by_nonce.pop(entry.nonce, None)
@@ -143,6 +157,7 @@ class HandOverClient:
         entry.nonce = self._number()
         entry.deadline = now + self.step_timeout
         self._by_nonce[entry.nonce] = entry.request
+        entry.handed_over = True
         return [Send(msg.member, HandOver(entry.topic, self.ref, entry.publication, entry.nonce))]
 
     def _ack(self, msg: HandOverAck, now: float) -> list[Send]:
@@ -151,21 +166,31 @@ class HandOverClient:
             self.counters["stale_replies"] += 1
             return []
         if msg.ok:
-            self._finish(entry, True, member=msg.member)
+            self._finish(entry, True, member=msg.member, durable=msg.durable, original=msg.original)
             return []
         self.counters["refused"] += 1
         return self._retry(entry, f"{msg.member} refused: {msg.code}", now)
 
-    def _retry(self, entry: _Pending, problem: str, now: float) -> list[Send]:
+    def _retry(self, entry: _Pending, problem: str, now: float, *, last: bool = False) -> list[Send]:
         entry.last_problem = problem
-        if entry.attempt >= self.attempts:
-            self._finish(
-                entry,
-                False,
-                code="handover_failed",
-                detail=f"no member of {entry.topic!r} stored the publication after "
-                f"{entry.attempt} attempts (last: {problem})",
-            )
+        if last or entry.attempt >= self.attempts:
+            if entry.handed_over:
+                self._finish(
+                    entry,
+                    False,
+                    code="unknown",
+                    detail=f"no member of {entry.topic!r} acknowledged the publication after "
+                    f"{entry.attempt} attempts (last: {problem}); one that received it may "
+                    "still store it",
+                )
+            else:
+                self._finish(
+                    entry,
+                    False,
+                    code="handover_failed",
+                    detail=f"no member of {entry.topic!r} could be reached after "
+                    f"{entry.attempt} attempts (last: {problem}); nothing was stored",
+                )
             return []
         self.counters["retries"] += 1
         return self._ask(entry, now)
@@ -175,11 +200,19 @@ class HandOverClient:
         return None if request is None else self.pending.get(request)
 
     def _finish(
-        self, entry: _Pending, ok: bool, *, member: Ref | None = None, code: str = "", detail: str = ""
+        self,
+        entry: _Pending,
+        ok: bool,
+        *,
+        member: Ref | None = None,
+        code: str = "",
+        detail: str = "",
+        durable: bool = True,
+        original: Publication | None = None,
     ) -> None:
         self._by_nonce.pop(entry.nonce, None)
         del self.pending[entry.request]
-        self.counters["succeeded" if ok else "failed"] += 1
+        self.counters["succeeded" if ok else ("unknown" if code == "unknown" else "failed")] += 1
         self._outcomes.append(
-            Outcome(entry.request, entry.topic, entry.publication, ok, member, code, detail)
+            Outcome(entry.request, entry.topic, entry.publication, ok, member, code, detail, durable, original)
         )

@@ -165,6 +165,8 @@ class LeaveTopic(Message):
 # --- publications (Alg. 5, §4.2-4.3) ---------------------------------------------------------
 #: A trie node's hash: exactly 16 bytes (xxh3-128, `pubsub.skipring.trie`).
 NodeHash = NewType("NodeHash", bytes)
+#: A client's id for a publication: "" (none) or 1..64 printable ASCII characters.
+MsgId = NewType("MsgId", str)
 #: A point of the ring in units of 2^-64 (an integer 0 <= p < 2^64), `pubsub.skipring.arcs`.
 Position = NewType("Position", int)
 #: A publication's key: exactly 16 bytes, `pubsub.skipring.trie.publication_key` of its content.
@@ -203,6 +205,15 @@ class Publication:
     #: Wall-clock milliseconds (Unix) when the first node accepted it from a client; 0 when
     #: unknown.  Carried with the publication everywhere, but not part of its key or identity.
     published_ms: int = 0
+    #: The `seq` of the same publisher's previous publication in the same topic (-1: none
+    #: or unknown); nodes store a publication only after its predecessor, for at most a
+    #: bound (`pubsub.skipring.ordering`), so each publisher's publications are numbered,
+    #: and delivered, in order.  Not part of the key.
+    prev: int = -1
+    #: The id the client gave the publish request ("" when none): nodes answer a retried
+    #: request with the same id as a duplicate instead of publishing twice
+    #: (`pubsub.skipring.publishing`).  Not part of the key.
+    msg_id: str = ""
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Publication):
@@ -299,11 +310,16 @@ class PublishRequest(Message):
     topic: Topic
     payload: Payload
     id: int
+    #: The client's id of the publication (1..64 printable characters), the same on every
+    #: retry of it: within the node's window a second request with the same id is answered
+    #: with the first one's acknowledgement and nothing is published twice.  "" = none.
+    msg_id: MsgId = MsgId("")
 
 
 @message("publish_ack")
 class PublishAck(Message):
-    """Node -> client: the publication is durable at `stored_by` (a member of the topic).
+    """Node -> client: the publication is stored at `stored_by` (a member of the topic),
+    durably unless `durable` is False.
 
     `publisher` and `seq` name the publication (the node that issued it and its sequence
     number there), `key` is its 16-byte key; `local_seq` is its number in `stored_by`'s
@@ -317,12 +333,21 @@ class PublishAck(Message):
     key: PublicationKey
     stored_by: Ref
     local_seq: int | None
+    #: Whether `stored_by` keeps it on disk (False: a node without a data directory, whose
+    #: store dies with its process).
+    durable: bool = True
+    #: The request repeated a message id already published: this acknowledges that earlier
+    #: publication, nothing new was published.
+    duplicate: bool = False
 
 
 @message("publish_failed")
 class PublishFailed(Message):
-    """Node -> client: the request `id` was not published; `code` says why, machine-readably
-    (payload_too_large, no_members, handover_failed, store_error, ...)."""
+    """Node -> client: the request `id` was not acknowledged; `code` says why,
+    machine-readably.  Every code but ``unknown`` means nothing was stored and nothing will
+    be (payload_too_large, bad_msg_id, no_members, handover_failed, store_error, ...);
+    ``unknown`` means it may have been stored (a member received it but did not answer): a
+    retry with the same message id is then answered as a duplicate if it was."""
 
     id: int
     code: str
@@ -343,6 +368,12 @@ class Follow(Message):
     since: int
     new_only: bool
     live: bool
+    #: The store incarnation `since` belongs to (the ``incarnation`` of an earlier stream's
+    #: reply); a cursor from another incarnation is refused (``cursor_incarnation``), as is
+    #: one beyond the node's latest number (``cursor_beyond_end``) -- unless `from_now`,
+    #: which resumes from the node's latest number instead.
+    incarnation: str | None = None
+    from_now: bool = False
 
 
 @message("delivery")
@@ -361,6 +392,8 @@ class Delivery(Message):
     payload: Payload
     stored_at_ms: int
     published_ms: int = 0
+    #: The publisher's message id ("" when none), for applications that de-duplicate.
+    msg_id: MsgId = MsgId("")
 
 
 # --- publications: node <-> supervisor and node <-> node (hand-over) ----------------------------
@@ -399,14 +432,19 @@ class HandOver(Message):
 @message("hand_over_ack")
 class HandOverAck(Message):
     """Member -> node: the outcome of HandOver `request`.  ok means `member` holds the
-    publication durably; otherwise `code` says why not (not_member, bad_publication,
-    store_error)."""
+    publication (or, with `original`, the earlier one with its message id); otherwise
+    `code` says why not (not_member, bad_publication, store_error)."""
 
     topic: Topic
     member: Ref
     request: int
     ok: bool
     code: str
+    #: Whether `member`'s store survives its process (False: no data directory).
+    durable: bool = True
+    #: When the member already held a publication with the same message id (a retry):
+    #: that publication, which stands for this one (not stored again).
+    original: Publication | None = None
 
 
 #: Publication messages (all carry a topic; `NodeCore` routes them to the topic's trie).
@@ -414,3 +452,18 @@ PUBLICATION_MESSAGES = (CheckTrie, CheckAndPublish, Publish, PublishNew, Spread)
 
 #: Messages that only subscribers receive from other subscribers or the supervisor.
 TOPIC_MESSAGES = (Introduce, Check, Linearize, RemoveConnections, IntroduceShortcut, SetData)
+
+
+# --- BuildSR beyond the paper: delegation over shortcuts (`pubsub.skipring.buildsr`) ------------
+@message("delegate")
+class Delegate(Message):
+    """A contact on its way to its place in the sorted ring: Linearize(contact) (flag LIN,
+    Alg. 1 l.25) or a ring-closing Introduce(contact, CYC) (Alg. 2 l.29), forwarded to the
+    known node -- ring neighbour *or shortcut* -- closest to where it belongs, so that it
+    travels O(log n) hops instead of walking the list.  `hops` counts the hops taken; past
+    a bound the receiver uses its list neighbours only, as the paper does."""
+
+    topic: Topic
+    contact: Contact
+    flag: Flag
+    hops: int

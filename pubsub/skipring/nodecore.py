@@ -15,7 +15,8 @@ the parts of §4 and §4.1 that sit above a single ring:
 
 Next to each BuildSR instance runs the topic's publication core (`AntiEntropy`, §4.2-4.3,
 Alg. 5), created with the instance and dropped with it.  Its Timeout sends the trie root
-to a random ring neighbour (cyclic left or right), and its flood targets are the
+to a partner chosen by `pubsub.skipring.partners` (a level partner or a ring neighbour),
+and its flood targets are the
 instance's contacts: ring neighbours and shortcuts (E_R and E_S).  `dissemination` chooses
 how new publications spread besides anti-entropy: ``tree`` (the arc broadcast,
 `pubsub.skipring.arcs`; the default), ``flood`` (the paper's flooding, §4.3) or ``off``.  `publish` issues a
@@ -43,22 +44,25 @@ import random
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
-from pubsub.kernel.effects import Answer, Effect, Persist
+from pubsub.kernel.effects import Effect
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.skipring.arcs import ArcView, position
 from pubsub.skipring.antientropy import (
-    DEFAULT_BATCH_BYTES,
     HANDOVER,
+    DEFAULT_BATCH_BYTES,
     LOCAL,
     AntiEntropy,
     Arrival,
     make_publication,
 )
 from pubsub.skipring.handover import DEFAULT_ATTEMPTS, DEFAULT_STEP_TIMEOUT, HandOverClient
+from pubsub.skipring.ordering import DEFAULT_MAX_WAIT, DEFAULT_WAIT, Sequencer
+from pubsub.skipring.publishing import DEFAULT_LIMIT, DEFAULT_WINDOW, Publishing
 from pubsub.skipring.messages import (
     Check,
     CheckAndPublish,
     CheckTrie,
+    Delegate,
     HandOver,
     HandOverAck,
     Introduce,
@@ -69,8 +73,6 @@ from pubsub.skipring.messages import (
     Ping,
     Pong,
     Publication,
-    PublishAck,
-    PublishFailed,
     PublishRequest,
     RemoveConnections,
     SetData,
@@ -78,6 +80,7 @@ from pubsub.skipring.messages import (
     Unsubscribe,
 )
 from pubsub.skipring.buildsr import SkipRingNode
+from pubsub.skipring.partners import anti_entropy_partners
 from pubsub.kernel.wire import MAX_PAYLOAD_BYTES
 
 
@@ -87,7 +90,7 @@ DISSEMINATIONS = ("tree", "flood", "off")
 
 def _carried_ref(msg: Message) -> Ref | None:
     """The node a BuildSR message speaks for, to tell it we are not in that ring."""
-    if isinstance(msg, (Introduce, Linearize, IntroduceShortcut)):
+    if isinstance(msg, (Introduce, Linearize, IntroduceShortcut, Delegate)):
         return msg.contact.ref
     if isinstance(msg, Check):
         return msg.sender.ref
@@ -111,6 +114,10 @@ class NodeCore:
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         handover_timeout: float = DEFAULT_STEP_TIMEOUT,
         handover_attempts: int = DEFAULT_ATTEMPTS,
+        dedupe_window: float = DEFAULT_WINDOW,
+        dedupe_limit: int = DEFAULT_LIMIT,
+        order_wait: float = DEFAULT_WAIT,
+        order_max_wait: float = DEFAULT_MAX_WAIT,
     ) -> None:
         self.ref = ref
         self.supervisor = supervisor
@@ -136,9 +143,12 @@ class NodeCore:
         self.handover = HandOverClient(
             ref, supervisor, step_timeout=handover_timeout, attempts=handover_attempts
         )
-        #: Publishing decisions: hand-overs started, succeeded and received.
-        self.publishing: Counter[str] = Counter()
-        self._clients: dict[int, tuple[int, int]] = {}  # hand-over -> (client token, request id)
+        #: How this node answers clients' publish requests.
+        self.publishing = Publishing(
+            self, self.handover, max_payload_bytes, window=dedupe_window, limit=dedupe_limit
+        )
+        #: Each publisher's publications stored in order (`drain_arrivals` with a time).
+        self.sequencer = Sequencer(wait=order_wait, max_wait=order_max_wait)
 
     # ------------------------------------------------------------------ client intents
     def join(self, topic: Topic) -> list[Send]:
@@ -165,9 +175,9 @@ class NodeCore:
     def handle(self, msg: Message, now: float) -> Sequence[Effect]:
         """Dispatch one protocol message."""
         if isinstance(msg, (MemberIs, HandOverAck)):
-            return [*self.handover.handle(msg, now), *self._answer_handovers()]
+            return self.publishing.handle(msg, now)
         if isinstance(msg, HandOver):
-            return self._accept_handover(msg)
+            return self.publishing.accept_handover(msg)
         if isinstance(msg, Ping):
             return [Send(self.supervisor, Pong(msg.nonce, self.ref))]
         topic = getattr(msg, "topic", None)
@@ -206,7 +216,7 @@ class NodeCore:
         neighbours as they stand after BuildSR's own Timeout.  Hand-overs whose step timed
         out start their next attempt (or fail, answering their client).
         """
-        sends: list[Effect] = [*self.handover.timeout(now), *self._answer_handovers()]
+        sends: list[Effect] = self.publishing.timeout(now)
         for topic, instance in self.instances.items():
             if topic in self.leaving:
                 sends.append(Send(self.supervisor, Unsubscribe(topic, self.ref)))
@@ -214,8 +224,9 @@ class NodeCore:
                     continue  # never re-subscribe a topic we are leaving
             sends.extend(instance.timeout(self.rng))
             if instance.label is not None:
-                ring = [c.ref for c in (instance.cyclic_left(), instance.cyclic_right()) if c]
-                sends.extend(self.anti_entropy(topic).publish_timeout(self.rng, ring))
+                core = self.anti_entropy(topic)
+                partners = anti_entropy_partners(instance, self.rng) if len(core.trie) else []
+                sends.extend(core.publish_timeout(self.rng, partners))
         return sends
 
     # ------------------------------------------------------------------ publications
@@ -288,15 +299,22 @@ class NodeCore:
         """Whether we run `topic` and are not leaving it (publications may be stored here)."""
         return topic in self.instances and topic not in self.leaving
 
-    def issue(self, payload: bytes, published_ms: int = 0) -> Publication:
+    def is_configured(self, topic: Topic) -> bool:
+        """Whether we are a member of `topic` that holds a label from the supervisor: only
+        then does a client's publication get stored here rather than handed over."""
+        instance = self.instances.get(topic)
+        return instance is not None and instance.label is not None and topic not in self.leaving
+
+    def issue(self, payload: bytes, published_ms: int = 0, prev: int = -1, msg_id: str = "") -> Publication:
         """A new publication of this process: the next sequence number, not stored anywhere.
 
         `published_ms` is the time it was accepted (the daemon passes its wall clock; the
-        core reads no clock).  ValueError if the payload is too large for a frame.
+        core reads no clock); `prev` the sequence number of our previous publication in the
+        same topic; `msg_id` the client's id.  ValueError if the payload is too large.
         """
         if len(payload) > MAX_PAYLOAD_BYTES:
             raise ValueError(f"payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES}")
-        publication = make_publication(self.ref, self.next_seq, bytes(payload), published_ms)
+        publication = make_publication(self.ref, self.next_seq, bytes(payload), published_ms, prev, msg_id)
         self.next_seq += 1
         return publication
 
@@ -318,69 +336,20 @@ class NodeCore:
     def publish_request(
         self, client: int, request: PublishRequest, published_ms: int, now: float
     ) -> list[Effect]:
-        """A client (token `client`) asks to publish: refuse an oversize payload; as a
-        member, store the publication and acknowledge it once durable, then flood; else
-        hand it over to a member.  `published_ms` is the wall clock the daemon read."""
-        size = len(request.payload)
-        if size > self.max_payload_bytes:
-            return [
-                Answer(
-                    client,
-                    PublishFailed(
-                        request.id,
-                        "payload_too_large",
-                        f"payload of {size} bytes exceeds this node's limit of "
-                        f"{self.max_payload_bytes} bytes (PUBSUB_MAX_PAYLOAD_BYTES)",
-                    ),
-                )
-            ]
-        publication = self.issue(request.payload, published_ms=published_ms)
-        topic = request.topic
-        if not self.is_member(topic):
-            number, sends = self.handover.start(topic, publication, now)
-            self._clients[number] = (client, request.id)
-            self.publishing["handovers_started"] += 1
-            return list(sends)
-        floods = self.publish_publication(topic, publication)
-        ack = PublishAck(
-            request.id, topic, publication.publisher, publication.seq, publication.key, self.ref, None
-        )
-        failed = PublishFailed(
-            request.id, "store_error", "the publication could not be written to the store"
-        )
-        return [Persist(then=(Answer(client, ack), *floods), otherwise=(Answer(client, failed),))]
+        """A client (token `client`) asks to publish (`pubsub.skipring.publishing`);
+        `published_ms` is the wall clock the daemon read."""
+        return self.publishing.request(client, request, published_ms, now)
 
-    def _accept_handover(self, msg: HandOver) -> list[Effect]:
-        """A non-member hands a publication to us: store it, and once it is durable answer
-        HandOverAck(ok) and flood it."""
-        self.publishing["handovers_received"] += 1
+    def persisted(self, token: int, ok: bool) -> list[Effect]:
+        """The executor reports how the write of a `Persist` with `notify` ended."""
+        return self.publishing.persisted(token, ok)
 
-        def ack(ok: bool, code: str = "") -> Send:
-            return Send(msg.sender, HandOverAck(msg.topic, self.ref, msg.request, ok, code))
-
-        if not self.is_member(msg.topic):
-            return [ack(False, "not_member")]
-        floods = self.publish_publication(msg.topic, msg.publication, via=HANDOVER)
-        if not self.holds(msg.topic, msg.publication):
-            return [ack(False, "bad_publication")]
-        return [Persist(then=(ack(True), *floods), otherwise=(ack(False, "store_error"),))]
-
-    def _answer_handovers(self) -> list[Effect]:
-        """Answer the clients of the hand-overs that ended."""
-        answers: list[Effect] = []
-        for outcome in self.handover.drain_outcomes():
-            waiting = self._clients.pop(outcome.request, None)
-            if waiting is None:
-                continue
-            client, request_id = waiting
-            p = outcome.publication
-            if outcome.ok and outcome.member is not None:
-                self.publishing["handovers_succeeded"] += 1
-                ack = PublishAck(request_id, outcome.topic, p.publisher, p.seq, p.key, outcome.member, None)
-                answers.append(Answer(client, ack))
-            else:
-                answers.append(Answer(client, PublishFailed(request_id, outcome.code, outcome.detail)))
-        return answers
+    def unstored(self, topic: Topic, publication: Publication) -> None:
+        """A publication could not be written to the store: do not hold it either (one that
+        was someone else's comes back by anti-entropy)."""
+        core = self.publications.get(topic)
+        if core is not None:
+            core.forget(publication)
 
     def holds(self, topic: Topic, publication: Publication) -> bool:
         """Whether the topic's trie holds `publication`."""
@@ -390,16 +359,35 @@ class NodeCore:
     def restore(self, topic: Topic, publications: Iterable[Publication]) -> int:
         """Refill a topic we run from storage; returns how many were new to its trie.
 
-        They are not reported by `drain_arrivals` (they are stored already).
+        They are not reported by `drain_arrivals` (they are stored already); they count as
+        gone through for the ordering of what arrives next.
         """
-        return self.anti_entropy(topic).restore(publications)
+        stored = list(publications)
+        for publication in stored:
+            self.sequencer.known(topic, publication)
+        self.publishing.restored(topic, stored)
+        return self.anti_entropy(topic).restore(stored)
 
-    def drain_arrivals(self) -> list[tuple[Topic, Arrival]]:
-        """Publications stored since the last call, per topic, in arrival order."""
+    def drain_arrivals(self, now: float | None = None) -> list[tuple[Topic, Arrival]]:
+        """Publications stored since the last call, per topic.  With `now`, in each
+        publisher's order (`pubsub.skipring.ordering`: a publication whose predecessor has
+        not come waits while its publisher's publications keep arriving, `order_wait` of
+        quiet and `order_max_wait` at most); without, in arrival order."""
         out: list[tuple[Topic, Arrival]] = []
         for topic, core in self.publications.items():
-            out.extend((topic, arrival) for arrival in core.drain_new())
-        return out
+            if core.new:
+                out.extend((topic, arrival) for arrival in core.drain_new())
+        if now is None:
+            return out
+        for topic, arrival in out:
+            if arrival.via in (LOCAL, HANDOVER):  # a Persist waits for it: never held back
+                self.sequencer.admit(topic, arrival)
+            else:
+                self.sequencer.push(topic, arrival, now)
+        released = self.sequencer.release(now)
+        for topic, arrival in released:
+            self.publishing.stored(topic, arrival.publication, now)
+        return released
 
     def publication_counters(self) -> Counter[str]:
         """The publication cores' counters summed over every topic since the start, those

@@ -311,6 +311,39 @@ class PatriciaTrie(Generic[V]):
             slot = (k >> (kb - 1 - length)) & 1
             node = parent[slot]
 
+    def remove(self, key: int | bytes | TrieLabel) -> bool:
+        """Take the leaf of `key` out (its parent is replaced by the sibling); False if the
+        key is not stored.  The nodes above are marked stale like `add` does.  Used when a
+        publication could not be written to the node's store: what is not durable is not
+        held either."""
+        k = self.key_int(key)
+        if self._leaves.pop(k, None) is None:
+            return False
+        self._size -= 1
+        self._stale = True
+        node = self._root
+        assert node is not None
+        if node.children is None:  # the only leaf
+            self._root = None
+            return True
+        kb = self.key_bits
+        holder: list[TrieNode[V]] | None = None  # the list that holds `node`
+        slot = 0
+        while True:
+            children = node.children
+            assert children is not None
+            branch = (k >> (kb - 1 - node.length)) & 1
+            child = children[branch]
+            if child.children is None:  # `node` is the leaf's parent: splice the sibling in
+                sibling = children[1 - branch]
+                if holder is None:
+                    self._root = sibling
+                else:
+                    holder[slot] = sibling
+                return True
+            node.hash = b""
+            holder, slot, node = children, branch, child
+
     def _settle(self) -> None:
         """Hash every stale node, children before parents."""
         if not self._stale:

@@ -26,6 +26,7 @@ from pubsub.skipring.messages import (
     CheckTrie,
     Contact,
     NodeDigest,
+    MsgId,
     Payload,
     Ping,
     Position,
@@ -113,6 +114,8 @@ def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
         return st.binary(min_size=16, max_size=16)
     if annotation is Position:
         return st.integers(0, (1 << 64) - 1)
+    if annotation is MsgId:
+        return st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), max_size=64)
     if annotation is TrieLabel:
         return trie_labels
     if annotation is NodeDigest:

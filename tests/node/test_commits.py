@@ -78,13 +78,19 @@ def test_batches_grow_while_a_commit_is_in_flight(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
-def test_a_failed_commit_tells_its_actions_and_is_retried(tmp_path: Path) -> None:
+def test_a_failed_commit_tells_its_actions_and_hands_its_rows_back(tmp_path: Path) -> None:
+    """A failed commit is not retried behind the node's back: its rows go to `on_unwritten`
+    (the node forgets them) and the actions waiting for it learn it failed; later rows are
+    written normally."""
+
     async def scenario() -> None:
         store = GatedStore(tmp_path)
         thread = StoreThread("test-store")
         errors: list[StoreError] = []
         outcomes: list[bool] = []
-        commits = GroupCommit(store, thread, on_written=lambda w: None, on_error=errors.append, retry=0.05)
+        unwritten: list[NewRow] = []
+        commits = GroupCommit(store, thread, on_written=lambda w: None, on_error=errors.append,
+                              on_unwritten=unwritten.extend)
         store.fail = True
         commits.add([row(0)])
         commits.after(lambda ok, local: outcomes.append(ok))
@@ -92,13 +98,17 @@ def test_a_failed_commit_tells_its_actions_and_is_retried(tmp_path: Path) -> Non
             if outcomes:
                 break
             await asyncio.sleep(0.01)
-        assert outcomes == [False] and len(errors) >= 1
+        assert outcomes == [False] and len(errors) == 1
+        assert [r.publication.seq for r in unwritten] == [0] and commits.unwritten == 0
         store.fail = False
+        commits.add([row(1)])
+        commits.after(lambda ok, local: outcomes.append(ok))
         for _ in range(200):
-            if store.batches and commits.unwritten == 0:
+            if len(outcomes) == 2:
                 break
             await asyncio.sleep(0.01)
-        assert store.batches == [1] and commits.unwritten == 0  # the row was kept and written
+        assert outcomes == [False, True] and store.batches == [1]  # only the new row
+        assert store.count(T) == 1
         thread.close()
         store.close()
 

@@ -91,6 +91,11 @@ def test_ack_means_durable_and_sequence_numbers_survive_a_crash(tmp_path: Path) 
             # reservation (a number used before the crash is never issued again).
             async with pnode(srt.ref, tmp_path / "n", bound_socket(port)) as (rt, app):
                 assert app.core.publications[T].trie.size == 3
+                # configured again (a label from the supervisor): it stores for clients itself
+                async def configured() -> bool:
+                    return app.core.is_configured(T)
+
+                await wait_until(configured, what="the restarted node's label")
                 async with Client(rt.ref) as client:
                     ack = await client.publish(T, "after")
                 assert ack.seq == SEQ_BLOCK and ack.local_seq == 4

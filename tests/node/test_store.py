@@ -136,9 +136,32 @@ def test_handover_retries_after_refusal_and_timeout_then_gives_up() -> None:
     assert dest == SUP and ask3.avoid == M2
     assert h.timeout(now=3.0) == []  # the supervisor did not answer: out of attempts
     [outcome] = h.drain_outcomes()
-    assert not outcome.ok and outcome.code == "handover_failed"
+    # HandOvers left (to M1 and M2): a member may hold it, so the outcome is unknown, not failed
+    assert not outcome.ok and outcome.code == "unknown"
     assert "3 attempts" in outcome.detail and "supervisor" in outcome.detail
     assert h.handle(HandOverAck(T, M2, hand2.request, True, ""), now=4.0) == []  # too late
+
+
+def test_handover_that_never_reached_a_member_fails() -> None:
+    h = HandOverClient(ME, SUP, step_timeout=1.0, attempts=2)
+    h.start(T, pubs(1)[0], now=0.0)
+    [(dest, ask2)] = h.timeout(now=1.0)  # the supervisor did not answer
+    assert dest == SUP and isinstance(ask2, GetMember)
+    assert h.timeout(now=2.0) == []
+    [outcome] = h.drain_outcomes()
+    assert not outcome.ok and outcome.code == "handover_failed" and "nothing was stored" in outcome.detail
+
+
+def test_handover_to_a_silent_only_member_is_unknown_not_no_members() -> None:
+    """The only member got the HandOver and went silent (frozen): the supervisor then names
+    nobody else, which used to end as no_members although the member may still store it."""
+    h = HandOverClient(ME, SUP, step_timeout=1.0, attempts=4)
+    _, [(_, ask)] = h.start(T, pubs(1)[0], now=0.0)
+    h.handle(MemberIs(T, M1, ask.nonce), now=0.1)
+    [(_, ask2)] = h.timeout(now=1.2)
+    h.handle(MemberIs(T, None, ask2.nonce), now=1.3)
+    [outcome] = h.drain_outcomes()
+    assert not outcome.ok and outcome.code == "unknown"
 
 
 def test_supervisor_names_a_random_member_or_none() -> None:

@@ -273,3 +273,28 @@ def test_lazy_add_gives_the_same_hashes_as_insert(bits: int) -> None:
     for key, item in lazy.items():
         eager2.insert(key, item)
     assert lazy.root() == eager2.root()
+
+
+@pytest.mark.parametrize("bits", [3, 16, 128])
+def test_remove_leaves_the_trie_of_the_remaining_keys(bits: int) -> None:
+    rng = random.Random(bits + 7)
+    total = min(1 << bits, 600)
+    keys = rng.sample(range(1 << bits), total) if bits < 64 else [rng.getrandbits(bits) for _ in range(total)]
+    trie: PatriciaTrie[int] = PatriciaTrie(bits)
+    for key in keys:
+        trie.add(key, key)
+    rng.shuffle(keys)
+    gone, kept = keys[: total // 2], keys[total // 2 :]
+    for i, key in enumerate(gone):
+        assert trie.remove(key)
+        assert not trie.remove(key) and not trie.contains(key)
+        if i % 50 == 0:
+            trie.root()  # interleave reads
+    reference: PatriciaTrie[int] = PatriciaTrie(bits)
+    for key in kept:
+        reference.insert(key, key)
+    assert len(trie) == len(kept) and trie.root() == reference.root()
+    assert [(n.label, n.hash) for n in all_nodes(trie)] == [(n.label, n.hash) for n in all_nodes(reference)]
+    for key in kept:
+        assert trie.remove(key)
+    assert len(trie) == 0 and trie.root() == PatriciaTrie(bits).root()
