@@ -34,6 +34,7 @@ from pubsub.skipring.messages import (
     LIN,
     Check,
     Contact,
+    Delegate,
     Flag,
     GetConfiguration,
     Introduce,
@@ -45,6 +46,10 @@ from pubsub.skipring.messages import (
 )
 
 LABEL_ZERO = Label("0")
+
+#: Timeouts during which a node that lost a list neighbour (RemoveConnections, or a crash
+#: the runtime reported) does not yet take itself for an end of the list (`forget`).
+GRACE_TIMEOUTS = 8
 
 
 def config_request_probability(label: Label) -> float:
@@ -111,6 +116,10 @@ class SkipRingNode:
         self.shortcuts: dict[Label, Ref | None] = {}
         self._out: list[Send] = []
         self._self_queue: list[tuple[Contact, Flag]] = []
+        #: Shortcut entries already offered to our own linearization (`_adopt_shortcuts`).
+        self._adopted: set[tuple[Label, Ref]] = set()
+        #: Timeouts left before a node that lost a list neighbour may act as an end (`forget`).
+        self._grace = 0
 
     # ------------------------------------------------------------------ entry points
     def handle(self, msg: Message) -> list[Send]:
@@ -118,6 +127,12 @@ class SkipRingNode:
         match msg:
             case Linearize():
                 self.linearize(msg.contact)
+            case Delegate():
+                hops = max(msg.hops, 0)
+                if msg.flag == LIN:
+                    self.linearize(msg.contact, hops)
+                else:
+                    self.introduce(msg.contact, msg.flag, hops)
             case Check():
                 self.check(msg.sender, msg.label, msg.flag)
             case Introduce():
@@ -144,13 +159,29 @@ class SkipRingNode:
         return self._flush()
 
     def forget(self, ref: Ref) -> list[Send]:
-        """RemoveConnections(ref): drop every reference to `ref` (also used for crashed peers)."""
+        """RemoveConnections(ref): drop every reference to `ref` (also used for crashed peers).
+
+        A list neighbour that goes this way left a gap that is about to be filled: by the
+        holder of l(n-1), whom the supervisor moves into a leaver's or crashed node's place
+        (§3.3, §4.1) and who Checks us as soon as it gets its configuration.  For
+        `GRACE_TIMEOUTS` Timeouts we therefore do not take ourselves for an end of the list
+        (Alg. 2 l.2-4, configuration request (iv)): the ring-closing introduction would
+        travel to the far end and back, only for its answer to be delegated away again.
+        This delays those two actions by a bounded number of Timeouts, so convergence
+        (Lemmas 5.5-5.9) still follows; closure is untouched (nothing is removed in SR(n)).
+        """
+        lost = False
         if self.left is not None and self.left.ref == ref:
             self.left = None
+            lost = True
         if self.right is not None and self.right.ref == ref:
             self.right = None
+            lost = True
         if self.ring is not None and self.ring.ref == ref:
             self.ring = None
+            lost = True
+        if lost and self.label is not None:
+            self._grace = GRACE_TIMEOUTS
         for label, holder in self.shortcuts.items():
             if holder == ref:
                 self.shortcuts[label] = None
@@ -254,8 +285,13 @@ class SkipRingNode:
         else:
             self.introduce(sender, flag)
 
-    def linearize(self, c: Contact) -> None:
-        """Linearize (Alg. 1 l.14-30): keep the closest node on each side, delegate others."""
+    def linearize(self, c: Contact, hops: int = 0) -> None:
+        """Linearize (Alg. 1 l.14-30): keep the closest node on each side, delegate others.
+
+        Delegation (l.25) goes to the known node closest to c on c's side -- the list
+        neighbour of the paper, or a shortcut beyond it (`_delegate`); `hops` is how far
+        c has travelled so far.
+        """
         me = self._own_label(c.ref)
         if me is None:
             return
@@ -280,14 +316,14 @@ class SkipRingNode:
             return
         if c.label < me:  # l.24-28 on the left side
             if self.left is not None and c.label <= self.left.label:
-                self._send(self.left.ref, Linearize(self.topic, c))
+                self._delegate(c, LIN, hops, toward_left=True)
             else:
                 if self.left is not None:
                     self._send(c.ref, Linearize(self.topic, self.left))
                 self.left = c
         else:
             if self.right is not None and self.right.label <= c.label:
-                self._send(self.right.ref, Linearize(self.topic, c))
+                self._delegate(c, LIN, hops, toward_left=False)
             else:
                 if self.right is not None:
                     self._send(c.ref, Linearize(self.topic, self.right))
@@ -295,15 +331,21 @@ class SkipRingNode:
 
     # ------------------------------------------------------------------ Alg. 2 (BuildRing)
     def _build_ring_timeout(self) -> None:
-        """BuildRingTimeout (Alg. 2 l.1-14)."""
+        """BuildRingTimeout (Alg. 2 l.1-14), after offering closer shortcuts to our own
+        linearization (`_adopt_shortcuts`)."""
         assert self.label is not None
+        self._adopt_shortcuts()
         me = self.label
+        if self._grace:
+            self._grace -= 1
         if self.ring is None:
             # l.2-4: an end of the list sends itself towards the other end to close the ring.
-            if self.left is None and self.right is not None:
-                self._send(self.right.ref, Introduce(self.topic, self.me(), CYC))
-            if self.right is None and self.left is not None:
-                self._send(self.left.ref, Introduce(self.topic, self.me(), CYC))
+            if self._grace:
+                pass  # a gap that is about to be filled (`forget`)
+            elif self.left is None and self.right is not None:
+                self._delegate(self.me(), CYC, 0, toward_left=False)
+            elif self.right is None and self.left is not None:
+                self._delegate(self.me(), CYC, 0, toward_left=True)
         else:
             ring = self.ring
             if ring.label == me:  # a belief that cannot be right (see linearize)
@@ -311,23 +353,24 @@ class SkipRingNode:
                 self.linearize(ring)
             elif self.left is not None and me < ring.label:  # l.9-11: we are not the minimum
                 self.ring = None
-                self._send(self.left.ref, Introduce(self.topic, ring, CYC))
+                self._delegate(ring, CYC, 0, toward_left=True)
             elif self.right is not None and ring.label < me:
                 self.ring = None
-                self._send(self.right.ref, Introduce(self.topic, ring, CYC))
+                self._delegate(ring, CYC, 0, toward_left=False)
             elif (self.left is None and me < ring.label) or (self.right is None and ring.label < me):
                 self._send(ring.ref, Check(self.topic, self.me(), ring.label, CYC))  # l.12-13
         self._build_list_timeout()
 
-    def introduce(self, c: Contact, flag: Flag) -> None:
-        """Introduce (Alg. 2 l.16-42), including the ring-closing CYC branch."""
-        self._introduce(c, flag)
+    def introduce(self, c: Contact, flag: Flag, hops: int = 0) -> None:
+        """Introduce (Alg. 2 l.16-42), including the ring-closing CYC branch; `hops` is
+        how far a delegated contact has travelled (`_delegate`)."""
+        self._introduce(c, flag, hops)
         # "u <- Introduce(...)": messages a node addresses to itself, handled after this one.
         while self._self_queue:
             contact, queued_flag = self._self_queue.pop(0)
             self._introduce(contact, queued_flag)
 
-    def _introduce(self, c: Contact, flag: Flag) -> None:
+    def _introduce(self, c: Contact, flag: Flag, hops: int = 0) -> None:
         me = self._own_label(c.ref)
         if me is None:
             return
@@ -339,7 +382,7 @@ class SkipRingNode:
                 self.ring = None
                 self._self_queue.append((c, LIN))
         if flag == LIN:
-            self.linearize(c)  # l.40
+            self.linearize(c, hops)  # l.40
             return
         ring = self.ring
         if c.label == me:  # a duplicate label can close nothing; sort it linearly
@@ -349,12 +392,12 @@ class SkipRingNode:
                 if self.right is None:
                     self.ring = c
                 else:
-                    self._send(self.right.ref, Introduce(self.topic, c, CYC))
+                    self._delegate(c, CYC, hops, toward_left=False)
             else:
                 if self.left is None:
                     self.ring = c
                 else:
-                    self._send(self.left.ref, Introduce(self.topic, c, CYC))
+                    self._delegate(c, CYC, hops, toward_left=True)
         elif (ring.label < me) == (c.label < me):  # l.30-34: keep the farther candidate
             if ring.ref == c.ref:
                 return
@@ -377,10 +420,24 @@ class SkipRingNode:
         is unknown to the supervisor or wrongly labelled there, so we ask the supervisor to
         configure it (request (iii)); then pred/succ are installed and the old contacts are
         handed to Linearize, so that no reference is lost.
+
+        Two departures when the configuration *moves* us (a label other than the one we
+        held; the common case is the holder of l(n-1) filling a leaver's place, §4.1):
+
+        * the old list neighbours are not linearized from our new place, where they
+          would travel across the ring to where they came from; we hand them back
+          instead (`_hand_back`: Introduce(us, LIN) with our new label).  Each keeps an
+          edge to us with a label that is certainly right -- the graph stays weakly
+          connected -- and, knowing we moved away, closes the gap we left with the
+          contacts it has there (`_adopt_shortcuts`: in SR(n) our two old neighbours
+          are each other's shortcut on the level below ours);
+        * we Check our new pred and succ at once, as BuildListTimeout would at our next
+          Timeout, so that they hear of us before they miss us.
         """
         if label is None:
             self.release()
             return
+        moved = self.label != label
         self.label = label
         self._report_closer_neighbours(pred, succ)
         previous = [c for c in (self.left, self.right, self.ring) if c is not None]
@@ -402,7 +459,16 @@ class SkipRingNode:
         installed = {c.ref for c in (pred, succ) if c is not None}
         for old in previous:
             if old.ref not in installed:
-                self.linearize(old)
+                if moved:
+                    self._hand_back(old.ref)
+                else:
+                    self.linearize(old)
+        if moved:
+            checked: set[Ref] = set()
+            for contact in (pred, succ):
+                if contact is not None and contact.ref != self.ref and contact.ref not in checked:
+                    checked.add(contact.ref)
+                    self._send(contact.ref, Check(self.topic, self.me(), contact.label, LIN))
 
     def _report_closer_neighbours(self, pred: Contact | None, succ: Contact | None) -> None:
         """Configuration request (iii) of §3.2.1 (Alg. 4 l.18-19)."""
@@ -425,7 +491,8 @@ class SkipRingNode:
     def _request_configuration(self, rng: random.Random) -> None:
         """Configuration requests (ii) and (iv) of §3.2.1 (Alg. 4 l.6-11)."""
         assert self.label is not None
-        chance = 0.5 if self.believes_minimal() else config_request_probability(self.label)
+        minimal = self.believes_minimal() and not self._grace  # a gap, see `forget`
+        chance = 0.5 if minimal else config_request_probability(self.label)
         if rng.random() < chance:
             self._send(self.supervisor, GetConfiguration(self.topic, self.ref))
 
@@ -438,15 +505,29 @@ class SkipRingNode:
         )
 
     def _update_shortcuts(self) -> None:
-        """Alg. 4 l.3: make `shortcuts` hold exactly the labels computed in §3.2.2."""
+        """Alg. 4 l.3: make `shortcuts` hold exactly the labels computed in §3.2.2.
+
+        While a ring neighbour is missing (it left or crashed and its successor has not
+        reached us yet), that side's chain cannot be computed; we keep the entries we have
+        rather than dropping (and handing back) a whole side of shortcuts that the next
+        neighbour will most likely want again.  With both neighbours known -- always, in
+        SR(n) with n >= 2 -- the table is exactly the paper's.
+        """
         left_chain, right_chain = self._side_chains()
         wanted = dict.fromkeys(left_chain + right_chain)
-        for label in [lab for lab in self.shortcuts if lab not in wanted]:
+        complete = self.cyclic_left() is not None and self.cyclic_right() is not None
+        released: list[Ref] = []
+        for label in [lab for lab in self.shortcuts if lab not in wanted and complete]:
             holder = self.shortcuts.pop(label)
             if holder is not None:
-                self._hand_back(holder)
+                released.append(holder)
         for label in wanted:
             self.shortcuts.setdefault(label, None)
+        self._let_go(released)
+        if self._adopted:
+            self._adopted = {
+                (label, ref) for label, ref in self._adopted if self.shortcuts.get(label) == ref
+            }
 
     def _level_partner(
         self, chain: tuple[Label, ...], neighbour: Contact | None
@@ -457,11 +538,23 @@ class SkipRingNode:
         holder = self.shortcuts.get(chain[-1])
         return None if holder is None else Contact(chain[-1], holder)
 
+    def level_partners(self) -> tuple[Contact | None, Contact | None]:
+        """Our two neighbours on level |label| (left, right), as far as we know them: the
+        nodes Alg. 4 l.12-14 introduces to each other -- the last shortcut of each side's
+        chain, or the ring neighbour where the chain is empty.  In SR(n) they are the
+        neighbours of a node with a k-bit label in the sorted ring of K_k (Definition
+        2.1), both with shorter labels unless k = 1."""
+        if self.label is None:
+            return None, None
+        left_chain, right_chain = self._side_chains()
+        return (
+            self._level_partner(left_chain, self.cyclic_left()),
+            self._level_partner(right_chain, self.cyclic_right()),
+        )
+
     def _introduce_shortcut_partners(self) -> None:
         """Alg. 4 l.12-14: introduce our two level-|label| neighbours to each other."""
-        left_chain, right_chain = self._side_chains()
-        a = self._level_partner(left_chain, self.cyclic_left())
-        b = self._level_partner(right_chain, self.cyclic_right())
+        a, b = self.level_partners()
         if a is None or b is None or a.ref == b.ref:
             return
         self._send(a.ref, IntroduceShortcut(self.topic, b))
@@ -477,7 +570,119 @@ class SkipRingNode:
         if old != c.ref:
             self.shortcuts[c.label] = c.ref
             if old is not None:
-                self._hand_back(old)
+                self._let_go([old])
+
+    # ------------------------------------------------------------------ beyond the paper
+    def _adopt_shortcuts(self) -> None:
+        """Offer shortcut holders that lie closer than a list neighbour to Linearize.
+
+        The paper's linearization knows only left, right and ring; a shortcut is a node we
+        know as well, and when it lies strictly between us and a list neighbour (or on a
+        side where we have none) the sorted list needs it there.  This is the case right
+        after a neighbour left or moved: in SR(n) the holder of l(n-1) sits between two
+        nodes that are each other's shortcut one level down, so when it moves away (§4.1)
+        they find each other here, without a message; and a node whose neighbour left does
+        not take itself for an end of the list (Alg. 2 l.3-4, whose ring-closing
+        introduction would travel to the other end).
+
+        It is Linearize(c) sent to ourselves, so the linearization argument (Lemma 2.4) is
+        unchanged; the shortcut entry stays where it is.  In SR(n) no shortcut lies closer
+        than a ring neighbour, so a legitimate state never triggers it (closure, Theorem
+        5.11).  Each (label, holder) entry is offered once: if its label was a wrong
+        belief, the Check that follows corrects the list neighbour, and offering the same
+        entry again every Timeout would repeat that exchange forever.
+        """
+        assert self.label is not None
+        me = self.label
+        below: Contact | None = None  # the closest shortcut on each side, if closer
+        above: Contact | None = None  # than the list neighbour there
+        for label, holder in self.shortcuts.items():
+            if holder is None or holder == self.ref or (label, holder) in self._adopted:
+                continue
+            if label < me:
+                if (self.left is None or self.left.label < label) and (
+                    below is None or below.label < label
+                ):
+                    below = Contact(label, holder)
+            elif me < label:
+                if (self.right is None or label < self.right.label) and (
+                    above is None or label < above.label
+                ):
+                    above = Contact(label, holder)
+        for contact in (below, above):
+            if contact is not None:
+                self._adopted.add((contact.label, contact.ref))
+                self.linearize(contact)
+        ring = self.ring
+        if ring is None:
+            return
+        beyond: Contact | None = None  # a shortcut farther out than the ring contact
+        for label, holder in self.shortcuts.items():
+            if holder is None or holder in (self.ref, ring.ref) or (label, holder) in self._adopted:
+                continue
+            if (me < ring.label < label) or (label < ring.label < me):
+                if beyond is None or (label < beyond.label) == (label < ring.label):
+                    beyond = Contact(label, holder)
+        if beyond is not None:
+            self._adopted.add((beyond.label, beyond.ref))
+            self.introduce(beyond, CYC)  # Alg. 2 l.30-34: keep the farther candidate
+
+    def _hop_budget(self) -> int:
+        """How many hops a delegated contact may take before we use list neighbours only:
+        twice the longest label we know plus slack (greedy routing in SR(n) takes at most
+        about two hops per level)."""
+        assert self.label is not None
+        longest = self.label.length
+        for label, _ in self.labelled_contacts():
+            if label.length > longest:
+                longest = label.length
+        return 2 * longest + 4
+
+    def _delegate(self, c: Contact, flag: Flag, hops: int, *, toward_left: bool) -> None:
+        """Pass c on towards its place: Linearize (LIN, Alg. 1 l.25) or the ring-closing
+        Introduce (CYC, Alg. 2 l.9-11 and l.25-29).
+
+        The paper hands c to the list neighbour on that side, one hop per node, so a
+        contact that belongs across the ring walks there in O(n) messages (a leave, a
+        crash repair, a stale belief).  We hand it to the known node -- list neighbour,
+        ring contact or shortcut -- that lies furthest that way without passing c's label
+        (LIN), or furthest that way at all (CYC: the far end of the list is the goal).
+        In SR(n) that is greedy routing on the skip ring: O(log n) hops.
+
+        Why the self-stabilization argument still holds: a delegation to a node between
+        us and c replaces the edge (us, c) by a shorter one, as the paper's delegation to
+        the neighbour does (the linearization potential of Lemma 2.4 only falls faster);
+        a CYC candidate still travels away from us towards the end it is meant for.
+        Beliefs in shortcuts can be wrong in arbitrary states, so routing could circle;
+        `hops` counts every hop, and once it exceeds `_hop_budget` the contact goes to the
+        list neighbour only: every contact's journey is the paper's after finitely many
+        extra hops.
+        """
+        assert self.label is not None
+        me = self.label
+        best = self.left if toward_left else self.right
+        if hops < self._hop_budget():
+            bound = c.label if flag == LIN else None
+            for label, ref in self.labelled_contacts():
+                if ref == c.ref or ref == self.ref:
+                    continue
+                if toward_left:
+                    if label < me and (bound is None or bound <= label):
+                        if best is None or label < best.label:
+                            best = Contact(label, ref)
+                elif me < label and (bound is None or label <= bound):
+                    if best is None or best.label < label:
+                        best = Contact(label, ref)
+        if best is None:
+            return
+        neighbour = self.left if toward_left else self.right
+        if hops == 0 and neighbour is not None and best.ref == neighbour.ref:
+            # the paper's own step: its own message, so that nothing changes where
+            # shortcuts do not help (a contact's hop count starts with its first Delegate)
+            msg: Message = Linearize(self.topic, c) if flag == LIN else Introduce(self.topic, c, CYC)
+            self._send(best.ref, msg)
+            return
+        self._send(best.ref, Delegate(self.topic, c, flag, hops + 1))
 
     # ------------------------------------------------------------------ plumbing
     def _unusable(self, ref: Ref) -> bool:
@@ -508,6 +713,18 @@ class SkipRingNode:
         self.forget(ref)
         self._send(self.supervisor, GetConfiguration(self.topic, ref))
         self._send(self.supervisor, GetConfiguration(self.topic, self.ref))
+
+    def _let_go(self, refs: list[Ref]) -> None:
+        """Hand back (`_hand_back`) the shortcut holders we no longer hold -- unless we still
+        hold them elsewhere (as a list neighbour, ring contact or another shortcut): then
+        no edge is lost and there is nothing to hand back.  (In SR(n) a shortcut becomes a
+        ring edge whenever the node between its ends leaves.)"""
+        if not refs:
+            return
+        kept = set(self.contacts())
+        for ref in dict.fromkeys(refs):
+            if ref not in kept:
+                self._hand_back(ref)
 
     def _hand_back(self, ref: Ref) -> None:
         """Let go of `ref` without losing connectivity: introduce ourselves to it instead.
