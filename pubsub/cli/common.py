@@ -304,12 +304,13 @@ def run_daemon(what: str, listen: str, run: Any) -> None:
     """Run a daemon; turn start-up failures into one-line errors."""
     from pubsub.runtime.adminserver import AdminError
     from pubsub.runtime.datadir import StoreError
+    from pubsub.runtime.httpserve import HttpError
     from pubsub.telemetry.events import EventsError
     from pubsub.telemetry.metrics import MetricsError
 
     try:
         run()
-    except (StoreError, MetricsError, EventsError, AdminError) as exc:
+    except (StoreError, MetricsError, EventsError, AdminError, HttpError) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)

@@ -41,6 +41,7 @@ from prometheus_client import CollectorRegistry
 from pubsub.kernel.message import Send
 from pubsub.runtime.admin import Action
 from pubsub.runtime.adminserver import open_admin
+from pubsub.runtime.httpserve import HttpService
 from pubsub.runtime.net import Runtime
 from pubsub.runtime.settings import AdminSettings, TelemetrySettings
 from pubsub.telemetry.events import EventWriter, Observer
@@ -149,6 +150,8 @@ class Daemon:
     actions: Mapping[str, Action] = field(default_factory=dict)
     initial: list[Send] = field(default_factory=list)
     on_stop: Callable[[], None] | None = None
+    #: Further listeners (HTTP API, web view), started with the runtime, stopped before it.
+    services: list[HttpService] = field(default_factory=list)
 
 
 async def host(
@@ -173,8 +176,12 @@ async def host(
             if admin_server is not None:
                 admin_server.start()
 
+        for service in daemon.services:
+            await service.start()
         await runtime.serve_until_signal(on_start=started)
         if daemon.on_stop is not None:
             daemon.on_stop()
     finally:
+        for service in daemon.services:
+            await service.stop()
         await extras.stop()
