@@ -6,12 +6,18 @@ order of arrival.  With one topic a line is ``#LOCAL PUBLISHER#SEQ PAYLOAD``; wi
 it starts with the topic (``TOPIC #LOCAL ...``); JSON objects name their topic anyway.
 JSON objects also carry the cursor after each delivery (``INCARNATION:LOCAL``).  A stream
 that breaks ends the command with the topic and the ``--since`` cursor to resume it.
+
+Patterns stay open: every `WATCH_INTERVAL` seconds the supervisor's topics are listed
+again, and a topic that appeared since and matches a pattern is joined and followed too
+(from the beginning of its history), with a line on stderr.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fnmatch
+from collections.abc import Awaitable, Callable
 
 import click
 
@@ -22,6 +28,10 @@ from pubsub.skipring.messages import Delivery
 
 #: Deliveries read ahead of the terminal (the streams wait beyond that: backpressure).
 QUEUE_BOUND = 256
+#: Seconds between two listings of the supervisor's topics while patterns are open.
+WATCH_INTERVAL = 2.0
+
+Item = tuple[Subscription, Delivery | ClientError]
 
 
 async def follow(
@@ -34,25 +44,58 @@ async def follow(
     as_json: bool,
     count: int | None,
     timeout: float,
+    patterns: list[str] | None = None,
+    list_topics: Callable[[], Awaitable[list[str]]] | None = None,
 ) -> None:
     """Join every topic, open its stream, print deliveries until `count` (total) or until
-    cancelled (Ctrl-C / SIGTERM, through `pubsub.client.run.until_stopped`)."""
+    cancelled (Ctrl-C / SIGTERM, through `pubsub.client.run.until_stopped`).  With
+    `patterns` and `list_topics` (the supervisor's topics), topics that match a pattern
+    later are followed as they appear."""
     client = Client(node_ref, timeout=timeout)
     subs: list[Subscription] = []
-    queue: asyncio.Queue[tuple[Subscription, Delivery | ClientError]] = asyncio.Queue(QUEUE_BOUND)
-    readers: list[asyncio.Task[None]] = []
+    queue: asyncio.Queue[Item] = asyncio.Queue(QUEUE_BOUND)
+    tasks: list[asyncio.Task[None]] = []
+    followed = set(topics)
+
+    async def open_stream(topic: str, first: bool) -> None:
+        sub = client.subscribe(topic, since=since, new_only=new_only, from_now=from_now) if first else (
+            client.subscribe(topic)
+        )
+        await sub.open()
+        subs.append(sub)
+        restarted = " (the cursor was refused: from the node's latest on)" if sub.reset else ""
+        click.echo(
+            f"{node_ref}: subscribed to {topic}; delivering from local #{sub.since + 1}"
+            f" (the node holds {sub.latest}){restarted}",
+            err=True,
+        )
+        tasks.append(asyncio.create_task(_pump(sub, queue)))
+
+    async def watch(open_patterns: list[str], listing: Callable[[], Awaitable[list[str]]]) -> None:
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL)
+            try:
+                available = await listing()
+            except ClientError as exc:
+                click.echo(f"warning: cannot list the supervisor's topics now: {exc}", err=True)
+                continue
+            for topic in sorted(available):
+                if topic in followed or not any(fnmatch.fnmatchcase(topic, p) for p in open_patterns):
+                    continue
+                followed.add(topic)
+                click.echo(f"new topic {topic} matches a pattern: joining it", err=True)
+                try:
+                    await open_stream(topic, first=False)
+                except ClientError as exc:
+                    followed.discard(topic)  # try again at the next listing
+                    click.echo(f"warning: cannot follow {topic} yet: {exc}", err=True)
+
     try:
         for topic in topics:
-            sub = await client.subscribe(topic, since=since, new_only=new_only, from_now=from_now).open()
-            subs.append(sub)
-            restarted = " (the cursor was refused: from the node's latest on)" if sub.reset else ""
-            click.echo(
-                f"{node_ref}: subscribed to {topic}; delivering from local #{sub.since + 1}"
-                f" (the node holds {sub.latest}){restarted}",
-                err=True,
-            )
-        readers = [asyncio.create_task(_pump(sub, queue)) for sub in subs]
-        prefix = len(topics) > 1 and not as_json
+            await open_stream(topic, first=True)
+        if patterns and list_topics is not None:
+            tasks.append(asyncio.create_task(watch(patterns, list_topics)))
+        prefix = (len(topics) > 1 or bool(patterns)) and not as_json
         seen = 0
         while count is None or seen < count:
             sub, item = await queue.get()
@@ -66,15 +109,15 @@ async def follow(
             click.echo(f"{item.topic} {line}" if prefix else line)
             seen += 1
     finally:
-        for task in readers:
+        for task in tasks:
             task.cancel()
         with contextlib.suppress(Exception):
-            await asyncio.gather(*readers, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
         for sub in subs:
             await sub.close()
 
 
-async def _pump(sub: Subscription, queue: asyncio.Queue[tuple[Subscription, Delivery | ClientError]]) -> None:
+async def _pump(sub: Subscription, queue: asyncio.Queue[Item]) -> None:
     try:
         async for delivery in sub:
             await queue.put((sub, delivery))

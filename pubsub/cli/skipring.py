@@ -4,7 +4,7 @@ subscribe, unsubscribe, publish, history and status (see `pubsub --help`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -37,9 +37,11 @@ from pubsub.cli.formats import format_ack, format_delivery, format_node_status, 
 from pubsub.cli.topics import Selection, SelectionError, patterns_in, select
 from pubsub.client.library import DEFAULT_RETRIES, Ack, Client, ClientError, PublishError
 from pubsub.client.run import publish_pipelined
+from pubsub.kernel.control import Reply, StatusRequest
 from pubsub.kernel.message import Ref, Topic
 from pubsub.kernel.wire import WireError
 from pubsub.node.settings import NodeSettings, check_node_limits
+from pubsub.runtime.client import RequestError, request
 from pubsub.runtime.settings import (
     AdminSettings,
     RuntimeSettings,
@@ -229,29 +231,48 @@ def _topics_given(topic: tuple[str, ...]) -> list[str]:
 
 
 def _resolve(
-    args: list[str], literal: bool, available: list[str], where: str
+    args: list[str], literal: bool, available: list[str], where: str, *, allow_empty: bool = False
 ) -> Selection:
     try:
-        return select(args, available, literal, where)
+        return select(args, available, literal, where, allow_empty=allow_empty)
     except SelectionError as exc:
         raise click.ClickException(str(exc)) from None
 
 
-def _report_patterns(chosen: Selection, verb: str) -> None:
+def _report_patterns(chosen: Selection, later: str = "") -> None:
     for pattern, matched in chosen.patterns.items():
         click.echo(
-            f"pattern {pattern!r} matched {len(matched)} topic(s) now: {', '.join(matched)}"
-            + (" (topics created later are not joined)" if verb == "subscribe" else ""),
+            f"pattern {pattern!r} matched {len(matched)} topic(s) now: {', '.join(matched) or '-'}"
+            + (f" ({later})" if later else ""),
             err=True,
         )
 
 
-def _supervisor_topics(node_body: dict[str, object], timeout: float) -> list[str]:
+def _supervisor_ref(node_body: dict[str, object]) -> Ref:
     supervisor_ref = node_body.get("supervisor")
     if not isinstance(supervisor_ref, str):
         raise click.ClickException("the node's status names no supervisor to resolve patterns with")
-    body = ask_status(Ref(supervisor_ref), "supervisor", timeout)
+    return Ref(supervisor_ref)
+
+
+def _supervisor_topics(node_body: dict[str, object], timeout: float) -> list[str]:
+    body = ask_status(_supervisor_ref(node_body), "supervisor", timeout)
     return [str(t) for t in (body.get("topics") or {})]
+
+
+def _topic_lister(supervisor: Ref, timeout: float) -> Callable[[], Awaitable[list[str]]]:
+    """An async listing of the supervisor's topics (for patterns that stay open)."""
+
+    async def listing() -> list[str]:
+        try:
+            reply = await request(supervisor, StatusRequest(), timeout)
+        except RequestError as exc:
+            raise ClientError("connection", str(exc)) from None
+        if not isinstance(reply, Reply):
+            raise ClientError("protocol", f"{supervisor} answered with {reply.kind!r}")
+        return [str(t) for t in (reply.body.get("topics") or {})]
+
+    return listing
 
 
 @click.command()
@@ -300,8 +321,9 @@ def subscribe(
     they come.
 
     A TOPIC with * ? or [ is a pattern (sensors.*): it stands for every topic the
-    supervisor knows now that matches it; topics created later are not joined.  The
-    topics joined are printed, one line each.  Every publication the node holds or
+    supervisor knows that matches it, now and -- while the command runs -- later (the
+    supervisor's topics are listed again every 2 s; with --detach only those known now).
+    With --detach the topics joined are printed, one line each.  Every publication the node holds or
     stores from now on is printed once, in the node's local order (numbered 1, 2, 3, ...
     per topic): by default from the beginning of the history, with --since after the
     given number or cursor, with --new-only from now on.  With several topics each line
@@ -316,13 +338,16 @@ def subscribe(
     if from_now and not resuming:
         raise click.UsageError("--from-now only applies with --since INC:N")
     body = ask_status(node_ref, "node", timeout)
-    available = _supervisor_topics(body, timeout) if patterns_in(args, literal) else []
-    chosen = _resolve(args, literal, available, "the supervisor's topics")
-    if resuming and len(chosen.topics) > 1:
+    patterns = patterns_in(args, literal)
+    available = _supervisor_topics(body, timeout) if patterns else []
+    chosen = _resolve(args, literal, available, "the supervisor's topics", allow_empty=not detach)
+    if resuming and (len(chosen.topics) > 1 or patterns):
         raise click.UsageError(
-            f"--since numbers one topic's publications; {len(chosen.topics)} topics selected"
+            "--since numbers one topic's publications: give one TOPIC, not several or a pattern"
         )
-    _report_patterns(chosen, "subscribe")
+    _report_patterns(
+        chosen, "topics created later are not joined" if detach else "topics created later are followed too"
+    )
     if detach:
         for name in chosen.topics:
             reply = ask(node_ref, JoinTopic(topic=Topic(name)), timeout)
@@ -339,6 +364,8 @@ def subscribe(
             as_json=as_json,
             count=count,
             timeout=timeout,
+            patterns=patterns,
+            list_topics=_topic_lister(_supervisor_ref(body), timeout) if patterns else None,
         )
     )
 
@@ -366,7 +393,7 @@ def unsubscribe(topic: tuple[str, ...], node_ref: Ref, literal: bool, timeout: f
             f"{node_ref} does not subscribe to {', '.join(missing)} (its topics: {have}); "
             "nothing was changed"
         )
-    _report_patterns(chosen, "unsubscribe")
+    _report_patterns(chosen)
     for name in chosen.topics:
         entry = running[name]
         already = isinstance(entry, dict) and entry.get("leaving")

@@ -2,11 +2,12 @@
 
 An argument with ``*``, ``?`` or ``[`` in it is a shell-style pattern (`fnmatch`, case
 sensitive: ``sensors.*``, ``room-?``, ``[ab]*``) unless the command was given
-``--literal``; any other argument is a topic name.  Patterns are resolved once, when the
-command runs: `subscribe` against the topics the supervisor knows (its status lists them),
-`unsubscribe` against the topics the node runs.  A pattern that matches nothing is an
-error, and so is nothing being selected; nothing is changed at the node before the whole
-selection is known.
+``--literal``; any other argument is a topic name.  Patterns are resolved when the command
+runs: `subscribe` against the topics the supervisor knows (its status lists them),
+`unsubscribe` against the topics the node runs; a streaming `subscribe` keeps its patterns
+open and follows topics that match later (`pubsub.cli.follow`).  A pattern that matches
+nothing is an error (except for a streaming `subscribe`, which waits for matching topics);
+nothing is changed at the node before the whole selection is known.
 """
 
 from __future__ import annotations
@@ -45,8 +46,11 @@ def patterns_in(args: Sequence[str], literal: bool) -> list[str]:
     return [] if literal else [a for a in args if is_pattern(a)]
 
 
-def select(args: Sequence[str], available: Iterable[str], literal: bool, where: str) -> Selection:
-    """Resolve `args` against the `available` topics (`where` names them in errors)."""
+def select(
+    args: Sequence[str], available: Iterable[str], literal: bool, where: str, *, allow_empty: bool = False
+) -> Selection:
+    """Resolve `args` against the `available` topics (`where` names them in errors); with
+    `allow_empty` a pattern may match nothing yet."""
     known = sorted(set(available))
     chosen = Selection()
     for arg in args:
@@ -54,7 +58,7 @@ def select(args: Sequence[str], available: Iterable[str], literal: bool, where: 
             chosen.add(arg)
             continue
         matched = [t for t in known if fnmatch.fnmatchcase(t, arg)]
-        if not matched:
+        if not matched and not allow_empty:
             shown = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
             raise SelectionError(
                 f"pattern {arg!r} matches none of {where} ({shown or 'there are none'}); "

@@ -201,6 +201,38 @@ def test_patterns_resolve_against_the_supervisors_topics(cluster: LocalCluster) 
     assert done.stdout.splitlines() == [f"{second}: unsubscribing sensors.a", f"{second}: unsubscribing sensors.b"]
 
 
+def test_a_streaming_pattern_follows_topics_created_later(cluster: LocalCluster) -> None:
+    """`subscribe 'later.*'` while no such topic exists: when one appears (another node
+    subscribes to it) the command joins it and prints what is published there."""
+    first, second = cluster.node_refs
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pubsub.cli.main", "subscribe", "later.*", "--node", second, "--json",
+         "--count", "1"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        said = proc.stderr.readline()  # the pattern is open once this line is out
+        assert "pattern 'later.*' matched 0 topic(s) now: - (topics created later are followed too)" in said
+        cluster.subscribe(0, "later.x")
+
+        def joined() -> list[str]:
+            topics = cluster.node_status(1).get("topics") or {}
+            return [] if "later.x" in topics else ["node 1 has not joined later.x"]
+
+        poll(joined, START_TIMEOUT, "the streaming pattern to join the new topic")
+        cluster.publish(0, "later.x", "news from later")
+        out, err = proc.communicate(timeout=COMMAND_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+    assert proc.returncode == 0, err
+    assert "new topic later.x matches a pattern: joining it" in err
+    [delivery] = [json.loads(line) for line in out.splitlines()]
+    assert delivery["topic"] == "later.x" and delivery["payload"] == "news from later"
+
+
 def test_streaming_several_topics_prefixes_each_line_with_its_topic(cluster: LocalCluster) -> None:
     first = cluster.node_refs[0]
     cluster.subscribe(0, "multi-a")
