@@ -4,14 +4,16 @@ Used by every mode's local launcher (`pubsub.ops.daemongroup`)."""
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import socket
 import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 HOST = "127.0.0.1"
 #: Seconds a daemon may take from its start until it answers `status`.
@@ -157,3 +159,15 @@ def poll(
                 f"timed out after {timeout:g} s waiting for {what}; still wrong:\n  {shown}{more}"
             )
         time.sleep(interval)
+
+
+def terminate(proc: subprocess.Popen[Any], timeout: float = 10.0) -> None:
+    """Stop a child process by its pid: SIGTERM, a bounded wait, then SIGKILL; reaped in
+    every case, no error if it has ended already."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=timeout)

@@ -32,7 +32,7 @@ from typing import IO
 import pytest
 
 from pubsub.ops.localcluster import LocalCluster
-from pubsub.ops.processes import poll
+from pubsub.ops.processes import pick_free_ports, poll, terminate
 
 pytestmark = pytest.mark.integration
 
@@ -421,8 +421,6 @@ def test_shell_completion_as_the_readme_documents_it(words: str, cword: str, exp
 def lone_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One broker B(a,0) of a two-broker SCOT (its neighbour never starts), with an
     advertisement of client `cli` for `x > 0`."""
-    from pubsub.ops.processes import pick_free_ports
-
     base = tmp_path_factory.mktemp("broker")
     a_port, b_port = pick_free_ports(2)
     topology = base / "topo.json"
@@ -444,13 +442,7 @@ def lone_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         assert done.returncode == 0, done.stderr
         yield ref
     finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        terminate(proc)
         log.close()
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from pubsub.ops import ringview
 from pubsub.ops.localcluster import LocalCluster
-from pubsub.ops.processes import pick_free_ports, poll
+from pubsub.ops.processes import pick_free_ports, poll, terminate
 
 pytestmark = pytest.mark.integration
 
@@ -219,13 +219,7 @@ def misconfigured_node(tmp_path: Path) -> Iterator[str]:
              COMMAND_TIMEOUT, "the node to answer")
         yield ref
     finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        terminate(proc)
         log.close()
 
 
