@@ -13,8 +13,9 @@ it.  A shortcut target is a K_i-cycle neighbour, for some level i at or above th
 own label length, that is not already the node's ring predecessor on the left side or its
 ring successor on the right side.
 
-Everything here is pure Python over plain values so the Spark job can run it in its Python
-workers and the tests can compare it with the independent oracle ``tests/checker.py``.
+Everything here is pure Python over plain values (a core: no I/O) so the Spark job can run
+it in its Python workers (`pubsub.ops.analysis`), the daemons may use it too, and the tests
+can compare it with the independent oracle ``tests/checker.py``.
 Ordering uses `pubsub.skipring.labels.Label` (exact integer arithmetic); members that share a label
 are ordered by reference so that the ring is still defined (such a state is never
 legitimate, but the fraction of correct edges stays meaningful).

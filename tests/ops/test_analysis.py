@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pubsub.ops.analysis.ideal import NodeView, edge_score, ideal_ring, is_canonical, is_legitimate
+from pubsub.skipring.ideal import NodeView, edge_score, ideal_ring, is_canonical, is_legitimate
 from pubsub.ops.analysis.javacheck import parse_version
 from pubsub.ops.analysis.output import read_table
 from pubsub.ops.analysis.timeline import (

@@ -21,7 +21,7 @@ instant at which any measured value changes, each valid until the next one.  Fro
   shows up in the next snapshots (a marker is written a moment before its effect).
 * the degree distribution of the members at the end of the data.
 
-Legitimacy is `pubsub.ops.analysis.ideal.is_legitimate`, computed incrementally: only the node
+Legitimacy is `pubsub.skipring.ideal.is_legitimate`, computed incrementally: only the node
 that changed is re-scored unless the membership or a label changed.
 """
 
@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pubsub.ops.analysis.ideal import IdealNode, NodeView, edge_score, ideal_ring, is_canonical
+from pubsub.skipring.ideal import IdealNode, NodeView, edge_score, ideal_ring, is_canonical
 
 #: Marker actions after which the targeted nodes hold no state until their next snapshot.
 REMOVING_ACTIONS = frozenset({"crash", "kill"})

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pubsub.ops.analysis.ideal import NodeView, is_legitimate
+from pubsub.skipring.ideal import NodeView, is_legitimate
 from pubsub.ops.experiment.records import (
     ADMIN_TIMEOUT,
     POLL_SECONDS,
@@ -56,7 +56,7 @@ def topic_checks(
     """Per topic, whether the running nodes' reported states form the legitimate skip ring.
 
     The members are the nodes that report the topic (as in the `snapshot` events); the test
-    is `pubsub.ops.analysis.ideal.is_legitimate` (labels l(0..n-1), ideal edges, equal roots).
+    is `pubsub.skipring.ideal.is_legitimate` (labels l(0..n-1), ideal edges, equal roots).
     """
     checks = []
     for topic in topics:
