@@ -28,6 +28,8 @@ import uvloop
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref, Send
 from pubsub.skipring.messages import GetConfiguration, SetData
+from pubsub.skipring.admission import supervisor_admits
+from pubsub.runtime.identity import Identity
 from pubsub.runtime.host import Daemon, host
 from supervisor.faults import supervisor_actions
 from supervisor.telemetry import supervisor_instrument
@@ -74,6 +76,11 @@ class SupervisorApp:
         if isinstance(msg, GetConfiguration):
             self.counters["configuration_requests"] += 1
         return self._persisted(self.core.handle(msg, now))
+
+    def admits(self, msg: Message, identity: Identity) -> str | None:
+        """With TLS: why `msg` from the peer holding `identity` is refused, or None
+        (`pubsub.skipring.admission`)."""
+        return supervisor_admits(msg, identity.role, identity.name)
 
     def timeout(self, now: float) -> list[Send]:
         self.intervals += 1

@@ -47,6 +47,10 @@ FLAGS = {
     "events_dir": "--events-dir",
     "admin_listen": "--admin-listen",
     "admin_allow_remote": "--admin-allow-remote",
+    "tls_ca": "--tls-ca",
+    "tls_cert": "--tls-cert",
+    "tls_key": "--tls-key",
+    "insecure": "--insecure",
 }
 
 
@@ -201,10 +205,46 @@ def interval_option(f: Any) -> Any:
 
 
 def settings_for_runtime(interval: float | None) -> RuntimeSettings:
+    """The runtime's settings: --interval, the `tls_options` flags, PUBSUB_*, the file."""
+    ctx = click.get_current_context(silent=True)
+    tls = {} if ctx is None else ctx.meta.get(_TLS, {})
     try:
-        return load(RuntimeSettings, FLAGS, config=current_config(), timeout_interval=interval)
+        return load(RuntimeSettings, FLAGS, config=current_config(), timeout_interval=interval, **tls)
     except SettingsError as exc:
         raise ConfigError(str(exc)) from None
+
+
+_TLS = "pubsub.tls"
+
+
+def tls_options(f: Any) -> Any:
+    """--tls-ca, --tls-cert, --tls-key, --insecure of a daemon (also PUBSUB_TLS_CA / _CERT /
+    _KEY, PUBSUB_INSECURE, or the --config file); `settings_for_runtime` applies them."""
+
+    @functools.wraps(f)
+    def wrapper(
+        *args: Any, tls_ca: Path | None, tls_cert: Path | None, tls_key: Path | None, insecure: bool, **kwargs: Any
+    ) -> Any:
+        click.get_current_context().meta[_TLS] = {
+            "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key, "insecure": insecure or None
+        }
+        return f(*args, **kwargs)
+
+    pem = click.Path(dir_okay=False, exists=True, path_type=Path)
+    wrapper = click.option(
+        "--insecure",
+        is_flag=True,
+        default=False,
+        help="Allow listening on an address that is not loopback without TLS (env PUBSUB_INSECURE=1).",
+    )(wrapper)
+    for flag, what in (("--tls-key", "the key of --tls-cert"), ("--tls-cert", "this daemon's certificate"),
+                       ("--tls-ca", "the cluster CA certificate")):
+        wrapper = click.option(
+            flag, type=pem, default=None, metavar="PEM",
+            help=f"TLS: {what} (`pubsub certs`; all three --tls-* turn mutual TLS on; env "
+            f"PUBSUB_{flag[2:].upper().replace('-', '_')}).",
+        )(wrapper)
+    return wrapper
 
 
 def telemetry_options(f: Any) -> Any:
@@ -305,12 +345,13 @@ def run_daemon(what: str, listen: str, run: Any) -> None:
     from pubsub.runtime.adminserver import AdminError
     from pubsub.runtime.datadir import StoreError
     from pubsub.runtime.httpserve import HttpError
+    from pubsub.runtime.tls import TlsError
     from pubsub.telemetry.events import EventsError
     from pubsub.telemetry.metrics import MetricsError
 
     try:
         run()
-    except (StoreError, MetricsError, EventsError, AdminError, HttpError) as exc:
+    except (StoreError, MetricsError, EventsError, AdminError, HttpError, TlsError) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)

@@ -14,6 +14,7 @@
     pubsub status (--supervisor HOST:PORT | --node HOST:PORT) [--json]
     pubsub chaos (info | crash | corrupt-node | corrupt-supervisor | partition | drop)
                  --admin HOST:PORT ...     (fault injection, `pubsub.cli.chaos`)
+    pubsub certs (ca DIR | issue DIR ROLE NAME...)   (TLS certificates, `pubsub.cli.certs`)
     pubsub analyze RUN_DIR [--stream] [--out DIR] [--until-idle S] [--trigger S]
                            (PySpark convergence analysis, `pubsub.ops.analysis.cli`)
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import click
 
+from pubsub.cli.certs import certs
 from pubsub.cli.chaos import chaos
 from pubsub.cli.common import remember_log_settings
 from pubsub.cli.cluster import cluster
@@ -82,14 +84,14 @@ def main(ctx: click.Context, log_level: str, log_format: str) -> None:
 
 def _assemble(group: click.Group) -> None:
     """Every registered mode's commands, its forms of the shared verbs, then the tools that
-    serve every mode (chaos, analyze, cluster, experiment)."""
+    serve every mode (chaos, certs, analyze, cluster, experiment)."""
     for mode in all_modes():
         for command in mode.commands():
             group.add_command(command)
     for mode in all_modes():
         for form in mode.verb_forms():
             add_form(group.commands[form.verb], form)
-    for command in (chaos, analyze, cluster, experiment):
+    for command in (chaos, certs, analyze, cluster, experiment):
         group.add_command(command)
 
 

@@ -30,6 +30,7 @@ from pubsub.cli.common import (
     settings_for_runtime,
     since_option,
     telemetry_options,
+    tls_options,
 )
 from pubsub.cli.follow import follow
 from pubsub.cli.publishing import publish_stdin
@@ -84,6 +85,7 @@ def _address(value: Any) -> Ref:
     "(required; env PUBSUB_DATA_DIR).",
 )
 @interval_option
+@tls_options
 @click.option(
     "--config-budget",
     type=int,
@@ -151,6 +153,7 @@ def supervisor(
     "it stops (optional; env PUBSUB_DATA_DIR).",
 )
 @interval_option
+@tls_options
 @click.option(
     "--no-flooding",
     "no_flooding",

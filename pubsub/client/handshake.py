@@ -20,6 +20,7 @@ from pubsub.kernel.control import Hello, Reply, StatusRequest
 from pubsub.runtime.client import HANDSHAKE_TIMEOUT, HandshakeTimeout, bounded_reader
 from pubsub.runtime.connection import split_ref
 from pubsub.runtime.streams import MessageReader
+from pubsub.runtime.tls import TlsError, client_context
 
 
 async def connect_checked(
@@ -33,11 +34,13 @@ async def connect_checked(
         raise ClientError("bad_address", f"bad address {addr!r}: expected HOST:PORT") from None
     try:
         async with asyncio.timeout(timeout):
-            reader, writer = await asyncio.open_connection(host, port)
+            reader, writer = await asyncio.open_connection(host, port, ssl=client_context())
     except TimeoutError:
         raise ClientError("connection", f"cannot reach {addr} within {timeout:g} s") from None
     except ConnectionRefusedError:
         raise ClientError("connection", f"cannot reach {addr}: connection refused") from None
+    except TlsError as exc:
+        raise ClientError("tls", str(exc)) from None
     except OSError as exc:
         raise ClientError("connection", f"cannot reach {addr}: {exc.strerror or exc}") from None
     messages = bounded_reader(reader, addr, min(timeout, HANDSHAKE_TIMEOUT), max_frame)

@@ -69,6 +69,7 @@ from pubsub.skipring.fields import validate_msg_id
 from pubsub.runtime.client import HANDSHAKE_TIMEOUT, HandshakeTimeout, RequestError, bounded_reader, request
 from pubsub.runtime.connection import split_ref
 from pubsub.runtime.streams import MessageReader
+from pubsub.runtime.tls import TlsError, client_context
 
 #: Seconds a request (join, status, ...) may take.
 DEFAULT_TIMEOUT = 5.0
@@ -189,11 +190,13 @@ async def _connect(
         raise ClientError("bad_address", f"bad address {addr!r}: expected HOST:PORT") from None
     try:
         async with asyncio.timeout(timeout):
-            reader, writer = await asyncio.open_connection(host, port)
+            reader, writer = await asyncio.open_connection(host, port, ssl=client_context())
     except TimeoutError:
         raise ClientError("connection", f"cannot reach {addr} within {timeout:g} s") from None
     except ConnectionRefusedError:
         raise ClientError("connection", f"cannot reach {addr}: connection refused") from None
+    except TlsError as exc:
+        raise ClientError("tls", str(exc)) from None
     except OSError as exc:
         raise ClientError("connection", f"cannot reach {addr}: {exc.strerror or exc}") from None
     # Handshake: a status request, answered within HANDSHAKE_TIMEOUT by any pubsub daemon,

@@ -67,6 +67,8 @@ from pubsub.node.settings import FRAME_OVERHEAD, NodeSettings
 from pubsub.node.commits import GroupCommit, Written
 from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
 from pubsub.node.writer import StoreThread
+from pubsub.runtime.identity import Identity
+from pubsub.skipring.admission import node_admits
 from pubsub.skipring.batching import coalesce
 from pubsub.node.telemetry import node_instrument
 from pubsub.runtime.host import Daemon, host
@@ -182,6 +184,11 @@ class NodeApp:
         self._now = now
         self._notify("touched")
         return self._execute(self.core.handle(msg, now))
+
+    def admits(self, msg: Message, identity: Identity) -> str | None:
+        """With TLS: why `msg` from the peer holding `identity` is refused, or None
+        (`pubsub.skipring.admission`)."""
+        return node_admits(msg, identity.role, identity.name, self.core.supervisor)
 
     def timeout(self, now: float) -> list[Send]:
         self._now = now

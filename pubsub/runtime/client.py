@@ -20,6 +20,7 @@ from pubsub.kernel.control import Hello
 from pubsub.kernel.message import Message
 from pubsub.runtime.connection import split_ref
 from pubsub.runtime.streams import MessageReader
+from pubsub.runtime.tls import TlsError, client_context
 
 #: Seconds a daemon may take to send the first bytes of its first reply on a new connection.
 HANDSHAKE_TIMEOUT = 1.0
@@ -96,7 +97,7 @@ async def request(
     writer: asyncio.StreamWriter | None = None
     try:
         async with asyncio.timeout(timeout):
-            reader, writer = await asyncio.open_connection(host, port)
+            reader, writer = await asyncio.open_connection(host, port, ssl=client_context())
             writer.write(wire.encode(Hello(ref=None, role="client")) + wire.encode(msg, max_frame))
             await writer.drain()
             messages = bounded_reader(reader, addr, min(handshake, timeout), max_frame)
@@ -113,6 +114,8 @@ async def request(
         raise RequestError(f"no reply from {addr} within {timeout:g} s") from None
     except ConnectionRefusedError:
         raise RequestError(f"cannot reach {addr}: connection refused") from None
+    except TlsError as exc:
+        raise RequestError(str(exc)) from None
     except wire.WireError as exc:
         raise RequestError(f"bad reply from {addr}: {exc} (is it a pubsub daemon?)") from None
     except OSError as exc:

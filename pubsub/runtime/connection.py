@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from pubsub.kernel import wire
 from pubsub.kernel.message import Message, Ref
+from pubsub.runtime.identity import Identity
 from pubsub.runtime.stats import Stats
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,12 @@ class Connection:
     _next_seq = 0
 
     def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, outgoing: bool
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        outgoing: bool,
+        identity: Identity | None = None,
     ) -> None:
         Connection._next_seq += 1
         self.seq = Connection._next_seq
@@ -38,6 +44,8 @@ class Connection:
         self.role: str | None = None  # "peer" / "client" once known
         self.peer: Ref | None = None  # the other side's ref (peers only)
         self.initiator: Ref | None = None  # the ref of the side that connected
+        #: Who the other side's TLS certificate names (None: plain TCP or no identity).
+        self.identity = identity
         self.write_closed = False
         self.closed = False
         self.fatal = False  # bad input: ErrorReply sent, write side closed, discarding input

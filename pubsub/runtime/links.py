@@ -12,6 +12,8 @@ Per peer:
   both sides keep the one *initiated by a* (then the newer one) and *retire* the other
   without losing frames -- stop writing to it and half-close it (FIN after everything
   already written), keep reading it to the end;
+* with TLS (`pubsub.runtime.tls`), the daemon reached must present the certificate of the
+  reference dialled (else ``identity_mismatch`` is counted and the connect fails);
 * an optional rate limit (`Links.set_rate`): at most R frames per second leave the queue,
   so that congestion can be produced on purpose (the broker's ``link_rate`` admin action,
   paper 002 §9.2); what waits stays in the queue and counts in `queued`;
@@ -33,8 +35,10 @@ from pubsub.kernel import wire
 from pubsub.kernel.control import Hello
 from pubsub.kernel.message import Ref
 from pubsub.runtime.connection import Connection, split_ref
+from pubsub.runtime.identity import DAEMON_ROLES, Identity
 from pubsub.runtime.settings import RuntimeSettings
 from pubsub.runtime.stats import LogLimiter, Stats
+from pubsub.runtime.tls import connect_context, peer_identity
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +97,8 @@ class Links:
         self._spawn = spawn
         self._by_ref: dict[Ref, Link] = {}
         self.stopping = False
+        #: The context of the connections this side opens (None: plain TCP), `pubsub.runtime.tls`.
+        self._ssl = connect_context(settings)
 
     # --- the mapping -------------------------------------------------------------------------
     def __getitem__(self, ref: Ref) -> Link:
@@ -259,8 +265,11 @@ class Links:
             link.conn_added.clear()
             try:
                 reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(host, port), s.connect_timeout
+                    asyncio.open_connection(host, port, ssl=self._ssl), s.connect_timeout
                 )
+                identity = peer_identity(writer) if self._ssl is not None else None
+                if self._ssl is not None and not self._is_peer(link, identity, writer):
+                    raise ConnectionError(f"{link.ref} presented the certificate of {identity}")
             except (TimeoutError, OSError) as exc:
                 link.failures += 1
                 self.stats.connect_failures += 1
@@ -280,7 +289,7 @@ class Links:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(link.conn_added.wait(), delay)
                 continue
-            conn = Connection(reader, writer, outgoing=True)
+            conn = Connection(reader, writer, outgoing=True, identity=identity)
             conn.role = "peer"
             conn.peer = link.ref
             conn.initiator = self.me
@@ -289,6 +298,23 @@ class Links:
             self._register(conn)
             self.adopt(link, conn)
             log.debug("%s: connected to %s", self.me, link.ref)
+
+    def _is_peer(self, link: Link, identity: Identity | None, writer: asyncio.StreamWriter) -> bool:
+        """Whether the daemon reached at link.ref holds the certificate of link.ref; if not,
+        the connection is closed and counted (``identity_mismatch``)."""
+        if identity is not None and identity.role in DAEMON_ROLES and identity.name == link.ref:
+            return True
+        self.stats.error("identity_mismatch")
+        self._limiter.log(
+            ("identity_mismatch", link.ref),
+            logging.WARNING,
+            "%s: %s presented the certificate of %s; connection refused",
+            self.me,
+            link.ref,
+            identity,
+        )
+        writer.close()
+        return False
 
     def _unreachable(self, link: Link) -> None:
         dropped = len(link.queue)

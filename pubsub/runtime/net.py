@@ -17,6 +17,12 @@ The core (`Application`) never sees a socket.  The runtime
   later, once or many times (acknowledgements after a disk write, a stream of deliveries),
   or leave it to ``control`` (return None).  A session that carries a stream
   (``session.streaming``) accepts no further requests;
+* with TLS (`RuntimeSettings.tls_ca` ...; `pubsub.runtime.tls`), accepts only connections
+  presenting a certificate of the cluster CA, refuses (``identity_mismatch``, counted,
+  closed) a Hello whose claim the certificate does not back (`pubsub.runtime.identity`),
+  and hands each peer message to the application's optional ``admits(msg, identity)``
+  first (``forbidden_sender`` when it objects); without TLS it refuses to listen on an
+  address that is not loopback unless ``insecure`` is set;
 * calls ``app.timeout`` every ``timeout_interval`` seconds (+- ``timer_jitter``);
 * reads each connection in chunks and cuts them into frames with the sans-I/O
   `pubsub.kernel.framing.FrameDecoder`;
@@ -54,10 +60,12 @@ from pubsub.runtime.application import Application
 from pubsub.runtime.bundling import bundle
 from pubsub.runtime.connection import ClientSession, Connection, split_ref
 from pubsub.runtime.faults import NetworkFaults
+from pubsub.runtime.identity import hello_problem
 from pubsub.runtime.links import Links
 from pubsub.runtime.settings import RuntimeSettings
 from pubsub.runtime.stats import LogLimiter, Stats
 from pubsub.runtime.streams import READ_CHUNK
+from pubsub.runtime.tls import TlsError, listen_problem, peer_identity, server_context
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +118,8 @@ class Runtime:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
         self.faults = NetworkFaults()
+        #: TLS on the listening side (None: plain TCP), `pubsub.runtime.tls`.
+        self._ssl = server_context(self.settings)
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -119,10 +129,16 @@ class Runtime:
         if callable(attach):
             attach(self)  # an application that answers later needs the runtime
         host, port = split_ref(self.ref)
+        problem = listen_problem(host, self.settings)
+        if problem is not None:
+            raise TlsError(f"{self.ref}: refusing to listen: {problem}")
+        tls: dict[str, Any] = {}
+        if self._ssl is not None:
+            tls = {"ssl": self._ssl, "ssl_handshake_timeout": self.settings.hello_timeout}
         if self._sock is not None:
-            self._server = await asyncio.start_server(self._accept, sock=self._sock)
+            self._server = await asyncio.start_server(self._accept, sock=self._sock, **tls)
         else:
-            self._server = await asyncio.start_server(self._accept, host=host, port=port)
+            self._server = await asyncio.start_server(self._accept, host=host, port=port, **tls)
         self._timer = self._spawn(self._timer_loop(), "timer")
         log.info("%s: listening", self.ref)
 
@@ -317,7 +333,8 @@ class Runtime:
         if self._stopping:
             writer.close()
             return
-        conn = Connection(reader, writer, outgoing=False)
+        identity = peer_identity(writer) if self._ssl is not None else None
+        conn = Connection(reader, writer, outgoing=False, identity=identity)
         self.stats.connections_accepted += 1
         self._register(conn)
         assert self._loop is not None
@@ -443,6 +460,8 @@ class Runtime:
             if isinstance(msg, Bundle):
                 self._on_bundle(conn, msg)
                 return
+            if self._ssl is not None and not self._admitted(conn, msg):
+                return
             self.dispatch(self._call("handle", self.app.handle, msg, self.now()))
         elif isinstance(msg, Bundle):
             self._bad_input(conn, "bundle_from_client", "bundles are exchanged by peers only", close=False)
@@ -467,6 +486,8 @@ class Runtime:
     def _on_hello(self, conn: Connection, msg: Message) -> None:
         if not isinstance(msg, Hello):
             self._bad_input(conn, "no_hello", f"expected hello, got {msg.kind}", close=True)
+        elif self._ssl is not None and (problem := hello_problem(conn.identity, msg.role, msg.ref)):
+            self._bad_input(conn, "identity_mismatch", problem, close=True)
         elif msg.role == "client" and msg.ref is None:
             conn.role = "client"
             self._sessions[conn] = ClientSession(conn, self.stats, self.settings.max_frame_bytes)
@@ -478,6 +499,19 @@ class Runtime:
             self._bad_input(
                 conn, "bad_hello", f"role {msg.role!r} with ref {msg.ref!r}", close=True
             )
+
+    def _admitted(self, conn: Connection, msg: Message) -> bool:
+        """Whether the application accepts `msg` from the identity of `conn` (its optional
+        ``admits(msg, identity)`` returns why not, or None); refusals are counted and
+        answered as ``forbidden_sender``."""
+        admits = getattr(self.app, "admits", None)
+        if admits is None or conn.identity is None:
+            return True
+        problem = admits(msg, conn.identity)
+        if problem is None:
+            return True
+        self._bad_input(conn, "forbidden_sender", problem, close=False)
+        return False
 
     def _on_request(self, conn: Connection, msg: Message) -> None:
         now = self.now()

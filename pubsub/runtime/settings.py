@@ -67,6 +67,29 @@ class RuntimeSettings(BaseSettings):
     flush_timeout: float = Field(
         1.0, ge=0, description="seconds spent flushing queued frames on shutdown"
     )
+    tls_ca: Path | None = Field(
+        None, description="the cluster CA certificate (PEM); with tls_cert and tls_key turns TLS on"
+    )
+    tls_cert: Path | None = Field(None, description="this daemon's certificate (PEM, `pubsub certs`)")
+    tls_key: Path | None = Field(None, description="the key of tls_cert (PEM)")
+    insecure: bool = Field(
+        False, description="allow listening on an address that is not loopback without TLS"
+    )
+
+    @property
+    def tls(self) -> bool:
+        """Whether connections use TLS (all three tls_* settings are given)."""
+        return self.tls_ca is not None
+
+    @model_validator(mode="after")
+    def _tls_complete(self) -> RuntimeSettings:
+        given = [self.tls_ca is not None, self.tls_cert is not None, self.tls_key is not None]
+        if any(given) and not all(given):
+            raise ValueError(
+                "tls_ca, tls_cert and tls_key (--tls-ca / --tls-cert / --tls-key, "
+                "PUBSUB_TLS_CA / _CERT / _KEY) go together: give all three or none"
+            )
+        return self
 
     @model_validator(mode="after")
     def _backoff_order(self) -> RuntimeSettings:

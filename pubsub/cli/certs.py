@@ -1,0 +1,53 @@
+"""``pubsub certs``: a cluster CA and the certificates of its daemons, clients and admins.
+
+    pubsub certs ca DIR                      # DIR/ca.crt, DIR/ca.key (refuses to overwrite)
+    pubsub certs issue DIR ROLE NAME...      # DIR/ROLE-NAME.crt, .key for each NAME
+
+ROLE is supervisor, node or broker (NAME is the daemon's reference HOST:PORT, the address
+it listens on) or client or admin (NAME is free).  The subject names the role (OU) and
+the name (CN); `pubsub.runtime.identity` is where this encoding and its checks live.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pubsub.runtime.identity import ROLES, IdentityError, check_name, file_stem, issue, load_ca, make_ca, write_pair
+
+
+@click.group("certs")
+def certs() -> None:
+    """Create a cluster CA and issue TLS certificates (see the README's TLS section)."""
+
+
+@certs.command("ca")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Replace an existing CA (every certificate it issued stops working).")
+def ca_command(directory: Path, force: bool) -> None:
+    """Create the cluster CA in DIRECTORY (ca.crt, ca.key)."""
+    if (directory / "ca.key").exists() and not force:
+        raise click.ClickException(f"{directory / 'ca.key'} exists; use --force to replace the CA")
+    cert, key = make_ca()
+    crt, keyfile = write_pair(directory, "ca", cert, key)
+    click.echo(f"{crt}\n{keyfile}")
+
+
+@certs.command("issue")
+@click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.argument("role", type=click.Choice(ROLES))
+@click.argument("names", nargs=-1, required=True, metavar="NAME...")
+def issue_command(directory: Path, role: str, names: tuple[str, ...]) -> None:
+    """Issue a ROLE certificate for each NAME (a daemon's HOST:PORT, or a client's or an
+    admin's name) with the CA in DIRECTORY; prints the files written."""
+    try:
+        for name in names:
+            check_name(role, name)
+        ca_cert, ca_key = load_ca(directory)
+    except IdentityError as exc:
+        raise click.ClickException(str(exc)) from None
+    for name in names:
+        cert, key = issue(ca_cert, ca_key, role, name)
+        crt, keyfile = write_pair(directory, file_stem(role, name), cert, key)
+        click.echo(f"{crt}\n{keyfile}")

@@ -1,0 +1,123 @@
+"""TLS for the runtime and the clients: contexts built from the settings, the peer's identity.
+
+Daemons (`RuntimeSettings.tls_ca` / ``tls_cert`` / ``tls_key``) speak mutual TLS on their
+one port: the server side requires a certificate issued by the cluster CA from whoever
+connects (daemon or client), the connecting side presents its own and checks the server's
+against the same CA.  Names are not checked by `ssl` (``check_hostname`` is off): who the
+other side is comes from the certificate's subject (`pubsub.runtime.identity`), and the
+runtime compares it with what the connection claims (its Hello, or the reference it
+dialled).
+
+Clients (the client library and the ``pubsub`` command) take their certificate from
+``PUBSUB_TLS_CA`` / ``PUBSUB_TLS_CERT`` / ``PUBSUB_TLS_KEY`` (`ClientTlsSettings`); with
+none set they connect in plain TCP, as before.
+
+`listen_problem` is the safe default: a daemon refuses an address that is not loopback
+without TLS unless it was started with ``--insecure``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from pubsub.runtime.identity import Identity, IdentityError, identity_from_der
+from pubsub.runtime.settings import ENV_PREFIX, RuntimeSettings, is_loopback
+
+
+class TlsError(Exception):
+    """TLS cannot be set up as configured (one line for the operator)."""
+
+
+class ClientTlsSettings(BaseSettings):
+    """A client's certificate, from ``PUBSUB_TLS_CA`` / ``_CERT`` / ``_KEY``."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    tls_ca: Path | None = Field(None, description="the cluster CA certificate (PEM)")
+    tls_cert: Path | None = Field(None, description="the client's certificate (PEM)")
+    tls_key: Path | None = Field(None, description="the key of tls_cert (PEM)")
+
+    @model_validator(mode="after")
+    def _complete(self) -> ClientTlsSettings:
+        given = [self.tls_ca is not None, self.tls_cert is not None, self.tls_key is not None]
+        if any(given) and not all(given):
+            raise ValueError("PUBSUB_TLS_CA, PUBSUB_TLS_CERT and PUBSUB_TLS_KEY go together")
+        return self
+
+
+def _load(ctx: ssl.SSLContext, ca: Path, cert: Path, key: Path) -> ssl.SSLContext:
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.load_verify_locations(cafile=str(ca))
+        ctx.load_cert_chain(str(cert), str(key))
+    except (OSError, ssl.SSLError) as exc:
+        raise TlsError(f"cannot load TLS files (ca {ca}, cert {cert}, key {key}): {exc}") from None
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
+def server_context(settings: RuntimeSettings) -> ssl.SSLContext | None:
+    """The listening side's context (client certificates required), None without TLS."""
+    if settings.tls_ca is None or settings.tls_cert is None or settings.tls_key is None:
+        return None
+    return _load(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), settings.tls_ca, settings.tls_cert, settings.tls_key)
+
+
+def _client(ca: Path, cert: Path, key: Path) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False  # the identity is the certificate's subject, checked by the caller
+    return _load(ctx, ca, cert, key)
+
+
+def connect_context(settings: RuntimeSettings) -> ssl.SSLContext | None:
+    """A daemon's context for the connections it opens, None without TLS."""
+    if settings.tls_ca is None or settings.tls_cert is None or settings.tls_key is None:
+        return None
+    return _client(settings.tls_ca, settings.tls_cert, settings.tls_key)
+
+
+@lru_cache(maxsize=8)
+def _cached_client(ca: Path, cert: Path, key: Path) -> ssl.SSLContext:
+    return _client(ca, cert, key)
+
+
+def client_context() -> ssl.SSLContext | None:
+    """The context of the client library and the CLI, from ``PUBSUB_TLS_*`` (None: plain
+    TCP); TlsError when those are incomplete or unusable."""
+    try:
+        s = ClientTlsSettings()
+    except ValidationError as exc:
+        raise TlsError("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from None
+    if s.tls_ca is None or s.tls_cert is None or s.tls_key is None:
+        return None
+    return _cached_client(s.tls_ca, s.tls_cert, s.tls_key)
+
+
+def peer_identity(writer: asyncio.StreamWriter) -> Identity | None:
+    """The identity in the certificate the other side of a TLS connection presented; None
+    if it presented none or one that names no identity."""
+    sslobj = writer.get_extra_info("ssl_object")
+    der = sslobj.getpeercert(binary_form=True) if sslobj is not None else None
+    if not der:
+        return None
+    try:
+        return identity_from_der(der)
+    except IdentityError:
+        return None
+
+
+def listen_problem(host: str, settings: RuntimeSettings) -> str | None:
+    """Why a daemon may not listen on `host` as configured, or None."""
+    if settings.tls or settings.insecure or is_loopback(host):
+        return None
+    return (
+        f"{host} is not a loopback address and TLS is off: anyone who reaches it could forge "
+        "protocol messages.  Give --tls-ca/--tls-cert/--tls-key (pubsub certs), or start "
+        "with --insecure (PUBSUB_INSECURE=1) to accept that"
+    )
