@@ -78,6 +78,7 @@ from pubsub.ops.processes import (
     poll,
 )
 from pubsub.ops.ringview import members_of
+from pubsub.ops.tlsfiles import ClusterCerts
 from pubsub.runtime.client import RequestError, request
 from pubsub.skipring.messages import JoinTopic, LeaveTopic
 
@@ -110,6 +111,7 @@ class LocalCluster(DaemonGroup):
         admin: bool = True,
         prometheus_targets_dir: Path | str | None = None,
         memory_nodes: Collection[int] = (),
+        tls: bool = False,
     ) -> None:
         """Describe the cluster (nothing starts before `start` or entering ``with``).
 
@@ -127,7 +129,10 @@ class LocalCluster(DaemonGroup):
         ``--no-flooding`` (anti-entropy alone spreads publications).  `admin` False starts
         the daemons without an admin listener (no fault injection).  The nodes whose
         indexes are in `memory_nodes` run without ``--data``: their store lives in memory
-        and a restart begins a new incarnation with nothing in it.
+        and a restart begins a new incarnation with nothing in it.  `tls` creates a cluster
+        CA and certificates in ``workdir/tls`` (`pubsub.ops.tlsfiles`), starts every daemon
+        with mutual TLS, and, while the cluster runs, puts the client certificate in this
+        process's ``PUBSUB_TLS_*`` environment (for the queries and `cli`).
         """
         if n_nodes < 0:
             raise ValueError("n_nodes must not be negative")
@@ -147,6 +152,11 @@ class LocalCluster(DaemonGroup):
                 raise ValueError(f"base_port {base_port} leaves no room for {n_nodes} nodes")
         self.logs_dir = self.workdir / "logs"
         sup_ref = f"{HOST}:{ports[0]}"
+        self.certs: ClusterCerts | None = None
+        if tls:
+            roles = {sup_ref: "supervisor"} | {f"{HOST}:{p}": "node" for p in ports[1:]}
+            self.certs = ClusterCerts.create(self.workdir / "tls", roles)
+        self._saved_env: dict[str, str | None] = {}
         self.supervisor = Daemon(
             name="supervisor",
             ref=sup_ref,
@@ -160,6 +170,7 @@ class LocalCluster(DaemonGroup):
                 repr(interval),
                 "--config-budget",
                 str(config_budget),
+                *self._tls_args(sup_ref),
             ],
             data_dir=self.workdir / "supervisor" / "data",
             log_path=self.logs_dir / "supervisor.log",
@@ -182,6 +193,7 @@ class LocalCluster(DaemonGroup):
                         "--interval",
                         repr(interval),
                         *([] if flooding else ["--no-flooding"]),
+                        *self._tls_args(ref),
                     ],
                     data_dir=data,
                     log_path=self.logs_dir / f"node-{i:02d}.log",
@@ -245,9 +257,16 @@ class LocalCluster(DaemonGroup):
             return self.supervisor
         return self.node(which)
 
+    def _tls_args(self, ref: str) -> list[str]:
+        return [] if self.certs is None else self.certs.daemon_args(ref)
+
     def start(self) -> LocalCluster:
         """Start the supervisor, then every node, and wait until all answer status."""
         self.logs_dir.mkdir(parents=True, exist_ok=True)
+        if self.certs is not None and not self._saved_env:
+            for name, value in self.certs.client_env().items():
+                self._saved_env[name] = os.environ.get(name)
+                os.environ[name] = value
         if not self._atexit_registered:
             atexit.register(self.stop)
             self._atexit_registered = True
@@ -268,6 +287,16 @@ class LocalCluster(DaemonGroup):
 
     def __enter__(self) -> LocalCluster:
         return self.start()
+
+    def stop(self) -> None:
+        """Stop every daemon (`DaemonGroup.stop`); with TLS, restore the environment."""
+        super().stop()
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self._saved_env.clear()
 
 
     def manifest(self) -> dict[str, Any]:

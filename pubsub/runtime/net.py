@@ -65,7 +65,7 @@ from pubsub.runtime.links import Links
 from pubsub.runtime.settings import RuntimeSettings
 from pubsub.runtime.stats import LogLimiter, Stats
 from pubsub.runtime.streams import READ_CHUNK
-from pubsub.runtime.tls import TlsError, listen_problem, peer_identity, server_context
+from pubsub.runtime.tls import TlsError, check_own, listen_problem, peer_identity, server_context
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,7 @@ class Runtime:
         problem = listen_problem(host, self.settings)
         if problem is not None:
             raise TlsError(f"{self.ref}: refusing to listen: {problem}")
+        check_own(self.settings, self.ref)
         tls: dict[str, Any] = {}
         if self._ssl is not None:
             tls = {"ssl": self._ssl, "ssl_handshake_timeout": self.settings.hello_timeout}

@@ -23,10 +23,11 @@ import ssl
 from functools import lru_cache
 from pathlib import Path
 
+from cryptography import x509
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pubsub.runtime.identity import Identity, IdentityError, identity_from_der
+from pubsub.runtime.identity import DAEMON_ROLES, Identity, IdentityError, identity_from_der, identity_of
 from pubsub.runtime.settings import ENV_PREFIX, RuntimeSettings, is_loopback
 
 
@@ -97,6 +98,22 @@ def client_context() -> ssl.SSLContext | None:
     if s.tls_ca is None or s.tls_cert is None or s.tls_key is None:
         return None
     return _cached_client(s.tls_ca, s.tls_cert, s.tls_key)
+
+
+def check_own(settings: RuntimeSettings, ref: str) -> None:
+    """TlsError unless the daemon certificate of `settings` names `ref` (a daemon with the
+    certificate of a client, or of another daemon, would be refused by every peer)."""
+    if settings.tls_cert is None:
+        return
+    try:
+        identity = identity_of(x509.load_pem_x509_certificate(settings.tls_cert.read_bytes()))
+    except (OSError, ValueError) as exc:
+        raise TlsError(f"cannot use the certificate {settings.tls_cert}: {exc}") from None
+    if identity.role not in DAEMON_ROLES or identity.name != ref:
+        raise TlsError(
+            f"the certificate {settings.tls_cert} names {identity}, not a daemon at {ref} "
+            f"(issue one with: pubsub certs issue DIR node {ref})"
+        )
 
 
 def peer_identity(writer: asyncio.StreamWriter) -> Identity | None:

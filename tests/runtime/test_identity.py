@@ -26,7 +26,14 @@ from pubsub.runtime.identity import (
     write_pair,
 )
 from pubsub.runtime.settings import RuntimeSettings, SettingsError, load
-from pubsub.runtime.tls import TlsError, client_context, connect_context, listen_problem, server_context
+from pubsub.runtime.tls import (
+    TlsError,
+    check_own,
+    client_context,
+    connect_context,
+    listen_problem,
+    server_context,
+)
 from pubsub.skipring.admission import node_admits, supervisor_admits
 from pubsub.skipring.messages import Check, LeaveTopic, Ping, SetData, Subscribe, Unsubscribe
 
@@ -151,3 +158,13 @@ def test_contexts_from_settings(tmp_path: Path, ca: tuple, monkeypatch: pytest.M
 def test_tls_settings_go_together(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="go together"):
         load(RuntimeSettings, {}, tls_ca=tmp_path / "ca.crt")
+
+
+def test_a_daemon_needs_a_certificate_naming_it(tmp_path: Path, ca: tuple) -> None:
+    ca_file, crt, key = _files(tmp_path, ca, "node", NODE)
+    check_own(RuntimeSettings(tls_ca=ca_file, tls_cert=crt, tls_key=key), NODE)
+    with pytest.raises(TlsError, match="not a daemon at"):
+        check_own(RuntimeSettings(tls_ca=ca_file, tls_cert=crt, tls_key=key), OTHER)
+    _, client_crt, client_key = _files(tmp_path, ca, "client", "alice")
+    with pytest.raises(TlsError, match="names client alice"):
+        check_own(RuntimeSettings(tls_ca=ca_file, tls_cert=client_crt, tls_key=client_key), NODE)

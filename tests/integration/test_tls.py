@@ -1,0 +1,184 @@
+"""TLS with real processes (issue 13, items 1, 2 and 7): a cluster of a supervisor and three
+nodes started with mutual TLS (`LocalCluster(tls=True)`, certificates made on the fly), the
+CLI talking to it with the cluster's client certificate, and the connections it must
+refuse:
+
+* a plain-TCP client (no TLS at all);
+* a client presenting a node certificate whose Hello claims another reference -- refused
+  and counted (``identity_mismatch``) in the node's stats;
+* a certificate issued by another CA;
+* a node certificate sending ``SetData`` as if it were the supervisor (``forbidden_sender``).
+
+And the safe default: a daemon asked to listen on 0.0.0.0 without TLS refuses unless it
+was started with ``--insecure``.  Every wait is bounded; every process is stopped by pid.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import ssl
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pubsub.kernel import wire
+from pubsub.kernel.control import ErrorReply, Hello, StatusRequest
+from pubsub.kernel.framing import FrameDecoder
+from pubsub.kernel.message import Message, Topic
+from pubsub.ops.localcluster import LocalCluster
+from pubsub.ops.processes import pick_free_ports, poll, terminate
+from pubsub.ops.ringview import ring_problems
+from pubsub.ops.tlsfiles import ClusterCerts
+from pubsub.skipring.messages import SetData
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "secure"
+CONVERGE = 60.0
+COMMAND_TIMEOUT = 60.0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path_factory.mktemp("tls"), 3, interval=0.2, admin=False, tls=True) as c:
+        yield c
+
+
+def _context(certs: ClusterCerts, name: str, ca: Path | None = None) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.load_verify_locations(cafile=str(ca or certs.ca))
+    cert, key = certs.pairs[name]
+    ctx.load_cert_chain(str(cert), str(key))
+    return ctx
+
+
+async def _exchange(ref: str, ctx: ssl.SSLContext | None, *frames: Message) -> list[Message]:
+    """Open a connection to `ref`, send `frames`, return what comes back until it closes
+    (or 3 s pass)."""
+    host, _, port = ref.rpartition(":")
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port), ssl=ctx), 10)
+    writer.write(b"".join(wire.encode(f) for f in frames))
+    decoder = FrameDecoder(wire.DEFAULT_MAX_FRAME)
+    got: list[Message] = []
+    try:
+        async with asyncio.timeout(3):
+            while data := await reader.read(65536):
+                got.extend(wire.decode(p) for p in decoder.feed(data))
+    except (TimeoutError, ConnectionError, ssl.SSLError):
+        pass
+    finally:
+        writer.close()
+    return got
+
+
+def test_tls_cluster_forms_its_ring_and_serves_the_cli(cluster: LocalCluster) -> None:
+    for i in range(3):
+        cluster.subscribe(i, TOPIC, via_cli=True)
+
+    def problems() -> list[str]:
+        members, states = cluster.snapshot(TOPIC)
+        if len(members) != 3:
+            return [f"{len(members)} members"]
+        return ring_problems(members, states)
+
+    cluster.poll(problems, CONVERGE, "the TLS ring")
+    ack = cluster.publish(0, TOPIC, "over tls", via_cli=True)
+    assert ack is not None
+
+    def missing() -> list[str]:
+        return [
+            ref for ref, items in cluster.histories(cluster.node_refs, TOPIC, via_cli=True).items()
+            if [item.get("payload") for item in items] != ["over tls"]
+        ]
+
+    cluster.poll(missing, CONVERGE, "the publication at every node")
+    status = cluster.node_status(1, via_cli=True)
+    assert "identity_mismatch" not in status["stats"].get("errors", {})
+
+
+def test_a_plain_tcp_client_is_refused(cluster: LocalCluster) -> None:
+    got = asyncio.run(_exchange(cluster.node_refs[0], None, Hello(ref=None, role="client"), StatusRequest()))
+    assert got == []  # the TLS handshake never completes: no frame is answered
+    done = subprocess.run(
+        [sys.executable, "-m", "pubsub.cli.main", "status", "--node", cluster.node_refs[0]],
+        capture_output=True, text=True, timeout=COMMAND_TIMEOUT, env=_plain_env(),
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+
+
+def test_a_node_certificate_claiming_another_reference_is_refused_and_counted(cluster: LocalCluster) -> None:
+    assert cluster.certs is not None
+    target, own, claimed = cluster.node_refs[0], cluster.node_refs[1], cluster.supervisor_ref
+    ctx = _context(cluster.certs, own)
+    before = cluster.node_status(0)["stats"]["errors"].get("identity_mismatch", 0)
+    got = asyncio.run(_exchange(target, ctx, Hello(ref=claimed, role="peer"), StatusRequest()))
+    assert [m.code for m in got if isinstance(m, ErrorReply)] == ["identity_mismatch"]
+    assert cluster.node_status(0)["stats"]["errors"].get("identity_mismatch", 0) == before + 1
+
+
+def test_configuration_only_from_the_supervisor(cluster: LocalCluster) -> None:
+    assert cluster.certs is not None
+    target, own = cluster.node_refs[0], cluster.node_refs[1]
+    forged = SetData(Topic(TOPIC), None, None, None)  # "you are not a member"
+    got = asyncio.run(
+        _exchange(target, _context(cluster.certs, own), Hello(ref=own, role="peer"), forged)
+    )
+    assert [m.code for m in got if isinstance(m, ErrorReply)] == ["forbidden_sender"]
+    assert cluster.node_status(0)["stats"]["errors"].get("forbidden_sender", 0) >= 1
+    assert TOPIC in cluster.node_status(0)["topics"]  # still a member
+
+
+def test_a_certificate_of_another_ca_is_refused(cluster: LocalCluster, tmp_path: Path) -> None:
+    stranger = ClusterCerts.create(tmp_path / "other", {cluster.node_refs[1]: "node"})
+    ctx = _context(stranger, cluster.node_refs[1], ca=cluster.certs.ca if cluster.certs else None)
+    got = asyncio.run(
+        _exchange(cluster.node_refs[0], ctx, Hello(ref=cluster.node_refs[1], role="peer"), StatusRequest())
+    )
+    assert got == []
+    assert TOPIC in cluster.node_status(0)["topics"]
+
+
+def _plain_env() -> dict[str, str]:
+    """This process's environment without the TLS client settings the cluster put there."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PUBSUB_TLS_")}
+
+
+def _node(listen: str, supervisor: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pubsub.cli.main", "node", "--listen", listen, "--supervisor", supervisor, *extra],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_plain_env(),
+    )
+
+
+def test_no_plain_listening_beyond_loopback_without_insecure() -> None:
+    port, sup = pick_free_ports(2)
+    refused = _node(f"0.0.0.0:{port}", f"127.0.0.1:{sup}")
+    try:
+        _, err = refused.communicate(timeout=COMMAND_TIMEOUT)
+    finally:
+        terminate(refused)
+    assert refused.returncode == 1
+    assert "refusing to listen" in err and "--insecure" in err
+    assert "Traceback" not in err
+
+    allowed = _node(f"0.0.0.0:{port}", f"127.0.0.1:{sup}", "--insecure")
+    try:
+        def not_listening() -> list[str]:
+            if allowed.poll() is not None:
+                raise AssertionError(f"the --insecure node exited: {allowed.stderr.read() if allowed.stderr else ''}")
+            probe = subprocess.run(
+                [sys.executable, "-m", "pubsub.cli.main", "status", "--node", f"127.0.0.1:{port}", "--json"],
+                capture_output=True, text=True, timeout=COMMAND_TIMEOUT,
+                env=_plain_env(),
+            )
+            return [] if probe.returncode == 0 else [probe.stderr.strip()]
+
+        poll(not_listening, 30.0, "the --insecure node answering")
+    finally:
+        terminate(allowed)
