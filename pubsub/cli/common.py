@@ -51,6 +51,8 @@ FLAGS = {
     "tls_cert": "--tls-cert",
     "tls_key": "--tls-key",
     "insecure": "--insecure",
+    "http_listen": "--http-listen",
+    "http_allow_remote": "--http-allow-remote",
 }
 
 

@@ -178,6 +178,20 @@ def supervisor(
     help="Seconds a group commit waits for more publications before it starts (default 0: "
     "at once; env PUBSUB_PUBLISH_LINGER).",
 )
+@click.option(
+    "--http-listen",
+    type=ADDRESS,
+    default=None,
+    help="Also serve the HTTP API (publish, history, SSE stream, membership, status; "
+    "README, 'HTTP API') on HOST:PORT.  It has no authentication: loopback only unless "
+    "--http-allow-remote (default: off; env PUBSUB_HTTP_LISTEN).",
+)
+@click.option(
+    "--http-allow-remote",
+    is_flag=True,
+    default=False,
+    help="Allow --http-listen on an address that is not loopback (env PUBSUB_HTTP_ALLOW_REMOTE=1).",
+)
 @config_option("a node", _node_settings, "listen", "supervisor")
 @telemetry_options
 @admin_options
@@ -191,6 +205,8 @@ def node(
     no_flooding: bool,
     dissemination: str | None,
     linger: float | None,
+    http_listen: Ref | None,
+    http_allow_remote: bool,
 ) -> None:
     """Run a subscriber node daemon until SIGTERM or SIGINT."""
     from pubsub.node.app import run_node
@@ -209,6 +225,8 @@ def node(
             flooding=False if no_flooding else None,
             dissemination=dissemination,
             publish_linger=linger,
+            http_listen=http_listen,
+            http_allow_remote=http_allow_remote or None,
         )
         check_node_limits(settings, runtime_settings)
     except SettingsError as exc:

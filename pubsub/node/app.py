@@ -63,6 +63,7 @@ from pubsub.kernel.effects import Answer, Effect, Persist
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.node.delivery import Deliveries
 from pubsub.node.faults import node_actions
+from pubsub.node.http import http_application
 from pubsub.node.settings import FRAME_OVERHEAD, NodeSettings
 from pubsub.node.commits import GroupCommit, Written
 from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
@@ -72,6 +73,7 @@ from pubsub.skipring.admission import node_admits
 from pubsub.skipring.batching import coalesce
 from pubsub.node.telemetry import node_instrument
 from pubsub.runtime.host import Daemon, host
+from pubsub.runtime.httpserve import HttpService
 from pubsub.runtime.connection import ClientSession
 from pubsub.runtime.net import Runtime
 from pubsub.runtime.stats import LogLimiter, Stats
@@ -527,9 +529,12 @@ async def serve_node(
     """Run a subscriber on `listen` until SIGTERM/SIGINT (with `admin`, also its admin
     listener for `pubsub chaos`; AdminError if it cannot be opened).
 
+    With `settings.http_listen` it also serves the HTTP API there (`pubsub.node.http`).
+
     Raises TopicFileError or StoreError when the data directory, topics file or store is
     unusable, MetricsError / EventsError when the metrics endpoint or the events directory
-    (`telemetry`) is, and OSError when `listen` cannot be bound.
+    (`telemetry`) is, HttpError when the HTTP API's address is, and OSError when `listen`
+    cannot be bound.
     """
     topic_file = TopicFile(settings.data_dir) if settings.data_dir is not None else None
     store = PublicationStore(settings.data_dir, sync=settings.store_sync)
@@ -562,6 +567,9 @@ async def serve_node(
             initial=app.rejoin(),
             on_stop=app.close,
         )
+        if settings.http_listen is not None:
+            host_name, _, port = settings.http_listen.rpartition(":")
+            daemon.services.append(HttpService("HTTP API", http_application(app), host_name, int(port)))
         await host(daemon, telemetry, admin)
     finally:
         store.close()

@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pubsub.kernel.wire import DEFAULT_MAX_FRAME, MAX_PAYLOAD_BYTES
-from pubsub.runtime.settings import ENV_PREFIX, RuntimeSettings, SettingsError
+from pubsub.runtime.settings import ENV_PREFIX, RuntimeSettings, SettingsError, is_loopback
 
 #: Default largest payload a client may publish (PUBSUB_MAX_PAYLOAD_BYTES).
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
@@ -83,11 +83,42 @@ class NodeSettings(BaseSettings):
         "however busy the publisher (at least order_wait)",
     )
 
+    http_listen: str | None = Field(
+        None,
+        description="HOST:PORT of the node's HTTP API (pubsub.node.http); unset turns it off",
+    )
+    http_allow_remote: bool = Field(
+        False, description="allow the HTTP API on an address that is not loopback"
+    )
+
     @model_validator(mode="after")
     def _max_wait_covers_wait(self) -> NodeSettings:
         if self.order_max_wait < self.order_wait:
             raise ValueError(
                 f"order_max_wait ({self.order_max_wait}) must be at least order_wait ({self.order_wait})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _http_loopback_only(self) -> NodeSettings:
+        """The HTTP API has no authentication: loopback only unless explicitly allowed."""
+        if self.http_listen is None:
+            return self
+        from pubsub.kernel.wire import WireError, validate_ref
+
+        try:
+            validate_ref(self.http_listen)
+        except WireError:
+            raise ValueError(
+                f"http_listen (--http-listen / PUBSUB_HTTP_LISTEN): {self.http_listen!r} is not HOST:PORT"
+            ) from None
+        host = self.http_listen.rpartition(":")[0]
+        if not self.http_allow_remote and not is_loopback(host):
+            raise ValueError(
+                f"http_listen (--http-listen / PUBSUB_HTTP_LISTEN): {host} is not a loopback "
+                "address; the HTTP API has no authentication: anyone who reaches it can publish "
+                "and change the node's topics (allow it with --http-allow-remote / "
+                "PUBSUB_HTTP_ALLOW_REMOTE=1)"
             )
         return self
 

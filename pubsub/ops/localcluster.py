@@ -60,7 +60,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +112,7 @@ class LocalCluster(DaemonGroup):
         prometheus_targets_dir: Path | str | None = None,
         memory_nodes: Collection[int] = (),
         tls: bool = False,
+        node_args: Mapping[int, Sequence[str]] | None = None,
     ) -> None:
         """Describe the cluster (nothing starts before `start` or entering ``with``).
 
@@ -132,7 +133,9 @@ class LocalCluster(DaemonGroup):
         and a restart begins a new incarnation with nothing in it.  `tls` creates a cluster
         CA and certificates in ``workdir/tls`` (`pubsub.ops.tlsfiles`), starts every daemon
         with mutual TLS, and, while the cluster runs, puts the client certificate in this
-        process's ``PUBSUB_TLS_*`` environment (for the queries and `cli`).
+        process's ``PUBSUB_TLS_*`` environment (for the queries and `cli`).  `node_args` adds
+        command-line arguments to the nodes it names by index (e.g. ``{0: ["--http-listen",
+        "127.0.0.1:PORT"]}``).
         """
         if n_nodes < 0:
             raise ValueError("n_nodes must not be negative")
@@ -194,6 +197,7 @@ class LocalCluster(DaemonGroup):
                         repr(interval),
                         *([] if flooding else ["--no-flooding"]),
                         *self._tls_args(ref),
+                        *(node_args or {}).get(i, ()),
                     ],
                     data_dir=data,
                     log_path=self.logs_dir / f"node-{i:02d}.log",

@@ -1,0 +1,529 @@
+"""The node's HTTP API (aiohttp): publish, history, a live Server-Sent-Events stream, topic
+membership and status, for clients in any language (README, "HTTP API").
+
+Served beside the node's own port when the node is started with ``--http-listen HOST:PORT``
+(`pubsub.runtime.httpserve.HttpService`, on the node's event loop).  The handlers talk to the
+node in-process, through the same entry points as a TCP client: a request is turned into
+the client message it stands for (``PublishRequest``, ``Follow``, ``JoinTopic``,
+``LeaveTopic``, ``StatusRequest``) and handed to `NodeApp.session_request` /
+`NodeApp.control` with an `HttpSession`, a `ClientSession` whose frames go to an asyncio
+queue the handler reads instead of to a socket.  Publishing, de-duplication by message id,
+hand-overs, cursors and delivery order are therefore exactly those of the TCP protocol; this
+module only validates input (topic names with `pubsub.kernel.wire.validate_topic`, message
+ids with `pubsub.skipring.fields.validate_msg_id`, cursors, base64) and translates answers.
+
+Errors are JSON objects ``{"code", "detail"}`` with the node's own codes, mapped to HTTP
+statuses by `STATUS_OF` (the README's table): bad input is 4xx, a publication that was
+certainly not stored 409/413/503, and ``unknown`` (it may or may not be stored: retry with
+the same ``msg_id``) 504, distinct from every definite failure.
+
+The stream: ``GET /v1/topics/{topic}/stream`` answers ``text/event-stream``.  The first
+event, ``ready``, says where the stream starts; then one ``publication`` event per delivery,
+in the node's local order, each exactly once.  Every event's ``id`` is the resume cursor
+``INCARNATION:LOCAL_SEQ``, so a client that reconnects with ``Last-Event-ID`` (what browsers'
+EventSource do by themselves) or ``?since=`` continues without gaps or repeats; a cursor the
+node cannot honour is refused (``cursor_incarnation``, ``cursor_beyond_end``) unless
+``from_now=true``.  A comment line is sent every `KEEPALIVE` seconds of silence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import itertools
+import json
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from pubsub.kernel import wire
+from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
+from pubsub.kernel.message import Message, Send, Topic
+from pubsub.node.delivery import Deliveries
+from pubsub.node.openapi import openapi_document
+from pubsub.runtime.connection import ClientSession
+from pubsub.runtime.net import Runtime
+from pubsub.skipring.fields import validate_msg_id
+from pubsub.skipring.messages import (
+    Delivery,
+    Follow,
+    JoinTopic,
+    LeaveTopic,
+    MsgId,
+    Payload,
+    PublishAck,
+    PublishFailed,
+    PublishRequest,
+)
+from pubsub.skipring.nodecore import NodeCore
+
+#: Seconds a publish request waits for the node's answer before it says ``unknown``.
+PUBLISH_TIMEOUT = 15.0
+#: Seconds of silence after which a stream sends a keep-alive comment.
+KEEPALIVE = 15.0
+#: Publications one history request returns at most (``limit``).
+MAX_HISTORY_LIMIT = 10_000
+#: Messages a stream's queue holds before the node's delivery waits (backpressure).
+STREAM_QUEUE = 256
+
+#: HTTP status of each error code (the README's table, and cursor and input errors).
+STATUS_OF: dict[str, int] = {
+    "bad_request": 400,
+    "bad_topic": 400,
+    "bad_msg_id": 400,
+    "bad_payload": 400,
+    "bad_since": 400,
+    "not_found": 404,
+    "not_member": 404,
+    "method_not_allowed": 405,
+    "no_members": 409,
+    "cursor_incarnation": 409,
+    "cursor_beyond_end": 409,
+    "payload_too_large": 413,
+    "unsupported_media_type": 415,
+    "handover_failed": 503,
+    "store_error": 503,
+    "unavailable": 503,
+    "unknown": 504,
+}
+
+_CURSOR = re.compile(r"(?:([0-9a-f]{1,64}):)?([0-9]{1,18})")
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no", "")
+
+
+class ApiError(Exception):
+    """A request that is answered with a JSON error (`code` from `STATUS_OF`)."""
+
+    def __init__(self, code: str, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+        self.extra = extra
+
+    def response(self) -> web.Response:
+        return error_response(self.code, self.detail, **self.extra)
+
+
+def error_response(code: str, detail: str, **extra: Any) -> web.Response:
+    """``{"code", "detail", ...}`` with the status `STATUS_OF` gives the code (500 if none)."""
+    return web.json_response({"code": code, "detail": detail, **extra}, status=STATUS_OF.get(code, 500))
+
+
+class Node(Protocol):
+    """What the API uses of the node's application (`pubsub.node.app.NodeApp`)."""
+
+    runtime: Runtime | None
+    core: NodeCore
+    deliveries: Deliveries
+
+    def control(self, msg: Message, now: float) -> tuple[Message, list[Send]]: ...
+
+    def session_request(self, msg: Message, session: ClientSession, now: float) -> list[Send] | None: ...
+
+
+class HttpSession(ClientSession):
+    """A `ClientSession` for one HTTP request: the node's frames for it go to a queue.
+
+    It has no connection behind it, so `ClientSession.__init__` (which takes one) is not
+    called and every method that would touch the connection is replaced.  `drain` waits
+    while the queue is full (the node's delivery streams wait there: backpressure up to the
+    HTTP client's socket); `close` ends it and runs the `on_close` callbacks, which is how
+    the node learns that the client is gone.
+    """
+
+    def __init__(self, address: str, limit: int = STREAM_QUEUE) -> None:
+        self._address = address
+        self._callbacks: list[Callable[[], None]] = []
+        self._gone = False
+        self.streaming = False
+        self._limit = limit
+        self._queue: asyncio.Queue[Message | None] = asyncio.Queue()
+        self._room = asyncio.Event()
+        self._room.set()
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    @property
+    def closed(self) -> bool:
+        return self._gone
+
+    def send(self, msg: Message) -> bool:
+        if self._gone:
+            return False
+        self._queue.put_nowait(msg)
+        if self._queue.qsize() >= self._limit:
+            self._room.clear()
+        return True
+
+    def send_many(self, msgs: list[Message]) -> list[int] | None:
+        if self._gone:
+            return None
+        for msg in msgs:
+            self.send(msg)
+        return []
+
+    def buffered(self) -> int:
+        return 0
+
+    async def drain(self) -> None:
+        """Wait until the handler has taken enough from the queue, or the session ended."""
+        await self._room.wait()
+
+    async def next(self, timeout: float | None = None) -> Message | None:
+        """The next message for this request; None once closed.  TimeoutError after
+        `timeout` seconds without one."""
+        if self._gone and self._queue.empty():
+            return None
+        async with asyncio.timeout(timeout):
+            msg = await self._queue.get()
+        if self._queue.qsize() < self._limit // 2 or self._queue.empty():
+            self._room.set()
+        return msg
+
+    def close(self) -> None:
+        """The HTTP request is over: wake whoever waits and tell the node."""
+        if self._gone:
+            return
+        self._room.set()
+        self._queue.put_nowait(None)
+        self._closed()
+
+
+class NodeHttpApi:
+    """The routes of the HTTP API over one node application (`Node`) (see the module docstring)."""
+
+    def __init__(self, app: Node, *, publish_timeout: float = PUBLISH_TIMEOUT) -> None:
+        self.app = app
+        self.publish_timeout = publish_timeout
+        self.sessions: set[HttpSession] = set()
+        self._ids = itertools.count(1)
+
+    # ------------------------------------------------------------------ plumbing
+    def _runtime(self) -> Runtime:
+        runtime = self.app.runtime
+        if runtime is None:
+            raise ApiError("unavailable", "the node is not serving yet")
+        return runtime
+
+    def _session(self, request: web.Request) -> HttpSession:
+        session = HttpSession(f"http {request.remote or '?'}")
+        self.sessions.add(session)
+        session.on_close(lambda: self.sessions.discard(session))
+        return session
+
+    async def close_all(self, _app: web.Application | None = None) -> None:
+        """End every open request's session (at shutdown: open streams end at once)."""
+        for session in list(self.sessions):
+            session.close()
+
+    def _control(self, msg: Message) -> dict[str, Any]:
+        """`NodeApp.control` as the runtime calls it; the sends go out; the reply's body."""
+        runtime = self._runtime()
+        reply, sends = self.app.control(msg, runtime.now())
+        runtime.dispatch(sends)
+        if isinstance(reply, ErrorReply):
+            raise ApiError(reply.code, reply.detail)
+        if not isinstance(reply, Reply):
+            raise ApiError("unavailable", f"the node answered with {reply.kind!r}")
+        return reply.body
+
+    # ------------------------------------------------------------------ handlers
+    async def status(self, request: web.Request) -> web.Response:
+        """GET /v1/status: the node's status (as ``pubsub status --node --json``)."""
+        return web.json_response(self._control(StatusRequest()), dumps=_dumps)
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        """GET /v1/openapi.json: the OpenAPI document of this API."""
+        return web.json_response(openapi_document())
+
+    async def join(self, request: web.Request) -> web.Response:
+        """PUT /v1/topics/{topic}/membership: the node subscribes to the topic."""
+        topic = _topic(request)
+        return web.json_response(_membership(self._control(JoinTopic(topic=topic))))
+
+    async def leave(self, request: web.Request) -> web.Response:
+        """DELETE /v1/topics/{topic}/membership: the node unsubscribes (404 if it does not
+        run the topic)."""
+        topic = _topic(request)
+        if topic not in self.app.core.wanted_topics:
+            raise ApiError("not_member", f"this node does not subscribe to {topic!r}")
+        return web.json_response(_membership(self._control(LeaveTopic(topic=topic))))
+
+    async def publish(self, request: web.Request) -> web.Response:
+        """POST /v1/topics/{topic}/publications: publish; the acknowledgement or an error."""
+        topic = _topic(request)
+        payload, msg_id = await _publish_body(request)
+        runtime = self._runtime()
+        msg = PublishRequest(topic=topic, payload=Payload(payload), id=next(self._ids), msg_id=MsgId(msg_id))
+        session = self._session(request)
+        try:
+            runtime.dispatch(self.app.session_request(msg, session, runtime.now()) or [])
+            try:
+                answer = await session.next(self.publish_timeout)
+            except TimeoutError:
+                raise ApiError(
+                    "unknown",
+                    f"no answer within {self.publish_timeout:g} s: the publication may or may not be "
+                    "stored; publishing again with the same msg_id is safe",
+                    msg_id=msg_id,
+                ) from None
+        finally:
+            session.close()
+        if isinstance(answer, PublishAck):
+            return web.json_response(
+                {
+                    "topic": answer.topic,
+                    "publisher": answer.publisher,
+                    "seq": answer.seq,
+                    "key": answer.key.hex(),
+                    "stored_by": answer.stored_by,
+                    "local_seq": answer.local_seq,
+                    "durable": answer.durable,
+                    "duplicate": answer.duplicate,
+                    "msg_id": msg_id,
+                }
+            )
+        if isinstance(answer, (PublishFailed, ErrorReply)):
+            raise ApiError(answer.code, answer.detail, msg_id=msg_id)
+        raise ApiError("unknown", "the node answered nothing", msg_id=msg_id)
+
+    async def history(self, request: web.Request) -> web.Response:
+        """GET /v1/topics/{topic}/publications: what the node holds after ``since``, at most
+        ``limit`` of them, in local order."""
+        topic = _topic(request)
+        since, incarnation = _cursor(request.query.get("since", "0"), "since")
+        limit = _int(request.query.get("limit", "1000"), "limit", 1, MAX_HISTORY_LIMIT)
+        session, start = await self._follow(request, Follow(topic, since, False, False, incarnation, False))
+        inc = str(start.get("incarnation") or "")
+        out: list[dict[str, Any]] = []
+        more = False
+        try:
+            while True:
+                msg = await session.next()
+                if isinstance(msg, Delivery):
+                    if len(out) == limit:
+                        more = True
+                        break
+                    out.append(delivery_json(msg, inc))
+                elif isinstance(msg, ErrorReply):
+                    raise ApiError(msg.code, msg.detail)
+                else:  # the end
+                    break
+        finally:
+            session.close()
+        last = out[-1]["local_seq"] if out else int(start.get("since", since))
+        return web.json_response(
+            {
+                "topic": topic,
+                "incarnation": inc,
+                "latest": start.get("latest"),
+                "publications": out,
+                "cursor": f"{inc}:{last}",
+                "more": more,
+            }
+        )
+
+    async def stream(self, request: web.Request) -> web.StreamResponse:
+        """GET /v1/topics/{topic}/stream: Server-Sent Events (see the module docstring)."""
+        topic = _topic(request)
+        given = request.headers.get("Last-Event-ID") or request.query.get("since", "0")
+        since, incarnation = _cursor(given, "Last-Event-ID" if request.headers.get("Last-Event-ID") else "since")
+        new_only = _bool(request.query.get("new_only"), "new_only")
+        from_now = _bool(request.query.get("from_now"), "from_now")
+        if _bool(request.query.get("join"), "join"):
+            self._control(JoinTopic(topic=topic))
+        follow = Follow(topic, since, new_only, True, incarnation, from_now)
+        session, start = await self._follow(request, follow)
+        inc = str(start.get("incarnation") or "")
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        )
+        try:
+            await response.prepare(request)
+            ready = {k: start.get(k) for k in ("topic", "since", "latest", "incarnation", "reset")}
+            await response.write(_event("ready", f"{inc}:{start.get('since', since)}", ready))
+            while True:
+                try:
+                    msg = await session.next(KEEPALIVE)
+                except TimeoutError:
+                    await response.write(b": keep-alive\n\n")
+                    continue
+                if msg is None:
+                    break
+                if isinstance(msg, Delivery):
+                    await response.write(_event("publication", f"{inc}:{msg.local_seq}", delivery_json(msg, inc)))
+                elif isinstance(msg, ErrorReply):
+                    await response.write(_event("error", None, {"code": msg.code, "detail": msg.detail}))
+                    break
+        except (ConnectionResetError, ConnectionError):
+            pass  # the client went away: it resumes with Last-Event-ID
+        finally:
+            session.close()
+        return response
+
+    async def _follow(self, request: web.Request, follow: Follow) -> tuple[HttpSession, dict[str, Any]]:
+        """Open a delivery stream in the node; the session and the node's start reply (an
+        ApiError with the node's code if it refused)."""
+        runtime = self._runtime()
+        session = self._session(request)
+        self.app.deliveries.open(follow, session, runtime.spawn)
+        first = await session.next()
+        if isinstance(first, Reply):
+            return session, first.body
+        session.close()
+        if isinstance(first, ErrorReply):
+            raise ApiError(first.code, first.detail)
+        raise ApiError("unavailable", "the node did not start the stream")
+
+
+# ---------------------------------------------------------------------- input and output
+def _topic(request: web.Request) -> Topic:
+    try:
+        return wire.validate_topic(request.match_info["topic"])
+    except wire.WireError as exc:
+        raise ApiError("bad_topic", exc.detail) from None
+
+
+def _cursor(value: str, name: str) -> tuple[int, str | None]:
+    """(local number, incarnation or None) of ``N`` or ``INCARNATION:N``."""
+    found = _CURSOR.fullmatch(value)
+    if found is None:
+        raise ApiError("bad_since", f"{name} must be a local number N or a cursor INCARNATION:N, got {value[:80]!r}")
+    return int(found.group(2)), found.group(1)
+
+
+def _int(value: str, name: str, low: int, high: int) -> int:
+    if not value.isdigit() or not low <= int(value) <= high:
+        raise ApiError("bad_request", f"{name} must be an integer {low}..{high}, got {value[:80]!r}")
+    return int(value)
+
+
+def _bool(value: str | None, name: str) -> bool:
+    if value is None or value.lower() in _FALSE:
+        return False
+    if value.lower() in _TRUE:
+        return True
+    raise ApiError("bad_request", f"{name} must be true or false, got {value[:80]!r}")
+
+
+async def _publish_body(request: web.Request) -> tuple[bytes, str]:
+    """(payload, message id) of a publish request: a JSON object with ``payload`` (text,
+    sent as UTF-8) or ``payload_base64``, and optionally ``msg_id`` (generated if absent)."""
+    if request.content_type != "application/json":
+        raise ApiError("unsupported_media_type", f"the body must be application/json, not {request.content_type}")
+    try:
+        body = json.loads(await request.read())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError("bad_request", f"the body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise ApiError("bad_request", "the body must be a JSON object")
+    unknown = set(body) - {"payload", "payload_base64", "msg_id"}
+    if unknown:
+        raise ApiError("bad_request", f"unknown field(s): {', '.join(sorted(unknown))[:200]}")
+    if ("payload" in body) == ("payload_base64" in body):
+        raise ApiError("bad_payload", "give exactly one of payload (text) and payload_base64")
+    if "payload" in body:
+        if not isinstance(body["payload"], str):
+            raise ApiError("bad_payload", "payload must be a string (use payload_base64 for bytes)")
+        try:
+            payload = body["payload"].encode("utf-8")
+        except UnicodeEncodeError:
+            raise ApiError("bad_payload", "payload is not valid Unicode text") from None
+    else:
+        value = body["payload_base64"]
+        try:
+            if not isinstance(value, str):
+                raise ValueError
+            payload = base64.b64decode(value, validate=True)
+        except (ValueError, binascii.Error):
+            raise ApiError("bad_payload", "payload_base64 must be a base64 string") from None
+    msg_id = body.get("msg_id")
+    if msg_id is None:
+        return payload, uuid.uuid4().hex
+    try:
+        if msg_id == "":
+            raise wire.WireError("bad_field", "a message id must not be empty")
+        return payload, validate_msg_id(msg_id)
+    except wire.WireError as exc:
+        raise ApiError("bad_msg_id", exc.detail) from None
+
+
+def delivery_json(d: Delivery, incarnation: str) -> dict[str, Any]:
+    """A delivery as JSON (the fields of ``pubsub subscribe --json``)."""
+    try:
+        text: str | None = bytes(d.payload).decode("utf-8")
+        encoded = None
+    except UnicodeDecodeError:
+        text, encoded = None, base64.b64encode(d.payload).decode("ascii")
+    return {
+        "topic": d.topic,
+        "local_seq": d.local_seq,
+        "cursor": f"{incarnation}:{d.local_seq}",
+        "publisher": d.publisher,
+        "seq": d.seq,
+        "key": bytes(d.key).hex(),
+        "stored_at_ms": d.stored_at_ms,
+        "published_ms": d.published_ms or None,
+        "msg_id": d.msg_id or None,
+        "payload": text,
+        **({"payload_base64": encoded} if encoded is not None else {}),
+    }
+
+
+def _membership(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: body[k] for k in ("action", "topic", "persisted", "warning") if k in body}
+
+
+def _event(kind: str, event_id: str | None, data: dict[str, Any]) -> bytes:
+    """One Server-Sent Event (the JSON on one data line)."""
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+def _dumps(value: Any) -> str:
+    """JSON for status bodies, which may hold bytes (as hex) and other non-JSON values."""
+    return json.dumps(value, default=lambda v: v.hex() if isinstance(v, bytes) else str(v))
+
+
+@web.middleware
+async def _errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Every error as JSON ``{"code", "detail"}``: ours, and aiohttp's own (unknown path,
+    wrong method, oversize body)."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return exc.response()
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status, "bad_request")
+        response = web.json_response({"code": code, "detail": exc.reason}, status=exc.status)
+        if exc.status == 405 and "Allow" in exc.headers:
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
+
+
+def http_application(app: Node, *, publish_timeout: float = PUBLISH_TIMEOUT) -> web.Application:
+    """The aiohttp application of the HTTP API over `app` (see the module docstring)."""
+    api = NodeHttpApi(app, publish_timeout=publish_timeout)
+    # A base64 payload of the largest size, with room for the JSON around it.
+    limit = 4 * app.core.max_payload_bytes // 3 + 64 * 1024
+    web_app = web.Application(middlewares=[_errors], client_max_size=limit)
+    web_app.on_shutdown.append(api.close_all)
+    topic = "/v1/topics/{topic}"
+    web_app.router.add_get("/v1/status", api.status)
+    web_app.router.add_get("/v1/openapi.json", api.openapi)
+    web_app.router.add_put(f"{topic}/membership", api.join)
+    web_app.router.add_delete(f"{topic}/membership", api.leave)
+    web_app.router.add_post(f"{topic}/publications", api.publish)
+    web_app.router.add_get(f"{topic}/publications", api.history)
+    web_app.router.add_get(f"{topic}/stream", api.stream)
+    return web_app
