@@ -317,7 +317,7 @@ def test_compose_cluster_under_podman(compose: Compose) -> None:
     through the cli container reach every node, a killed node container is repaired
     around (exactly SR(3)), and the analysis reports on the shared event volume."""
     c = compose
-    c.compose("up", "-d", "--scale", f"node={N_NODES}", timeout=300)
+    c.compose("--profile", "analysis", "up", "-d", "--scale", f"node={N_NODES}", timeout=300)
     (sup,) = c.containers("supervisor")
     nodes = c.containers("node")
     assert len(nodes) == N_NODES, nodes
@@ -404,6 +404,12 @@ def test_compose_file_describes_the_cluster() -> None:
     assert services["node"]["command"] == ["node"]
     assert services["analysis"]["command"] == ["analysis"]
     assert services["cli"]["profiles"] == ["cli"]
+    assert services["analysis"]["profiles"] == ["analysis"]  # Spark is opt-in
+    node_env = services["node"]["environment"]
+    assert node_env["PUBSUB_HTTP_LISTEN"] == "0.0.0.0:8080" and node_env["PUBSUB_HTTP_ALLOW_REMOTE"] == "1"
+    # published on ports the engine picks per replica (a fixed host port cannot be scaled)
+    assert services["node"]["ports"] == ["${PUBSUB_PUBLISH_HOST:-127.0.0.1}::8080",
+                                         "${PUBSUB_PUBLISH_HOST:-127.0.0.1}::7001"]
     for name in ("supervisor", "node"):
         assert services[name]["healthcheck"]["test"] == ["CMD", "pubsub-entrypoint", "health", name]
         env = services[name]["environment"]
