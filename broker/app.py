@@ -73,6 +73,7 @@ from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref, Send
 from pubsub.runtime.connection import ClientSession
 from pubsub.runtime.host import Daemon, host
+from pubsub.runtime.identity import Identity
 from pubsub.runtime.net import Runtime
 from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
 from pubsub.runtime.stats import Stats
@@ -158,6 +159,16 @@ class BrokerApp:
                 self.core.link_status(bid, q_len, q_in, q_out, now)
 
     # --- the runtime's callbacks -------------------------------------------------------------
+    def admits(self, msg: Message, identity: Identity) -> str | None:
+        """With TLS: peer messages only from brokers, and a message naming a `sender` only
+        from the neighbour whose address that broker has in the topology."""
+        if identity.role != "broker":
+            return f"{msg.kind} is accepted only from brokers, not from {identity}"
+        sender = getattr(msg, "sender", None)
+        if sender is not None and self._addr_to_bid.get(Ref(identity.name)) != sender:
+            return f"{msg.kind} from {sender} is accepted only from that neighbour, not from {identity.name}"
+        return None
+
     def handle(self, msg: Message, now: float) -> list[Send]:
         """A frame from a peer connection."""
         sender = getattr(msg, "sender", None)

@@ -51,7 +51,9 @@ from pubsub.cli.common import (
     from_config,
     run_client,
     run_daemon,
+    settings_for_runtime,
     telemetry_options,
+    tls_options,
 )
 from pubsub.runtime.settings import AdminSettings, TelemetrySettings
 from pubsub.client.library import ClientError
@@ -121,6 +123,7 @@ def _broker_settings() -> tuple[type[Any], ...]:
 @click.option("--heartbeat", type=float, default=None, metavar="S",
               help="Seconds between heartbeats to the neighbours, which reveal dead ones "
               "(0: off; default 0.5; env PUBSUB_BROKER_HEARTBEAT).")
+@tls_options
 @config_option("a broker", _broker_settings, "listen")
 @telemetry_options
 @admin_options
@@ -147,7 +150,7 @@ def broker_command(
     from broker.settings import FLAGS, BrokerSettings, check_against_topology, parse_link_rate
     from broker.cores.topology import TopologyError
     from broker.topologyfile import load as load_topology
-    from pubsub.runtime.settings import RuntimeSettings, SettingsError, load
+    from pubsub.runtime.settings import SettingsError, load
 
     rates: dict[str, float] = {}
     for text in link_rates:
@@ -173,7 +176,7 @@ def broker_command(
         )
         topo = load_topology(settings.broker_topology)
         address = check_against_topology(topo, settings, listen)
-        runtime_settings = load(RuntimeSettings, {}, config=current_config())
+        runtime_settings = settings_for_runtime(None)
     except (SettingsError, TopologyError) as exc:
         raise ConfigError(str(exc)) from None
     run_daemon(

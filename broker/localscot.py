@@ -26,6 +26,7 @@ from typing import Any
 from broker.cores.topology import BrokerId, Scot
 from pubsub.ops.daemongroup import DaemonGroup
 from pubsub.ops.processes import HOST, START_TIMEOUT, ClusterError, Daemon, pick_free_ports
+from pubsub.ops.tlsfiles import ClusterCerts
 
 
 class LocalScot(DaemonGroup):
@@ -49,13 +50,15 @@ class LocalScot(DaemonGroup):
         metrics: bool = False,
         admin: bool = False,
         events_dir: Path | str | None = None,
+        tls: bool = False,
     ) -> None:
         """Describe the SCOT (nothing starts before `start` or entering ``with``).
 
         `link_rates` maps a broker to its initial ``--link-rate`` limits (neighbour ->
         messages per second).  `env` adds environment variables for the brokers.
         `metrics`, `admin` and `events_dir` give every broker a Prometheus endpoint, an
-        admin listener and an event stream, as `LocalCluster` does for its daemons.
+        admin listener and an event stream, as `LocalCluster` does for its daemons; `tls`
+        starts them with mutual TLS and certificates made in ``workdir/tls``, as there.
         """
         self.workdir = Path(workdir).resolve()
         self.python = python or sys.executable
@@ -73,6 +76,10 @@ class LocalScot(DaemonGroup):
         self.protocol = protocol
         self.routing = routing
         self.brokers: dict[BrokerId, Daemon] = {}
+        self.certs: ClusterCerts | None = None
+        if tls:
+            refs = {self.topology.address(bid): "broker" for bid in self.topology.brokers}
+            self.certs = ClusterCerts.create(self.workdir / "tls", refs)
         for bid in self.topology.brokers:
             x, i = self.topology.locate(bid)
             name = f"broker-{x}-{i}"
@@ -85,6 +92,8 @@ class LocalScot(DaemonGroup):
                     args += [flag, repr(value)]
             for link, rate in (link_rates or {}).get(bid, {}).items():
                 args += ["--link-rate", f"{link}={rate!r}"]
+            if self.certs is not None:
+                args += self.certs.daemon_args(self.topology.address(bid))
             self.brokers[bid] = Daemon(
                 name=name,
                 ref=self.topology.address(bid),
@@ -134,6 +143,8 @@ class LocalScot(DaemonGroup):
     def start(self) -> LocalScot:
         """Write the topology file, start every broker, wait until all answer status."""
         self.logs_dir.mkdir(parents=True, exist_ok=True)
+        if self.certs is not None:
+            self.certs.install_client_env()
         if not self._atexit_registered:  # like LocalCluster: stopped at exit if never stopped
             atexit.register(self.stop)
             self._atexit_registered = True
@@ -151,6 +162,12 @@ class LocalScot(DaemonGroup):
 
     def __enter__(self) -> LocalScot:
         return self.start()
+
+    def stop(self) -> None:
+        """Stop every broker (`DaemonGroup.stop`); with TLS, restore the environment."""
+        super().stop()
+        if self.certs is not None:
+            self.certs.restore_env()
 
     def kill_broker(self, bid: BrokerId, sig: int | None = None) -> None:
         """kill -9 (or `sig`) broker `bid` and reap it (bounded)."""

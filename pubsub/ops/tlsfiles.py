@@ -3,11 +3,14 @@
 `ClusterCerts.create(directory, refs)` makes a cluster CA in `directory`, a certificate for
 every daemon reference (role and reference in its subject, `pubsub.runtime.identity`) and
 one client certificate; `daemon_args` gives a daemon its ``--tls-*`` flags and
-`client_env` is the ``PUBSUB_TLS_*`` environment of a client using the client certificate.
+`client_env` is the ``PUBSUB_TLS_*`` environment of a client using the client certificate;
+`install_client_env` puts it into this process's environment (for the launcher's own
+queries and the ``pubsub`` commands it runs) until `restore_env`.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +28,7 @@ class ClusterCerts:
     directory: Path
     ca: Path
     pairs: dict[str, tuple[Path, Path]] = field(default_factory=dict)
+    _saved: dict[str, str | None] = field(default_factory=dict)
 
     @classmethod
     def create(cls, directory: Path, refs: Mapping[str, str]) -> ClusterCerts:
@@ -47,3 +51,20 @@ class ClusterCerts:
         """``PUBSUB_TLS_*`` of a client that presents the cluster's client certificate."""
         cert, key = self.pairs[CLIENT_NAME]
         return {"PUBSUB_TLS_CA": str(self.ca), "PUBSUB_TLS_CERT": str(cert), "PUBSUB_TLS_KEY": str(key)}
+
+    def install_client_env(self) -> None:
+        """Put `client_env` into os.environ (once), remembering what it replaces."""
+        if self._saved:
+            return
+        for name, value in self.client_env().items():
+            self._saved[name] = os.environ.get(name)
+            os.environ[name] = value
+
+    def restore_env(self) -> None:
+        """Undo `install_client_env`."""
+        for name, value in self._saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self._saved.clear()

@@ -7,7 +7,8 @@ refuse:
 * a client presenting a node certificate whose Hello claims another reference -- refused
   and counted (``identity_mismatch``) in the node's stats;
 * a certificate issued by another CA;
-* a node certificate sending ``SetData`` as if it were the supervisor (``forbidden_sender``).
+* a node certificate sending ``SetData`` as if it were the supervisor (``forbidden_sender``);
+* in broker mode, a broker certificate sending a heartbeat in another broker's name.
 
 And the safe default: a daemon asked to listen on 0.0.0.0 without TLS refuses unless it
 was started with ``--insecure``.  Every wait is bounded; every process is stopped by pid.
@@ -25,6 +26,9 @@ from pathlib import Path
 
 import pytest
 
+from broker.cores.control import BrokerHeartbeat
+from broker.cores.topology import scot
+from broker.localscot import LocalScot
 from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Hello, StatusRequest
 from pubsub.kernel.framing import FrameDecoder
@@ -182,3 +186,25 @@ def test_no_plain_listening_beyond_loopback_without_insecure() -> None:
         poll(not_listening, 30.0, "the --insecure node answering")
     finally:
         terminate(allowed)
+
+
+def test_brokers_link_over_tls_and_refuse_a_sender_that_is_not_the_peer(tmp_path: Path) -> None:
+    # The path a-b times K_2: a,0's neighbours are b,0 and a,1.
+    with LocalScot(tmp_path / "scot", scot([["a", "b"]], 2), tls=True) as brokers:
+        def silent_links() -> list[str]:
+            return [
+                f"{bid} -> {link}"
+                for bid, body in brokers.broker_statuses().items()
+                for link, entry in body["links"].items()
+                if entry["last_heard_s"] is None
+            ]
+
+        poll(silent_links, CONVERGE, "heartbeats on every broker link")
+        assert brokers.certs is not None
+        target, own = brokers.address("a,0"), brokers.address("a,1")
+        forged = BrokerHeartbeat(sender="b,0")  # a,1 speaking for b,0
+        got = asyncio.run(_exchange(target, _context(brokers.certs, own), Hello(ref=own, role="peer"), forged))
+        assert [m.code for m in got if isinstance(m, ErrorReply)] == ["forbidden_sender"]
+        status = brokers.broker_status("a,0", via_cli=True)
+        assert status["stats"]["errors"].get("forbidden_sender") == 1
+        assert status["stats"]["errors"].get("identity_mismatch") is None
