@@ -159,7 +159,6 @@ class LocalCluster(DaemonGroup):
         if tls:
             roles = {sup_ref: "supervisor"} | {f"{HOST}:{p}": "node" for p in ports[1:]}
             self.certs = ClusterCerts.create(self.workdir / "tls", roles)
-        self._saved_env: dict[str, str | None] = {}
         self.supervisor = Daemon(
             name="supervisor",
             ref=sup_ref,
@@ -267,10 +266,8 @@ class LocalCluster(DaemonGroup):
     def start(self) -> LocalCluster:
         """Start the supervisor, then every node, and wait until all answer status."""
         self.logs_dir.mkdir(parents=True, exist_ok=True)
-        if self.certs is not None and not self._saved_env:
-            for name, value in self.certs.client_env().items():
-                self._saved_env[name] = os.environ.get(name)
-                os.environ[name] = value
+        if self.certs is not None:
+            self.certs.install_client_env()
         if not self._atexit_registered:
             atexit.register(self.stop)
             self._atexit_registered = True
@@ -295,12 +292,8 @@ class LocalCluster(DaemonGroup):
     def stop(self) -> None:
         """Stop every daemon (`DaemonGroup.stop`); with TLS, restore the environment."""
         super().stop()
-        for name, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        self._saved_env.clear()
+        if self.certs is not None:
+            self.certs.restore_env()
 
 
     def manifest(self) -> dict[str, Any]:
