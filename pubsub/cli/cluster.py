@@ -8,6 +8,10 @@ Everything lives in one directory (``--dir``, default ``./.pubsub-cluster``, env
 ``PUBSUB_CLUSTER_DIR``); its manifest ``cluster.json`` names every daemon's reference, pid,
 data directory and log.  The same topology as docker-compose.yml, without containers.
 
+With ``--tls`` every daemon and client speaks mutual TLS with certificates made on the
+fly in ``DIR/tls`` (`pubsub.ops.tlsfiles`); the manifest names the client certificate, which
+``status`` uses.
+
 ``pubsub cluster status`` reads the manifest and shows every daemon (running or not, pid,
 reference, answering `status` or not) and, per topic, the supervisor's member count,
 whether its database is legitimate and whether the ring is: ``legitimate`` means the
@@ -34,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import json
+import os
 import shutil
 import time
 from collections.abc import Mapping, Sequence
@@ -88,6 +93,8 @@ def _statuses(refs: Sequence[str], timeout: float) -> dict[str, dict[str, Any] |
 def cluster_status(directory: Path, timeout: float = STATUS_TIMEOUT) -> dict[str, Any]:
     """Everything `pubsub cluster status` shows, as a JSON-able dict (see the module doc)."""
     doc = read_manifest(directory)
+    if isinstance(doc.get("tls"), dict):  # a cluster started with --tls: use its client certificate
+        os.environ.update({str(k): str(v) for k, v in doc["tls"].items()})
     entries = daemons_of(doc)
     running = {e.name: is_running(e) for e in entries}
     bodies = _statuses([e.ref for e in entries if running[e.name]], timeout)
@@ -235,6 +242,9 @@ def cluster() -> None:
               help="Write the event stream into DIR/events (for `pubsub analyze DIR`).")
 @click.option("--wait/--no-wait", default=True, show_default=True,
               help="Wait until every topic's ring is legitimate and print it.")
+@click.option("--tls", is_flag=True,
+              help="Mutual TLS between every daemon and client: a CA and certificates are "
+              "made in DIR/tls (`pubsub certs`); the output says how a client uses them.")
 def up(
     n_nodes: int,
     directory: Path,
@@ -244,6 +254,7 @@ def up(
     metrics: bool,
     events: bool,
     wait: bool,
+    tls: bool,
 ) -> None:
     """Start a supervisor and N nodes in the background, each node joining --topics."""
     from pubsub.ops.demo import render_ring, wait_for_rings
@@ -262,7 +273,7 @@ def up(
                 f"`pubsub cluster down --dir {directory}` first"
             )
         # A stopped cluster's leftovers: start afresh (logs are kept, appended to).
-        for sub in ("supervisor", "nodes", "events"):
+        for sub in ("supervisor", "nodes", "events", "tls"):
             shutil.rmtree(directory / sub, ignore_errors=True)
         manifest_path(directory).unlink(missing_ok=True)
     try:
@@ -273,6 +284,7 @@ def up(
             base_port=base_port,
             metrics=metrics,
             events_dir=directory / "events" if events else None,
+            tls=tls,
         )
     except (ClusterError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -299,6 +311,9 @@ def up(
         click.echo()
         click.echo(render_ring(local, topic, snapshots[topic]))
     click.echo()
+    if local.certs is not None:
+        exports = " ".join(f"{k}={v}" for k, v in local.certs.client_env().items())
+        click.echo(f"TLS: clients present the cluster's client certificate:\n  export {exports}")
     click.echo(
         f"try: pubsub publish {topics[0] if topics else 'news'} hello --node {local.node_refs[0]}"
         f"\nstop: pubsub cluster down --dir {directory}"

@@ -316,6 +316,7 @@ class LocalCluster(DaemonGroup):
             "interval": self.interval,
             "config_budget": self.config_budget,
             "events_dir": None if self.events_dir is None else str(self.events_dir),
+            "tls": None if self.certs is None else self.certs.client_env(),
         }
 
 

@@ -10,7 +10,8 @@ refuse:
 * a node certificate sending ``SetData`` as if it were the supervisor (``forbidden_sender``);
 * in broker mode, a broker certificate sending a heartbeat in another broker's name.
 
-And the safe default: a daemon asked to listen on 0.0.0.0 without TLS refuses unless it
+`pubsub cluster up --tls` starts such a cluster in the background and `cluster status`
+reaches it through the certificates named in the manifest.  And the safe default: a daemon asked to listen on 0.0.0.0 without TLS refuses unless it
 was started with ``--insecure``.  Every wait is bounded; every process is stopped by pid.
 """
 
@@ -208,3 +209,25 @@ def test_brokers_link_over_tls_and_refuse_a_sender_that_is_not_the_peer(tmp_path
         status = brokers.broker_status("a,0", via_cli=True)
         assert status["stats"]["errors"].get("forbidden_sender") == 1
         assert status["stats"]["errors"].get("identity_mismatch") is None
+
+
+def test_cluster_up_with_tls(tmp_path: Path) -> None:
+    directory = tmp_path / "cluster"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pubsub.cli.main", "cluster", *args, "--dir", str(directory)],
+            capture_output=True, text=True, timeout=120, env=_plain_env(),
+        )
+
+    try:
+        up = cli("up", "--tls", "-n", "2", "--interval", "0.2")
+        assert up.returncode == 0, up.stderr
+        assert "export PUBSUB_TLS_CA=" in up.stdout
+        assert (directory / "tls" / "ca.crt").exists()
+        status = cli("status")
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert "ring legitimate" in status.stdout
+    finally:
+        down = cli("down")
+    assert down.returncode == 0, down.stderr
