@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from typing import cast
 
 from pubsub.kernel import wire
@@ -81,10 +82,13 @@ async def request(
     *,
     max_frame: int = wire.DEFAULT_MAX_FRAME,
     handshake: float = HANDSHAKE_TIMEOUT,
+    context: ssl.SSLContext | None = None,
 ) -> Message:
     """Send one control request to the daemon at `addr` and return its reply.
 
-    Connects, says Hello(role="client"), sends `msg`, waits for one frame, closes.  Raises
+    Connects (with TLS when `context` is given or ``PUBSUB_TLS_*`` set: `client_context`;
+    a daemon asking others passes its own, `pubsub.runtime.tls.connect_context`), says
+    Hello(role="client"), sends `msg`, waits for one frame, closes.  Raises
     RequestError when the address is malformed, the daemon cannot be reached, does not answer
     within `timeout` seconds, or answers with something that is not a valid frame;
     `HandshakeTimeout` (a RequestError) when the connection is accepted but nothing comes
@@ -97,7 +101,7 @@ async def request(
     writer: asyncio.StreamWriter | None = None
     try:
         async with asyncio.timeout(timeout):
-            reader, writer = await asyncio.open_connection(host, port, ssl=client_context())
+            reader, writer = await asyncio.open_connection(host, port, ssl=context or client_context())
             writer.write(wire.encode(Hello(ref=None, role="client")) + wire.encode(msg, max_frame))
             await writer.drain()
             messages = bounded_reader(reader, addr, min(handshake, timeout), max_frame)
