@@ -18,8 +18,10 @@ when a Timeout ran (``supervisor`` and ``messages`` events, docs/events.md).
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
+import ssl
 from collections import Counter
 from typing import Any, Protocol
 
@@ -31,6 +33,9 @@ from pubsub.skipring.messages import GetConfiguration, SetData
 from pubsub.skipring.admission import supervisor_admits
 from pubsub.runtime.identity import Identity
 from pubsub.runtime.host import Daemon, host
+from pubsub.runtime.httpserve import HttpService
+from pubsub.runtime.connection import split_ref
+from pubsub.runtime.tls import connect_context
 from supervisor.faults import supervisor_actions
 from supervisor.telemetry import supervisor_instrument
 from pubsub.runtime.net import Runtime
@@ -39,6 +44,7 @@ from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySet
 from supervisor.settings import SupervisorSettings
 from supervisor.core import SupervisorCore
 from supervisor.store import StoreError, SupervisorStore
+from supervisor.webview import RingWatch, application, ask_status
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +150,8 @@ async def serve_supervisor(
     admin: AdminSettings | None = None,
 ) -> None:
     """Run a supervisor on `listen` until SIGTERM/SIGINT (with `admin`, also its admin
-    listener for `pubsub chaos`; AdminError if it cannot be opened).
+    listener for `pubsub chaos`; AdminError if it cannot be opened; with
+    `settings.web_listen`, also its web view: HttpError if it cannot be opened).
 
     Raises StoreError when the database cannot be opened, MetricsError / EventsError when
     the metrics endpoint or the events directory (`telemetry`) is unusable, and OSError
@@ -165,10 +172,23 @@ async def serve_supervisor(
             instrument=supervisor_instrument(app, stats),
             actions=supervisor_actions(app),
             on_stop=app.flush,
+            services=web_view(listen, core, settings, connect_context(runtime_settings)),
         )
         await host(daemon, telemetry, admin)
     finally:
         store.close()
+
+
+def web_view(
+    listen: Ref, core: SupervisorCoreLike, settings: SupervisorSettings, context: ssl.SSLContext | None
+) -> list[HttpService]:
+    """The web view's listener (`supervisor.webview`) if `settings.web_listen` asks for it;
+    it asks the nodes with the supervisor's TLS `context` (None: plain TCP)."""
+    if settings.web_listen is None:
+        return []
+    host_name, port = split_ref(settings.web_listen)
+    watch = RingWatch(listen, core.status, functools.partial(ask_status, context=context))
+    return [HttpService("web view", application(watch), host_name, port)]
 
 
 def run_supervisor(

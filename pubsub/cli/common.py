@@ -47,6 +47,8 @@ FLAGS = {
     "events_dir": "--events-dir",
     "admin_listen": "--admin-listen",
     "admin_allow_remote": "--admin-allow-remote",
+    "web_listen": "--web-listen",
+    "web_allow_remote": "--web-allow-remote",
     "tls_ca": "--tls-ca",
     "tls_cert": "--tls-cert",
     "tls_key": "--tls-key",

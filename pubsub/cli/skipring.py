@@ -94,6 +94,21 @@ def _address(value: Any) -> Ref:
     help="Configurations (SetData) sent per topic per Timeout (default 1; env "
     "PUBSUB_CONFIG_BUDGET).",
 )
+@click.option(
+    "--web-listen",
+    type=ADDRESS,
+    default=None,
+    help="Serve the web view on http://HOST:PORT/: every topic's skip ring, live (JSON at "
+    "/api/rings).  Loopback only unless --web-allow-remote (default: off; env "
+    "PUBSUB_WEB_LISTEN).",
+)
+@click.option(
+    "--web-allow-remote",
+    is_flag=True,
+    default=False,
+    help="Allow --web-listen on an address that is not loopback; the page has no login "
+    "(env PUBSUB_WEB_ALLOW_REMOTE=1).",
+)
 @config_option("the supervisor", _supervisor_settings, "listen")
 @telemetry_options
 @admin_options
@@ -102,6 +117,8 @@ def supervisor(
     data_dir: Path | None,
     interval: float | None,
     config_budget: int | None,
+    web_listen: Ref | None,
+    web_allow_remote: bool,
     telemetry: TelemetrySettings,
     admin: AdminSettings,
 ) -> None:
@@ -117,6 +134,8 @@ def supervisor(
             config=current_config(),
             data_dir=data_dir,
             config_budget=config_budget,
+            web_listen=web_listen,
+            web_allow_remote=web_allow_remote or None,
         )
     except SettingsError as exc:
         raise ConfigError(str(exc)) from None

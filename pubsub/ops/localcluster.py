@@ -113,6 +113,7 @@ class LocalCluster(DaemonGroup):
         memory_nodes: Collection[int] = (),
         tls: bool = False,
         node_args: Mapping[int, Sequence[str]] | None = None,
+        web: bool = False,
     ) -> None:
         """Describe the cluster (nothing starts before `start` or entering ``with``).
 
@@ -128,8 +129,9 @@ class LocalCluster(DaemonGroup):
         cluster puts its target file there while it runs and removes it at `stop`.
         `flooding` False starts the nodes with
         ``--no-flooding`` (anti-entropy alone spreads publications).  `admin` False starts
-        the daemons without an admin listener (no fault injection).  The nodes whose
-        indexes are in `memory_nodes` run without ``--data``: their store lives in memory
+        the daemons without an admin listener (no fault injection).  `web` gives the
+        supervisor its web view (``--web-listen``) on a free port of 127.0.0.1 (`web_url`).
+        The nodes whose indexes are in `memory_nodes` run without ``--data``: their store lives in memory
         and a restart begins a new incarnation with nothing in it.  `tls` creates a cluster
         CA and certificates in ``workdir/tls`` (`pubsub.ops.tlsfiles`), starts every daemon
         with mutual TLS, and, while the cluster runs, puts the client certificate in this
@@ -208,6 +210,13 @@ class LocalCluster(DaemonGroup):
         self.prometheus_targets_dir = Path(shared).resolve() if shared else None
         self._setup_telemetry(metrics, base_port)
         self._setup_admin(admin, base_port)
+        self.web_port: int | None = None
+        if web:
+            taken = {d.port for d in self.daemons()}
+            taken |= {d.metrics_port for d in self.daemons() if d.metrics_port}
+            taken |= {int(d.admin_ref.rpartition(":")[2]) for d in self.daemons() if d.admin_ref}
+            self.web_port = next(p for p in pick_free_ports(len(taken) + 1) if p not in taken)
+            self.supervisor.args += ["--web-listen", f"{HOST}:{self.web_port}"]
         self._atexit_registered = False
 
 
@@ -233,6 +242,11 @@ class LocalCluster(DaemonGroup):
     def node_refs(self) -> list[str]:
         """Every node's reference, by index."""
         return [d.ref for d in self.nodes]
+
+    @property
+    def web_url(self) -> str | None:
+        """The address of the supervisor's web view (``web=True``), else None."""
+        return None if self.web_port is None else f"http://{HOST}:{self.web_port}/"
 
     def running_node_refs(self) -> list[str]:
         """References of the nodes whose process is running now."""
@@ -317,6 +331,7 @@ class LocalCluster(DaemonGroup):
             "config_budget": self.config_budget,
             "events_dir": None if self.events_dir is None else str(self.events_dir),
             "tls": None if self.certs is None else self.certs.client_env(),
+            "web": self.web_url,
         }
 
 

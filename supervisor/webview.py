@@ -1,0 +1,375 @@
+"""The supervisor's web view (issue 12, item 5): every topic's skip ring as it is now.
+
+With ``--web-listen HOST:PORT`` (`supervisor.settings.SupervisorSettings.web_listen`) the
+supervisor serves, beside its own port (`pubsub.runtime.httpserve.HttpService`):
+
+* ``GET /`` -- one page (``webview.html``: plain JavaScript and SVG) that draws each topic's
+  ring: the members on a circle at the angle 2π·r(label), the ring and shortcut edges the
+  nodes report, whether the topic is legitimate, each member's publication count, and a log
+  of faults and convergence;
+* ``GET /api/rings`` -- the same data as JSON (`RingWatch.view`);
+* ``GET /api/stream`` -- Server-Sent Events: one ``view`` event with that JSON after every
+  poll (the first at once).
+
+The supervisor knows the members of every topic (its database).  Once per `POLL_INTERVAL`
+the watch asks every member for its status (`pubsub.runtime.client.request`, at most
+`MAX_PARALLEL` at a time, each within `NODE_TIMEOUT`) and judges each topic against the
+ideal skip ring of the supervisor's membership (`pubsub.skipring.ideal`, Definition 2.1).
+*Legitimate* means: labels exactly l(0..n-1), every member answers and holds exactly its
+ideal label, left, right, ring and shortcuts, and no other polled node holds state for the
+topic.  Whether the members' publication tries agree is shown beside it
+(``publications_agree``), not as part of legitimacy.
+
+The log (`LOG_LENGTH` entries, newest last) records what changed between two polls:
+``fault`` (a member stops answering, or the supervisor removes a member as crashed),
+``recovered`` (it answers again), ``joined`` / ``left`` (membership), ``converged`` (a topic
+is legitimate again) and ``diverged`` (it no longer is); ``topic`` when a topic is first seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import ssl
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from pubsub.kernel.control import Reply, StatusRequest
+from pubsub.runtime.client import RequestError, request
+from pubsub.skipring.ideal import NodeView, edge_score, ideal_ring, is_canonical, parse_label
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two polls of the members (start to start).
+POLL_INTERVAL = 1.0
+#: Seconds a member has to answer one status request.
+NODE_TIMEOUT = 1.0
+#: Status requests in flight at once.
+MAX_PARALLEL = 32
+#: Log entries kept (and sent with every view).
+LOG_LENGTH = 200
+#: The page.
+PAGE = Path(__file__).with_name("webview.html")
+
+#: Asks one node for its status: the reply body, or a one-line reason why there is none.
+Ask = Callable[[str], Awaitable["Mapping[str, Any] | str"]]
+
+
+async def ask_status(ref: str, context: ssl.SSLContext | None = None) -> Mapping[str, Any] | str:
+    """A node's status reply body, or why it gave none (the default `Ask`; with TLS, the
+    supervisor's own `context`)."""
+    try:
+        reply = await request(ref, StatusRequest(), NODE_TIMEOUT, context=context)
+    except RequestError as exc:
+        return str(exc)
+    if isinstance(reply, Reply) and isinstance(reply.body, Mapping):
+        return reply.body
+    return f"{ref} answered status with {reply.kind}"
+
+
+# --- one topic -------------------------------------------------------------------------------
+def _position(bits: str) -> float | None:
+    """r(label) as a float in [0, 1), or None for a malformed label."""
+    label = parse_label(bits)
+    return None if label is None else float(label.r())
+
+
+def _edges(ref: str, state: Mapping[str, Any]) -> dict[str, str]:
+    """target -> kind ("ring" or "shortcut") of the edges one node reports for a topic."""
+    out: dict[str, str] = {}
+    shortcuts = state.get("shortcuts")
+    if isinstance(shortcuts, Mapping):
+        for target in shortcuts.values():
+            if isinstance(target, str):
+                out[target] = "shortcut"
+    for key in ("left", "right", "ring"):
+        contact = state.get(key)
+        if isinstance(contact, (list, tuple)) and len(contact) == 2 and isinstance(contact[1], str):
+            out[str(contact[1])] = "ring"
+    out.pop(ref, None)
+    return out
+
+
+def topic_view(
+    topic: str,
+    entry: Mapping[str, Any],
+    answers: Mapping[str, Mapping[str, Any] | str],
+    suspects: Iterable[str] = (),
+) -> dict[str, Any]:
+    """One topic as the page draws it, judged against the ideal skip ring.
+
+    `entry` is the topic's part of the supervisor's status (``members``,
+    ``legitimate_database``); `answers` maps every polled node to its status body or to why
+    it did not answer.  Returns ``topic``, ``n``, ``members`` (in ring order: ref, label,
+    r, answering, suspect, publications), ``edges`` (from, to, kind; from the members'
+    reports), ``legitimate``, ``problems`` (why not, at most 20), ``legitimate_database``
+    and ``publications_agree``.
+    """
+    suspected = set(suspects)
+    listed: dict[str, str] = {}
+    problems: list[str] = []
+    for member in entry.get("members") or []:
+        ref, bits = member.get("ref"), str(member.get("label"))
+        if ref is None:
+            problems.append(f"label {bits} is held by nobody")
+        else:
+            listed[str(ref)] = bits
+    if not listed:
+        problems.append("no members")
+    elif not is_canonical(listed.values()):
+        problems.append(f"labels are not l(0..{len(listed) - 1})")
+    ideal = ideal_ring(listed)
+    states: dict[str, Mapping[str, Any]] = {}
+    for ref, body in answers.items():
+        if isinstance(body, Mapping):
+            state = (body.get("topics") or {}).get(topic)
+            if isinstance(state, Mapping):
+                states[ref] = state
+
+    members: list[dict[str, Any]] = []
+    edges: list[dict[str, str]] = []
+    roots: set[str] = set()
+    for ref, bits in sorted(listed.items(), key=lambda item: (_position(item[1]) or 0.0, len(item[1]), item[0])):
+        answer = answers.get(ref)
+        state = states.get(ref)
+        publications = (state or {}).get("publications") or {}
+        count = publications.get("count") if isinstance(publications, Mapping) else None
+        members.append(
+            {
+                "ref": ref,
+                "label": bits,
+                "r": _position(bits),
+                "answering": isinstance(answer, Mapping),
+                "suspect": ref in suspected,
+                "publications": count if isinstance(count, int) else None,
+            }
+        )
+        if not isinstance(answer, Mapping):
+            problems.append(f"{ref} does not answer" + (f": {answer}" if answer else ""))
+            continue
+        if state is None:
+            problems.append(f"{ref} holds no state for the topic")
+            continue
+        root = publications.get("root") if isinstance(publications, Mapping) else None
+        roots.add(json.dumps(root))
+        edges.extend({"from": ref, "to": to, "kind": kind} for to, kind in sorted(_edges(ref, state).items()))
+        view = NodeView.from_report(
+            ref, state.get("label"), state.get("left"), state.get("right"), state.get("ring"),
+            state.get("shortcuts"), None,
+        )
+        want = ideal.get(ref)
+        if view.label != bits:
+            problems.append(f"{ref} has label {view.label}, the supervisor says {bits}")
+        elif want is not None:
+            correct, compared = edge_score(want, view)
+            if correct != compared:
+                problems.append(f"{ref}: {correct} of {compared} edges as in SR({len(listed)})")
+    for ref in sorted(set(states) - set(listed)):
+        problems.append(f"{ref} holds state for the topic but is not a member")
+    return {
+        "topic": topic,
+        "n": len(listed),
+        "members": members,
+        "edges": edges,
+        "legitimate": not problems,
+        "problems": problems[:20],
+        "legitimate_database": bool(entry.get("legitimate_database")),
+        "publications_agree": len(roots) <= 1 and all(m["answering"] for m in members),
+    }
+
+
+# --- the watch -------------------------------------------------------------------------------
+class RingWatch:
+    """Polls the members, keeps the current view and the log, and feeds the streams.
+
+    `supervisor_status` returns the supervisor core's status (read on the daemon's own
+    event loop); `ask` asks one node (default `ask_status`; tests pass their own).
+    """
+
+    def __init__(
+        self,
+        ref: str,
+        supervisor_status: Callable[[], Mapping[str, Any]],
+        ask: Ask = ask_status,
+        interval: float = POLL_INTERVAL,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.ref = ref
+        self.supervisor_status = supervisor_status
+        self.ask = ask
+        self.interval = interval
+        self.clock = clock
+        self.polls = 0
+        self.log: deque[dict[str, Any]] = deque(maxlen=LOG_LENGTH)
+        self._logged = 0
+        self._topics: dict[str, dict[str, Any]] = {}
+        self._answering: dict[str, bool] = {}
+        self._crashes: int | None = None
+        self._nodes: dict[str, dict[str, Any]] = {}
+        self._streams: set[asyncio.Queue[str | None]] = set()
+        self._limit = asyncio.Semaphore(MAX_PARALLEL)
+
+    # -- polling ----------------------------------------------------------------------------
+    async def poll(self) -> None:
+        """Ask every member once, judge every topic, log what changed, feed the streams."""
+        status = self.supervisor_status()
+        topics: Mapping[str, Any] = status.get("topics") or {}
+        refs = sorted(
+            {str(m["ref"]) for entry in topics.values() for m in entry.get("members") or [] if m.get("ref")}
+        )
+        replies = await asyncio.gather(*(self._ask(ref) for ref in refs))
+        answers = dict(zip(refs, replies, strict=True))
+        suspects = [str(s) for s in status.get("suspects") or []]
+        views = {topic: topic_view(topic, entry, answers, suspects) for topic, entry in sorted(topics.items())}
+        crashes = int(status.get("crashes_detected") or 0)
+        self._log_changes(views, answers, crashes)
+        self._topics = views
+        self._nodes = {
+            ref: {"answering": isinstance(a, Mapping), "error": None if isinstance(a, Mapping) else a}
+            for ref, a in answers.items()
+        }
+        self._answering = {ref: isinstance(a, Mapping) for ref, a in answers.items()}
+        self._crashes = crashes
+        self.polls += 1
+        self._publish()
+
+    async def _ask(self, ref: str) -> Mapping[str, Any] | str:
+        async with self._limit:
+            return await self.ask(ref)
+
+    def _log_changes(
+        self, views: Mapping[str, dict[str, Any]], answers: Mapping[str, Mapping[str, Any] | str], crashes: int
+    ) -> None:
+        crashed = self._crashes is not None and crashes > self._crashes
+        for ref, answer in sorted(answers.items()):
+            was = self._answering.get(ref)
+            topics = ", ".join(t for t, v in views.items() if any(m["ref"] == ref for m in v["members"]))
+            if not isinstance(answer, Mapping) and was is not False:
+                self._add("fault", f"{ref} does not answer ({answer}); member of {topics}", ref=ref)
+            elif isinstance(answer, Mapping) and was is False:
+                self._add("recovered", f"{ref} answers again", ref=ref)
+        for topic, view in views.items():
+            before = self._topics.get(topic)
+            if before is None:
+                state = "legitimate" if view["legitimate"] else "not legitimate"
+                self._add("topic", f"{topic}: {view['n']} members, {state}", topic=topic)
+                continue
+            now_refs = {m["ref"] for m in view["members"]}
+            old_refs = {m["ref"] for m in before["members"]}
+            for ref in sorted(now_refs - old_refs):
+                self._add("joined", f"{ref} joined {topic}", topic=topic, ref=ref)
+            for ref in sorted(old_refs - now_refs):
+                if crashed or self._answering.get(ref) is False:
+                    self._add("fault", f"{ref} removed from {topic} as crashed", topic=topic, ref=ref)
+                else:
+                    self._add("left", f"{ref} left {topic}", topic=topic, ref=ref)
+            if view["legitimate"] and not before["legitimate"]:
+                self._add("converged", f"{topic} is legitimate again: SR({view['n']})", topic=topic)
+            elif before["legitimate"] and not view["legitimate"]:
+                first = view["problems"][0] if view["problems"] else "?"
+                self._add("diverged", f"{topic} is no longer SR({view['n']}): {first}", topic=topic)
+
+    def _add(self, kind: str, text: str, *, topic: str | None = None, ref: str | None = None) -> None:
+        self._logged += 1
+        self.log.append(
+            {"seq": self._logged, "time": self.clock(), "kind": kind, "topic": topic, "ref": ref, "text": text}
+        )
+        log.info("web view: %s", text)
+
+    async def run(self) -> None:
+        """Poll every `interval` seconds (start to start) until cancelled; a failed poll is
+        logged and the next one comes as usual."""
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            try:
+                await self.poll()
+            except Exception:  # noqa: BLE001 - the view must outlive one bad poll
+                log.exception("web view: poll failed")
+            await asyncio.sleep(max(0.0, self.interval - (loop.time() - started)))
+
+    # -- what is served ---------------------------------------------------------------------
+    def view(self) -> dict[str, Any]:
+        """The current view (the JSON of ``GET /api/rings``)."""
+        return {
+            "supervisor": self.ref,
+            "time": self.clock(),
+            "polls": self.polls,
+            "interval": self.interval,
+            "topics": self._topics,
+            "nodes": self._nodes,
+            "crashes_detected": self._crashes,
+            "log": list(self.log),
+        }
+
+    def _publish(self) -> None:
+        data = json.dumps(self.view())
+        for queue in self._streams:
+            if queue.full():
+                queue.get_nowait()  # a slow reader skips to the newest view
+            queue.put_nowait(data)
+
+    @contextlib.contextmanager
+    def stream(self) -> Iterator[asyncio.Queue[str | None]]:
+        """A queue that receives every new view as JSON (None: the server is stopping)."""
+        queue: asyncio.Queue[str | None] = asyncio.Queue(maxsize=1)
+        self._streams.add(queue)
+        try:
+            yield queue
+        finally:
+            self._streams.discard(queue)
+
+    def close_streams(self) -> None:
+        """Tell every open stream to end (at a graceful stop)."""
+        for queue in self._streams:
+            if queue.full():
+                queue.get_nowait()
+            queue.put_nowait(None)
+
+
+# --- the aiohttp application -----------------------------------------------------------------
+def application(watch: RingWatch) -> web.Application:
+    """The web view's routes; the watch polls while the application runs."""
+    app = web.Application()
+
+    async def page(request: web.Request) -> web.FileResponse:
+        return web.FileResponse(PAGE, headers={"Cache-Control": "no-store"})
+
+    async def rings(request: web.Request) -> web.Response:
+        return web.json_response(watch.view(), headers={"Cache-Control": "no-store"})
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        )
+        await response.prepare(request)
+        with watch.stream() as queue:
+            data: str | None = json.dumps(watch.view())
+            while data is not None:
+                await response.write(f"event: view\ndata: {data}\n\n".encode())
+                data = await queue.get()
+        return response
+
+    async def polling(app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(watch.run(), name="web view poll")
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def closing(app: web.Application) -> None:
+        watch.close_streams()
+
+    app.router.add_get("/", page)
+    app.router.add_get("/api/rings", rings)
+    app.router.add_get("/api/stream", stream)
+    app.cleanup_ctx.append(polling)
+    app.on_shutdown.append(closing)
+    return app
