@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo lint test test-slow bench clean check-java analyze experiments wheelhouse podman-setup
+.PHONY: venv demo lint test test-slow bench clean check-java chromium analyze experiments wheelhouse podman-setup
 
 venv: $(STAMP)
 
@@ -33,9 +33,15 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
+# The web view's browser test drives Debian's chromium through Playwright (no browser
+# download): installed with apt when missing and this machine can; otherwise that test skips
+# with its reason.
+chromium:
+	@tests/install-chromium.sh
+
 # Lint first, then the whole suite except the long simulation sweeps (about 6 minutes on
 # 2 cores once the podman images exist).
-test: lint check-java
+test: lint check-java chromium
 	$(BIN)/python -m pytest -q -n auto -m "not slow"
 
 # The long sweeps (n = 1000 from 18 more corrupted states); see README.
