@@ -3,14 +3,15 @@
 Run as ``python -m pubsub.ops.demo [--workdir DIR]``.  The demo
 
 1. starts a supervisor and 8 node daemons on free ports of 127.0.0.1 (`LocalCluster`), in a
-   temporary directory unless ``--workdir`` names one to keep (logs, data);
+   temporary directory unless ``--workdir`` names one to keep (logs, data), and prints the
+   address of the supervisor's web view (``--web-listen``: the rings drawn live);
 2. subscribes all 8 nodes to "news" and 5 of them to "sports";
 3. waits, under a deadline, until both rings agree with the supervisor and stay so between
    two looks (`pubsub.ops.localcluster.ring_problems`: labels as the supervisor assigned them,
    left/right/ring following the supervisor's order, every shortcut resolved to the node
    holding that label);
 4. prints each ring in ring order: label, r(label) as a fraction, node, reference and
-   shortcuts;
+   shortcuts, and what the web view says of it (``/api/rings``);
 5. publishes a few messages on each topic from different nodes, one of them through a
    node that does not subscribe to "sports" (it hands the publication over to a member),
    and prints the acknowledgements;
@@ -24,10 +25,12 @@ Run as ``python -m pubsub.ops.demo [--workdir DIR]``.  The demo
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
@@ -117,6 +120,30 @@ def wait_for_rings(cluster: LocalCluster, wanted: Mapping[str, set[str]]) -> dic
     return latest
 
 
+def web_view_says(cluster: LocalCluster, topics: Sequence[str]) -> str:
+    """One line per topic from the web view's JSON (``GET /api/rings``), waiting (bounded)
+    for the poll that sees every topic."""
+    url = f"{cluster.web_url}api/rings"
+    view: dict[str, Any] = {}
+
+    def problems() -> list[str]:
+        nonlocal view
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                view = json.load(response)
+        except (OSError, ValueError) as exc:
+            return [f"{url}: {exc}"]
+        shown = view.get("topics") or {}
+        return [f"{topic}: not legitimate yet" for topic in topics if not (shown.get(topic) or {}).get("legitimate")]
+
+    cluster.poll(problems, CONVERGE_TIMEOUT, "the web view to show every ring", interval=0.5)
+    return "\n".join(
+        f"  {topic}: {view['topics'][topic]['n']} members, legitimate, "
+        f"{len(view['topics'][topic]['edges'])} edges drawn"
+        for topic in topics
+    )
+
+
 def render_deliveries(cluster: LocalCluster, ref: str, entries: list[dict[str, Any]]) -> str:
     """What one node delivers for a topic: local number, publisher#seq, payload."""
     rows = [
@@ -184,8 +211,9 @@ def publish_and_show(cluster: LocalCluster, wanted: Mapping[str, set[str]]) -> N
 def run(workdir: Path) -> None:
     """The demo itself, in `workdir`; every process is stopped when this returns or raises."""
     started = time.monotonic()
-    with LocalCluster(workdir, N_NODES, interval=INTERVAL) as cluster:
+    with LocalCluster(workdir, N_NODES, interval=INTERVAL, web=True) as cluster:
         print(f"supervisor {cluster.supervisor_ref}")
+        print(f"web view   {cluster.web_url}  (open it in a browser while the demo runs)")
         print("nodes      " + ", ".join(f"{d.name}={d.ref}" for d in cluster.nodes))
         print(f"logs       {cluster.logs_dir}")
         wanted: dict[str, set[str]] = {}
@@ -200,6 +228,9 @@ def run(workdir: Path) -> None:
         for topic in TOPICS:
             print(render_ring(cluster, topic, snapshots[topic]))
             print()
+        print(f"the web view ({cluster.web_url}) says:")
+        print(web_view_says(cluster, list(TOPICS)))
+        print()
         publish_and_show(cluster, wanted)
         print("stopping the cluster ...")
     print(f"done in {time.monotonic() - started:.1f} s; every process stopped")
