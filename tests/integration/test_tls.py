@@ -50,6 +50,8 @@ COMMAND_TIMEOUT = 60.0
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(tmp_path_factory.mktemp("tls"), 3, interval=0.2, admin=False, tls=True) as c:
+        for i in range(3):
+            c.subscribe(i, TOPIC, via_cli=True)  # through the CLI, with the client certificate
         yield c
 
 
@@ -82,9 +84,6 @@ async def _exchange(ref: str, ctx: ssl.SSLContext | None, *frames: Message) -> l
 
 
 def test_tls_cluster_forms_its_ring_and_serves_the_cli(cluster: LocalCluster) -> None:
-    for i in range(3):
-        cluster.subscribe(i, TOPIC, via_cli=True)
-
     def problems() -> list[str]:
         members, states = cluster.snapshot(TOPIC)
         if len(members) != 3:
