@@ -7,7 +7,23 @@ One `TopicDatabase` per topic.  The actions keep the paper's names:
                      configuration, and v is told to let go (SetData(⊥, ⊥, ⊥)).
 * ``get_configuration`` GetConfiguration(u): send u (pred, label, succ), or ⊥ if unknown.
 * ``timeout``        CheckLabels, then `config_budget` configurations per topic in
-                     round-robin order (the paper sends one; relabelled subscribers first).
+                     round-robin order (the paper sends one; relabelled subscribers first),
+                     more while the topic shows repair work (see below).
+
+Raised budget while repairing (issue 14, item 2).  Theorem 3.1 bounds the supervisor's load
+in the legitimate state; from a corrupted state the paper's one configuration per interval
+makes labels arrive one per Timeout, so convergence takes O(n) intervals.  Per topic the
+supervisor therefore doubles its budget in every Timeout after an interval with repair
+work, up to ceil(n / BOOST_PASS_INTERVALS) (at most `max_config_budget`), and keeps raising
+it until one full round-robin pass (n configurations) has gone out with no further repair
+work; then it is back at `config_budget`.  Repair work is what a legitimate
+state (§3.2, Theorem 3.1's setting) never shows: CheckLabels or CheckMultipleCopies changing
+the database (§3.1), a Subscribe from a subscriber the database already holds (it has lost
+its label), or more configuration requests in one interval than a legitimate ring plausibly sends
+(`REQUEST_BURST`; Theorem 3.1's expectation is below 1).  Ordinary Subscribe and
+Unsubscribe (§4.1) and crash removal (§3.3) are not repair work, so Theorem 4.3's constant
+supervisor share per join and leave is untouched.  In the legitimate state no repair work
+occurs, so after at most one pass the budget is the paper's and Theorem 3.1's bound holds.
 
 Publishing from a node that does not subscribe to a topic: GetMember(topic, v, nonce) is
 answered with MemberIs(topic, u, nonce), u a member chosen at random, or None when the
@@ -42,6 +58,26 @@ from pubsub.skipring.messages import (
 from supervisor.database import TopicDatabase
 
 
+#: A raised budget sends one full round-robin pass in about this many Timeouts.
+BOOST_PASS_INTERVALS = 8
+#: Configuration requests in one interval that count as repair work (a legitimate ring sends
+#: fewer than 1 in expectation, Theorem 3.1; at least this many has probability < 1e-5).
+REQUEST_BURST = 8
+
+
+@dataclass(slots=True)
+class Boost:
+    """A topic's raised configuration budget (issue 14, item 2)."""
+
+    budget: int
+    #: configurations still to send at the raised budget before falling back.
+    pass_left: int = 0
+    #: repair work seen since the last Timeout.
+    work: bool = False
+    #: configuration requests received since the last Timeout.
+    requests: int = 0
+
+
 @dataclass(slots=True)
 class Probe:
     """An outstanding liveness check of a suspected subscriber."""
@@ -58,14 +94,22 @@ class SupervisorCore:
         ref: Ref,
         *,
         config_budget: int = 1,
+        max_config_budget: int | None = 1024,
         rng: random.Random,
         probe_timeout: float = 2.0,
         journal: bool = True,
     ) -> None:
+        """`config_budget` is the paper's budget (Alg. 3 l.3: one configuration per
+        Timeout); `max_config_budget` caps the raised budget while repairing (None: never
+        raise it, the paper's behaviour)."""
         if config_budget < 1:
             raise ValueError("config_budget must be at least 1")
+        if max_config_budget is not None and max_config_budget < config_budget:
+            raise ValueError("max_config_budget must be at least config_budget")
         self.ref = ref
         self.config_budget = config_budget
+        self.max_config_budget = max_config_budget
+        self._boosts: dict[Topic, Boost] = {}
         self.rng = rng
         self.probe_timeout = probe_timeout
         self.topics: dict[Topic, TopicDatabase] = {}
@@ -83,6 +127,7 @@ class SupervisorCore:
         elif isinstance(msg, Unsubscribe):
             self.unsubscribe(msg.topic, msg.ref)
         elif isinstance(msg, GetConfiguration):
+            self._count_request(msg.topic)
             self.get_configuration(msg.topic, msg.ref)
         elif isinstance(msg, SuspectCrash):
             self._suspect(msg.ref, now)
@@ -101,8 +146,9 @@ class SupervisorCore:
             self._remove_crashed(ref)
         for topic, db in list(self.topics.items()):
             urgent = self._urgent.setdefault(topic, [])
-            urgent.extend(r for r in db.check_labels() if r not in urgent)
-            for _ in range(min(self.config_budget, len(db))):
+            self._queue_relabelled(topic, db, urgent)
+            budget = self._next_budget(topic, db, bool(urgent))
+            for _ in range(min(budget, len(db))):
                 if urgent:
                     self.get_configuration(topic, urgent.pop(0))
                     continue
@@ -112,7 +158,60 @@ class SupervisorCore:
                     self.get_configuration(topic, holder)
             if not len(db) and not urgent:
                 del self.topics[topic]
+                self._boosts.pop(topic, None)
         return self._flush()
+
+    def effective_budget(self, topic: Topic) -> int:
+        """Configurations the next Timeout sends for `topic` at most (without new work)."""
+        boost = self._boosts.get(topic)
+        return self.config_budget if boost is None else boost.budget
+
+    def _next_budget(self, topic: Topic, db: TopicDatabase, urgent: bool) -> int:
+        """This Timeout's budget for `topic` (module docstring: raised while repairing)."""
+        boost = self._boosts.get(topic)
+        if self.max_config_budget is None or boost is None:
+            return self.config_budget
+        work = boost.work or urgent or boost.requests >= REQUEST_BURST
+        boost.work, boost.requests = False, 0
+        ceiling = max(
+            self.config_budget,
+            min(self.max_config_budget, -(-len(db) // BOOST_PASS_INTERVALS)),
+        )
+        if work:
+            boost.pass_left = len(db)
+        if boost.pass_left > 0:
+            boost.budget = min(ceiling, max(2 * boost.budget, self.config_budget))
+        else:
+            boost.budget = self.config_budget
+        budget = min(boost.budget, max(ceiling, self.config_budget))
+        boost.pass_left -= budget
+        if boost.budget == self.config_budget and boost.pass_left <= 0:
+            del self._boosts[topic]
+        return budget
+
+    def _count_request(self, topic: Topic) -> None:
+        """Count a configuration request for the burst test (`REQUEST_BURST`)."""
+        boost = self._boosts.get(topic)
+        if boost is not None:
+            boost.requests += 1
+        elif self.max_config_budget is not None and topic in self.topics:
+            self._boosts[topic] = Boost(self.config_budget, requests=1)
+
+    def _saw_work(self, topic: Topic) -> None:
+        """Note repair work on `topic` (module docstring)."""
+        if self.max_config_budget is None:
+            return
+        boost = self._boosts.get(topic)
+        if boost is None:
+            boost = self._boosts[topic] = Boost(self.config_budget)
+        boost.work = True
+
+    def _queue_relabelled(self, topic: Topic, db: TopicDatabase, urgent: list[Ref]) -> None:
+        """CheckLabels (Alg. 3 l.38-45); relabelled subscribers' configurations go first."""
+        relabelled = db.check_labels()
+        if relabelled:
+            self._saw_work(topic)
+        urgent.extend(r for r in relabelled if r not in urgent)
 
     def peer_unreachable(self, ref: Ref, now: float) -> list[Send]:
         """The runtime could not deliver our messages to `ref`: treat it as crashed."""
@@ -125,6 +224,7 @@ class SupervisorCore:
         """Subscribe(v) (Alg. 3 l.6-12, §4.1)."""
         db = self._db(topic)
         if ref in db:
+            self._saw_work(topic)  # a member that lost its label
             self.get_configuration(topic, ref)
             return
         self._repair(topic, db)  # l(n) must be free before it is handed out
@@ -142,8 +242,11 @@ class SupervisorCore:
         db = self.topics.get(topic)
         label = None
         if db is not None:
+            held = len(db)
             db.check_multiple_copies(ref)
             label = db.label_of(ref)
+            if len(db) != held:
+                self._saw_work(topic)  # a label conflict (§3.1)
         if db is None or label is None:
             self._send(ref, SetData(topic, None, None, None))
         else:
@@ -188,8 +291,7 @@ class SupervisorCore:
 
     def _repair(self, topic: Topic, db: TopicDatabase) -> None:
         """Run CheckLabels now and queue the relabelled subscribers' configurations."""
-        urgent = self._urgent.setdefault(topic, [])
-        urgent.extend(r for r in db.check_labels() if r not in urgent)
+        self._queue_relabelled(topic, db, self._urgent.setdefault(topic, []))
 
     def _suspect(self, ref: Ref, now: float) -> None:
         """A subscriber's hint (§3.3); verified by our own Ping before anyone is removed."""
@@ -245,6 +347,8 @@ class SupervisorCore:
         return {
             "ref": self.ref,
             "config_budget": self.config_budget,
+            "max_config_budget": self.max_config_budget,
+            "raised_budgets": {t: b.budget for t, b in sorted(self._boosts.items())},
             "crashes_detected": self.crashes_detected,
             "suspects": sorted(self.probes),
             "topics": {
