@@ -1,8 +1,11 @@
 """`make bench`: every benchmark in turn, or one of them.
 
-    python -m bench [--quick]                     every benchmark (skipring, antientropy, dissemination,
-                                                  endtoend, matching, scot)
+    python -m bench [--quick]                     every benchmark (skipring, scale, antientropy,
+                                                  dissemination, endtoend, matching, scot)
     python -m bench skipring [options]            BuildSR convergence and churn only
+    python -m bench scale [options]               issue 14: messages per leave / crash repair,
+                                                  intervals from corrupted states, anti-entropy
+                                                  spread with flooding off (--large: n to 16,384)
     python -m bench antientropy [options]         anti-entropy repair cost only
     python -m bench dissemination [options]       arc broadcast vs flooding: messages and hops per publication
     python -m bench endtoend [options]            pubsub vs NATS, JetStream, Redis: latency, throughput, CPU, idle
@@ -17,10 +20,11 @@ from __future__ import annotations
 
 import sys
 
-from bench import antientropy, dissemination, endtoend, matching, scot, skipring
+from bench import antientropy, dissemination, endtoend, matching, scale, scot, skipring
 
 BENCHMARKS = {
     "skipring": skipring.main,
+    "scale": scale.main,
     "antientropy": antientropy.main,
     "dissemination": dissemination.main,
     "endtoend": endtoend.main,
