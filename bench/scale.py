@@ -16,7 +16,8 @@ SR(n), paper 000 §1.1) or by comparing trie roots:
                          large n (the baseline is ~n messages per interval, its noise ~sqrt),
               and c = repair / ceil(log2 n); "quiet": repair messages until, in addition, no
               message of a repair kind is in flight (right contacts still travelling -- what
-              the older churn table of `bench skipring` counted, "quiescence to quiescence").  Goal (issue 14): <= 100 messages at n = 1,024.
+              the older churn table of `bench skipring` counted, "quiescence to quiescence").
+              Goal (issue 14): <= 100 messages at n = 1,024.
   (b) corrupt Timeout intervals from `corrupted_start` (random labels, pointers, a database with
               all four corruptions of §3.1, junk in flight) to exactly SR(n), with the
               supervisor's configured budget (the paper's 1 by default); then, in the
@@ -103,7 +104,7 @@ def repair_cost(sim: Simulation, action: str, victim: Ref, max_intervals: int, w
         sim.crash(victim)
     reached = False
     intervals = 0
-    for intervals in range(1, max_intervals + 1):
+    for intervals in range(1, max_intervals + 1):  # noqa: B007 - read after the loop
         sim.run_for(sim.interval)
         if is_legitimate(sim, TOPIC):
             reached = True
@@ -184,7 +185,7 @@ def corrupted_row(n: int, seeds: int, budget: int, wall_cap: float, legit_interv
         started = time.monotonic()
         reached = False
         intervals = 0
-        for intervals in range(0, 100 * n + 1):
+        for intervals in range(0, 100 * n + 1):  # noqa: B007 - read after the loop
             if is_legitimate(sim, TOPIC):
                 reached = True
                 break
@@ -265,7 +266,7 @@ def spread_row(n: int, seeds: int, publications: int, wall_cap: float) -> Row:
         before = sim.traffic.total()
         reached = False
         intervals = 0
-        for intervals in range(0, 100 * n + 1):
+        for intervals in range(0, 100 * n + 1):  # noqa: B007 - read after the loop
             if len({core.trie.root() for core in cores}) == 1:
                 reached = True
                 break
