@@ -255,6 +255,10 @@ def test_broker_metrics_show_publications_routed_and_delivered(state: State) -> 
 def test_congested_ilink_is_routed_around_and_nothing_is_lost(state: State) -> None:
     scot = state.scot
     host = scot.address(HOST_BROKER)
+    # Frames dropped before this test (a neighbour that did not listen yet while nine
+    # brokers started on a loaded machine is given up after three connects, with the
+    # heartbeats queued for it): this test must add none.
+    dropped_before = sum(b["dropped"]["queue_full"] for b in scot.broker_statuses().values())
     out = scot.cli("link-rate", "--admin", scot.admin_ref(HOST_BROKER), "b,1=2")
     assert "link to b,1: 2 messages/s" in out
 
@@ -295,7 +299,7 @@ def test_congested_ilink_is_routed_around_and_nothing_is_lost(state: State) -> N
         sum(expected(s, state.published).values()) for s in state.subs.values()
     )
     assert bodies[HOST_BROKER]["links"]["b,1"]["rate_limit"] is None
-    assert sum(b["dropped"]["queue_full"] for b in bodies.values()) == 0
+    assert sum(b["dropped"]["queue_full"] for b in bodies.values()) == dropped_before
 
 
 def test_a_killed_broker_is_reported_and_the_rest_keeps_working(state: State) -> None:
