@@ -54,7 +54,7 @@ from broker.cores.messages import (
     Deliver,
 )
 from pubsub.kernel import wire
-from pubsub.client.handshake import connect_checked
+from pubsub.client.library import connect_checked
 from pubsub.client.library import ClientError, ConnectionLost, _close, _read
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message

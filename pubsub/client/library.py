@@ -177,13 +177,18 @@ def _topic(topic: str) -> Topic:
         raise ClientError("bad_topic", exc.detail) from None
 
 
-async def _connect(
-    addr: str, timeout: float, max_frame: int = wire.DEFAULT_MAX_FRAME
+async def connect_checked(
+    addr: str, timeout: float, max_frame: int, role: str
 ) -> tuple[MessageReader, asyncio.StreamWriter]:
-    """An open client connection to the node at `addr` (Hello sent, its status answered
-    within the handshake bound), its messages read through the frame decoder; ClientError
-    if it cannot be opened, the port does not speak pubsub (``not_pubsub``) or the daemon is
-    not a node (``wrong_role``)."""
+    """An open client connection to the `role` daemon at `addr` (Hello sent, its status
+    answered within the handshake bound), its messages read through the frame decoder.
+
+    The status request, answered within `pubsub.runtime.client.HANDSHAKE_TIMEOUT` (1 s) by
+    any pubsub daemon, tells a silent or foreign port (``not_pubsub``) and a daemon of
+    another kind (``wrong_role``, `pubsub.client.roles`) apart at once; ClientError also for
+    ``bad_address``, ``connection`` and ``tls``.  The broker mode's client
+    (`broker.client`) opens its connections this way too.
+    """
     try:
         host, port = split_ref(addr)
     except wire.WireError:
@@ -199,8 +204,6 @@ async def _connect(
         raise ClientError("tls", str(exc)) from None
     except OSError as exc:
         raise ClientError("connection", f"cannot reach {addr}: {exc.strerror or exc}") from None
-    # Handshake: a status request, answered within HANDSHAKE_TIMEOUT by any pubsub daemon,
-    # tells a silent or foreign port and a daemon that is not a node apart at once.
     messages = bounded_reader(reader, addr, min(timeout, HANDSHAKE_TIMEOUT), max_frame)
     writer.write(wire.encode(Hello(ref=None, role="client")) + wire.encode(StatusRequest()))
     try:
@@ -213,13 +216,20 @@ async def _connect(
         await _close(writer)
         detail = "no answer" if isinstance(exc, TimeoutError) else str(exc) or "connection closed"
         raise ClientError("not_pubsub", f"{addr} did not answer like a pubsub daemon: {detail}") from None
-    problem = role_problem(addr, first.body, "node") if isinstance(first, Reply) else (
-        f"{addr} answered a status request with {first.kind!r}: not a pubsub node"
+    problem = role_problem(addr, first.body, role) if isinstance(first, Reply) else (
+        f"{addr} answered a status request with {first.kind!r}: not a pubsub daemon"
     )
     if problem is not None:
         await _close(writer)
         raise ClientError("wrong_role", problem)
     return messages, writer
+
+
+async def _connect(
+    addr: str, timeout: float, max_frame: int = wire.DEFAULT_MAX_FRAME
+) -> tuple[MessageReader, asyncio.StreamWriter]:
+    """`connect_checked` to a node."""
+    return await connect_checked(addr, timeout, max_frame, "node")
 
 
 async def _read(messages: MessageReader) -> Message:
