@@ -20,9 +20,12 @@ replica shares it), so it listens on its container's own IP address
 ($PUBSUB_ADVERTISE_HOST overrides it) and port $PUBSUB_NODE_PORT (default 7001);
 $PUBSUB_LISTEN overrides the whole address for either role.
 
-A node's data directory is ``$PUBSUB_DATA_ROOT/nodes/<container hostname>`` (unless
-$PUBSUB_DATA_DIR is set), so replicas sharing one volume never share a store and a
-restarted container finds its own.  $PUBSUB_TOPICS (comma- or space-separated) is added to
+A node's data directory is a *slot* of the node volume, ``$PUBSUB_DATA_ROOT/nodes/slot-K``
+(unless $PUBSUB_DATA_DIR is set): the node claims the first slot no running node holds, by
+an exclusive lock on ``slot-K.lock`` that the daemon keeps (the descriptor survives the
+exec) until it exits.  Replicas sharing the volume therefore never share a store, and a
+container that is recreated -- a new hostname, a new address -- takes over a free slot with
+the store and topics of the node that ran there before, instead of starting empty.  $PUBSUB_TOPICS (comma- or space-separated) is added to
 the node's durable topic set (`pubsub.node.app.TopicFile`) before it starts; the node then
 joins them as it joins any remembered topic.  Every other setting is a ``PUBSUB_*``
 environment variable that the daemons read themselves (README, "Settings").
@@ -30,6 +33,7 @@ environment variable that the daemons read themselves (README, "Settings").
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shlex
@@ -46,6 +50,8 @@ DEFAULT_RUN_DIR = "/var/lib/pubsub/run"
 RESOLVE_TIMEOUT = 30.0
 #: Seconds the daemon may take to answer the status request of the healthcheck.
 HEALTH_TIMEOUT = 3.0
+#: Node data slots in one volume (nodes running at once from one compose file, at most).
+MAX_SLOTS = 1024
 
 
 class EntrypointError(RuntimeError):
@@ -104,13 +110,37 @@ def listen_ref(role: str, env: Mapping[str, str]) -> str:
 
 
 def data_dir(role: str, env: Mapping[str, str]) -> str:
-    """The daemon's data directory: $PUBSUB_DATA_DIR, else one per role (per node)."""
+    """The daemon's data directory: $PUBSUB_DATA_DIR, else one per role (a slot per node)."""
     if env.get("PUBSUB_DATA_DIR"):
         return env["PUBSUB_DATA_DIR"]
     root = env.get("PUBSUB_DATA_ROOT") or DEFAULT_DATA_ROOT
     if role == "node":
-        return os.path.join(root, "nodes", socket.gethostname())
+        return claim_slot(os.path.join(root, "nodes"))
     return os.path.join(root, role)
+
+
+def claim_slot(nodes: str, slots: int = MAX_SLOTS) -> str:
+    """The directory of the first free slot under `nodes`, claimed for this process and the
+    daemon it becomes (see the module docstring): an exclusive, non-blocking flock on
+    ``slot-K.lock`` through an inheritable descriptor that is never closed here."""
+    try:
+        os.makedirs(nodes, exist_ok=True)
+    except OSError as exc:
+        raise EntrypointError(f"cannot create {nodes}: {exc.strerror or exc}") from None
+    for k in range(slots):
+        path = os.path.join(nodes, f"slot-{k}.lock")
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise EntrypointError(f"cannot open {path}: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)  # a running node holds this slot
+            continue
+        os.set_inheritable(fd, True)  # held by the daemon after exec, released when it exits
+        return os.path.join(nodes, f"slot-{k}")
+    raise EntrypointError(f"all {slots} node slots under {nodes} are held by running nodes")
 
 
 def add_topics(directory: str, topics: Sequence[str]) -> list[str]:

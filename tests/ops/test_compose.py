@@ -45,7 +45,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pubsub.ops.processes import pick_free_ports, poll
+from pubsub.ops.processes import pick_free_ports, poll, terminate
 from pubsub.ops.ringview import members_of
 from tests.checker import compare
 from tests.cluster_checks import referenced
@@ -438,14 +438,15 @@ def test_entrypoint_builds_each_role(tmp_path: Path) -> None:
     env = {"PUBSUB_ADVERTISE_HOST": "10.0.0.7", "PUBSUB_DATA_ROOT": str(tmp_path),
            "PUBSUB_TOPICS": "news, sports,news"}
     argv = ep.command_for("node", [], env)
-    data = os.path.join(str(tmp_path), "nodes", ep.socket.gethostname())
+    data = argv[-1]
+    assert os.path.dirname(data) == os.path.join(str(tmp_path), "nodes")
     assert argv == ["pubsub", "node", "--listen", "10.0.0.7:7001", "--supervisor", SUPERVISOR,
                     "--data", data]
     from pubsub.node.topicfile import TopicFile
 
     assert TopicFile(data).load() == {"news", "sports"}
     env["PUBSUB_TOPICS"] = "weather"  # added to what the node already remembers
-    ep.command_for("node", [], env)
+    ep.command_for("node", [], {**env, "PUBSUB_DATA_DIR": data})
     assert TopicFile(data).load() == {"news", "sports", "weather"}
 
     sup = ep.command_for("supervisor", ["--interval", "0.5"], {"PUBSUB_DATA_ROOT": str(tmp_path)})
@@ -468,6 +469,40 @@ def test_entrypoint_builds_each_role(tmp_path: Path) -> None:
     with pytest.raises(ep.EntrypointError, match="a-file"):
         ep.command_for("node", [], {**env, "PUBSUB_DATA_DIR": str(blocker)})
     assert ep.main(["health", "nowhere"]) == 2
+
+
+def test_node_slots_are_held_while_a_node_runs_and_taken_over_after(tmp_path: Path) -> None:
+    """Replicas sharing the node volume each claim a slot of their own; a container
+    recreated after its node exited takes the free slot, and with it the node's store."""
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import entrypoint as ep; "
+        "print(ep.claim_slot(sys.argv[2]), flush=True); sys.stdin.read()"
+    )
+    nodes = str(tmp_path / "nodes")
+
+    def start() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-c", script, str(ROOT / "deploy"), nodes],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+
+    first, second = start(), None
+    try:
+        assert first.stdout is not None
+        assert first.stdout.readline().strip() == os.path.join(nodes, "slot-0")
+        second = start()
+        assert second.stdout is not None
+        assert second.stdout.readline().strip() == os.path.join(nodes, "slot-1")  # slot-0 is held
+        first.communicate("", timeout=30)  # the node in slot-0 exits
+        third = subprocess.run(
+            [sys.executable, "-c", script, str(ROOT / "deploy"), nodes],
+            input="", capture_output=True, text=True, timeout=30,
+        )
+        assert third.stdout.strip() == os.path.join(nodes, "slot-0")  # taken over
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                terminate(proc)
 
 
 def test_entrypoint_finds_its_own_address() -> None:
