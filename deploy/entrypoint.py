@@ -25,7 +25,8 @@ A node's data directory is a *slot* of the node volume, ``$PUBSUB_DATA_ROOT/node
 an exclusive lock on ``slot-K.lock`` that the daemon keeps (the descriptor survives the
 exec) until it exits.  Replicas sharing the volume therefore never share a store, and a
 container that is recreated -- a new hostname, a new address -- takes over a free slot with
-the store and topics of the node that ran there before, instead of starting empty.  $PUBSUB_TOPICS (comma- or space-separated) is added to
+the store and topics of the node that ran there before, instead of starting empty.
+$PUBSUB_TOPICS (comma- or space-separated) is added to
 the node's durable topic set (`pubsub.node.app.TopicFile`) before it starts; the node then
 joins them as it joins any remembered topic.  Every other setting is a ``PUBSUB_*``
 environment variable that the daemons read themselves (README, "Settings").
