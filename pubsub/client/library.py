@@ -69,7 +69,7 @@ from pubsub.skipring.fields import validate_msg_id
 from pubsub.runtime.client import HANDSHAKE_TIMEOUT, HandshakeTimeout, RequestError, bounded_reader, request
 from pubsub.runtime.connection import split_ref
 from pubsub.runtime.streams import MessageReader
-from pubsub.runtime.tls import TlsError, client_context
+from pubsub.runtime.tls import TlsError, client_context, closed_hint
 
 #: Seconds a request (join, status, ...) may take.
 DEFAULT_TIMEOUT = 5.0
@@ -195,7 +195,8 @@ async def connect_checked(
         raise ClientError("bad_address", f"bad address {addr!r}: expected HOST:PORT") from None
     try:
         async with asyncio.timeout(timeout):
-            reader, writer = await asyncio.open_connection(host, port, ssl=client_context())
+            context = client_context()
+            reader, writer = await asyncio.open_connection(host, port, ssl=context)
     except TimeoutError:
         raise ClientError("connection", f"cannot reach {addr} within {timeout:g} s") from None
     except ConnectionRefusedError:
@@ -214,7 +215,12 @@ async def connect_checked(
         raise ClientError("not_pubsub", str(exc)) from None
     except (TimeoutError, asyncio.IncompleteReadError, wire.WireError, OSError) as exc:
         await _close(writer)
-        detail = "no answer" if isinstance(exc, TimeoutError) else str(exc) or "connection closed"
+        if isinstance(exc, TimeoutError):
+            detail = "no answer"
+        elif isinstance(exc, asyncio.IncompleteReadError):
+            detail = f"it closed the connection{closed_hint(context)}"
+        else:
+            detail = str(exc) or "connection closed"
         raise ClientError("not_pubsub", f"{addr} did not answer like a pubsub daemon: {detail}") from None
     problem = role_problem(addr, first.body, role) if isinstance(first, Reply) else (
         f"{addr} answered a status request with {first.kind!r}: not a pubsub daemon"

@@ -21,7 +21,7 @@ from pubsub.kernel.control import Hello
 from pubsub.kernel.message import Message
 from pubsub.runtime.connection import split_ref
 from pubsub.runtime.streams import MessageReader
-from pubsub.runtime.tls import TlsError, client_context
+from pubsub.runtime.tls import TlsError, client_context, closed_hint
 
 #: Seconds a daemon may take to send the first bytes of its first reply on a new connection.
 HANDSHAKE_TIMEOUT = 1.0
@@ -101,7 +101,8 @@ async def request(
     writer: asyncio.StreamWriter | None = None
     try:
         async with asyncio.timeout(timeout):
-            reader, writer = await asyncio.open_connection(host, port, ssl=context or client_context())
+            context = context or client_context()
+            reader, writer = await asyncio.open_connection(host, port, ssl=context)
             writer.write(wire.encode(Hello(ref=None, role="client")) + wire.encode(msg, max_frame))
             await writer.drain()
             messages = bounded_reader(reader, addr, min(handshake, timeout), max_frame)
@@ -112,7 +113,7 @@ async def request(
                     raise
                 reply = None
             if reply is None:
-                raise RequestError(f"{addr} closed the connection without a reply")
+                raise RequestError(f"{addr} closed the connection without a reply{closed_hint(context)}")
             return reply
     except TimeoutError:
         raise RequestError(f"no reply from {addr} within {timeout:g} s") from None

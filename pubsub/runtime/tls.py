@@ -88,6 +88,19 @@ def _cached_client(ca: Path, cert: Path, key: Path) -> ssl.SSLContext:
     return _client(ca, cert, key)
 
 
+#: Appended to "closed the connection" errors of a client without TLS settings: a TLS
+#: daemon closes a plain connection without a word.
+PLAIN_HINT = (
+    " (if it requires TLS, give a client certificate: PUBSUB_TLS_CA, PUBSUB_TLS_CERT and "
+    "PUBSUB_TLS_KEY, `pubsub certs issue DIR client NAME`)"
+)
+
+
+def closed_hint(context: ssl.SSLContext | None) -> str:
+    """`PLAIN_HINT` when the connection was plain TCP (`context` None), else nothing."""
+    return PLAIN_HINT if context is None else ""
+
+
 def client_context() -> ssl.SSLContext | None:
     """The context of the client library and the CLI, from ``PUBSUB_TLS_*`` (None: plain
     TCP); TlsError when those are incomplete or unusable."""

@@ -114,6 +114,12 @@ def test_a_plain_tcp_client_is_refused(cluster: LocalCluster) -> None:
     )
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
+    assert "if it requires TLS, give a client certificate: PUBSUB_TLS_CA" in done.stderr, done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "pubsub.cli.main", "history", "news", "--node", cluster.node_refs[0]],
+        capture_output=True, text=True, timeout=COMMAND_TIMEOUT, env=_plain_env(),
+    )
+    assert done.returncode == 1 and "it closed the connection (if it requires TLS" in done.stderr, done.stderr
 
 
 def test_a_node_certificate_claiming_another_reference_is_refused_and_counted(cluster: LocalCluster) -> None:
