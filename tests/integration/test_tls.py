@@ -65,16 +65,17 @@ def _context(certs: ClusterCerts, name: str, ca: Path | None = None) -> ssl.SSLC
 
 
 async def _exchange(ref: str, ctx: ssl.SSLContext | None, *frames: Message) -> list[Message]:
-    """Open a connection to `ref`, send `frames`, return what comes back until it closes
-    (or 3 s pass)."""
+    """Open a connection to `ref`, send `frames`, return what comes back until the daemon
+    refuses something (an ErrorReply), closes the connection, or 30 s pass (a loaded machine
+    may take seconds to answer; a refusal or a close ends the wait at once)."""
     host, _, port = ref.rpartition(":")
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port), ssl=ctx), 10)
     writer.write(b"".join(wire.encode(f) for f in frames))
     decoder = FrameDecoder(wire.DEFAULT_MAX_FRAME)
     got: list[Message] = []
     try:
-        async with asyncio.timeout(3):
-            while data := await reader.read(65536):
+        async with asyncio.timeout(30):
+            while not any(isinstance(m, ErrorReply) for m in got) and (data := await reader.read(65536)):
                 got.extend(wire.decode(p) for p in decoder.feed(data))
     except (TimeoutError, ConnectionError, ssl.SSLError):
         pass
