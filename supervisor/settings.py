@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pubsub.runtime.settings import ENV_PREFIX, is_loopback
+from pubsub.runtime.settings import ENV_PREFIX, check_local_listen
 
 
 class SupervisorSettings(BaseSettings):
@@ -29,21 +29,9 @@ class SupervisorSettings(BaseSettings):
     def _web_loopback_only(self) -> SupervisorSettings:
         """The web view shows every member's address and needs no login: loopback only,
         unless `web_allow_remote` says otherwise."""
-        if self.web_listen is None:
-            return self
-        from pubsub.kernel.wire import WireError, validate_ref
-
-        try:
-            validate_ref(self.web_listen)
-        except WireError:
-            raise ValueError(
-                f"web_listen (--web-listen / PUBSUB_WEB_LISTEN): {self.web_listen!r} is not HOST:PORT"
-            ) from None
-        host = self.web_listen.rpartition(":")[0]
-        if not self.web_allow_remote and not is_loopback(host):
-            raise ValueError(
-                f"web_listen (--web-listen / PUBSUB_WEB_LISTEN): {host} is not a loopback "
-                "address; the web view shows every member's address to whoever reaches it, "
-                "without a login (allow it with --web-allow-remote / PUBSUB_WEB_ALLOW_REMOTE=1)"
+        if self.web_listen is not None:
+            check_local_listen(
+                "web_listen", self.web_listen, self.web_allow_remote,
+                "the web view shows every member's address to whoever reaches it, without a login",
             )
         return self

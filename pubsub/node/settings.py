@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pubsub.kernel.wire import DEFAULT_MAX_FRAME, MAX_PAYLOAD_BYTES
-from pubsub.runtime.settings import ENV_PREFIX, RuntimeSettings, SettingsError, is_loopback
+from pubsub.runtime.settings import ENV_PREFIX, RuntimeSettings, SettingsError, check_local_listen
 
 #: Default largest payload a client may publish (PUBSUB_MAX_PAYLOAD_BYTES).
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
@@ -102,23 +102,11 @@ class NodeSettings(BaseSettings):
     @model_validator(mode="after")
     def _http_loopback_only(self) -> NodeSettings:
         """The HTTP API has no authentication: loopback only unless explicitly allowed."""
-        if self.http_listen is None:
-            return self
-        from pubsub.kernel.wire import WireError, validate_ref
-
-        try:
-            validate_ref(self.http_listen)
-        except WireError:
-            raise ValueError(
-                f"http_listen (--http-listen / PUBSUB_HTTP_LISTEN): {self.http_listen!r} is not HOST:PORT"
-            ) from None
-        host = self.http_listen.rpartition(":")[0]
-        if not self.http_allow_remote and not is_loopback(host):
-            raise ValueError(
-                f"http_listen (--http-listen / PUBSUB_HTTP_LISTEN): {host} is not a loopback "
-                "address; the HTTP API has no authentication: anyone who reaches it can publish "
-                "and change the node's topics (allow it with --http-allow-remote / "
-                "PUBSUB_HTTP_ALLOW_REMOTE=1)"
+        if self.http_listen is not None:
+            check_local_listen(
+                "http_listen", self.http_listen, self.http_allow_remote,
+                "the HTTP API has no authentication: anyone who reaches it can publish and "
+                "change the node's topics",
             )
         return self
 

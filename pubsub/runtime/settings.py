@@ -162,26 +162,34 @@ class AdminSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _loopback_only(self) -> AdminSettings:
-        if self.admin_listen is None:
-            return self
-        from pubsub.kernel.wire import WireError, validate_ref
-
-        try:
-            validate_ref(self.admin_listen)
-        except WireError:
-            raise ValueError(
-                f"admin_listen (--admin-listen / PUBSUB_ADMIN_LISTEN): {self.admin_listen!r} "
-                "is not HOST:PORT"
-            ) from None
-        host = self.admin_listen.rpartition(":")[0]
-        if not self.admin_allow_remote and not is_loopback(host):
-            raise ValueError(
-                f"admin_listen (--admin-listen / PUBSUB_ADMIN_LISTEN): {host} is not a "
-                "loopback address; anyone who reaches the admin listener "
-                "can crash or corrupt this daemon (allow it with --admin-allow-remote / "
-                "PUBSUB_ADMIN_ALLOW_REMOTE=1)"
+        if self.admin_listen is not None:
+            check_local_listen(
+                "admin_listen", self.admin_listen, self.admin_allow_remote,
+                "anyone who reaches the admin listener can crash or corrupt this daemon",
             )
         return self
+
+
+def check_local_listen(name: str, address: str, allow_remote: bool, risk: str) -> None:
+    """ValueError (one line naming the flag and the variable) unless `address` is HOST:PORT
+    on a loopback host, or `allow_remote` -- for listeners without authentication: the admin
+    listener, the node's HTTP API, the supervisor's web view.  `name` is the setting
+    (``admin_listen``: flag --admin-listen, allowed remotely by --admin-allow-remote);
+    `risk` says what a remote listener would expose."""
+    from pubsub.kernel.wire import WireError, validate_ref
+
+    where = f"{name} (--{name.replace('_', '-')} / {ENV_PREFIX}{name.upper()})"
+    try:
+        validate_ref(address)
+    except WireError:
+        raise ValueError(f"{where}: {address!r} is not HOST:PORT") from None
+    host = address.rpartition(":")[0]
+    if not allow_remote and not is_loopback(host):
+        base = name.removesuffix("_listen")
+        raise ValueError(
+            f"{where}: {host} is not a loopback address; {risk} (allow it with "
+            f"--{base}-allow-remote / {ENV_PREFIX}{base.upper()}_ALLOW_REMOTE=1)"
+        )
 
 
 def is_loopback(host: str) -> bool:
