@@ -89,6 +89,7 @@ from pubsub.skipring.messages import (
 )
 from pubsub.skipring.nodecore import NodeCore
 from pubsub.node.topicfile import TopicFile, TopicFileError
+from pubsub.node import quotas
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +203,10 @@ class NodeApp:
 
     def peer_unreachable(self, ref: Ref, now: float) -> list[Send]:
         return self.core.peer_unreachable(ref, now)
+
+    #: What the runtime's publish quotas need (`pubsub.node.quotas`).
+    publication_size = staticmethod(quotas.publication_size)
+    over_quota = staticmethod(quotas.over_quota)
 
     # ------------------------------------------------------------------ clients
     def session_request(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from pubsub.kernel import wire
@@ -50,6 +51,14 @@ class Connection:
         self.closed = False
         self.fatal = False  # bad input: ErrorReply sent, write side closed, discarding input
         self.task: asyncio.Task[None] | None = None
+        #: Resource limits (`pubsub.runtime.limits`), on the monotonic clock: when the
+        #: unfinished frame being read began (None: between frames), when a frame was last
+        #: read or written, what this connection borrowed of the shared frame buffer, and
+        #: the source address it is counted under (None: not counted, e.g. outgoing).
+        self.frame_started: float | None = None
+        self.last_active = time.monotonic()
+        self.borrowed = 0
+        self.counted_as: str | None = None
         addr = writer.get_extra_info("peername")
         self.address = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
 
@@ -72,6 +81,7 @@ class Connection:
         if not self.writable:
             return False
         self.writer.write(data)
+        self.last_active = time.monotonic()
         return True
 
     def close_write(self) -> None:

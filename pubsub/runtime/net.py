@@ -49,6 +49,8 @@ import logging
 import random
 import signal
 import socket
+import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -61,11 +63,25 @@ from pubsub.runtime.bundling import bundle
 from pubsub.runtime.connection import ClientSession, Connection, split_ref
 from pubsub.runtime.faults import NetworkFaults
 from pubsub.runtime.identity import hello_problem
+from pubsub.runtime.limits import (
+    BUFFER_LIMIT,
+    HELLO_DEADLINE,
+    TOO_MANY,
+    BufferPool,
+    ConnectionCounts,
+    PublishQuotas,
+    connection_caps,
+    enable_keepalive,
+    overdue,
+    source_of,
+    sweep_period,
+)
 from pubsub.runtime.links import Links
 from pubsub.runtime.settings import RuntimeSettings
 from pubsub.runtime.stats import LogLimiter, Stats
 from pubsub.runtime.streams import READ_CHUNK
 from pubsub.runtime.tls import TlsError, check_own, listen_problem, peer_identity, server_context
+from pubsub.runtime.tlscount import count_handshakes
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +136,13 @@ class Runtime:
         self.faults = NetworkFaults()
         #: TLS on the listening side (None: plain TCP), `pubsub.runtime.tls`.
         self._ssl = server_context(self.settings)
+        if self._ssl is not None:
+            count_handshakes(self._ssl, self.stats.tls_failures)
+        #: Resource limits (`pubsub.runtime.limits`).
+        self.caps = connection_caps(self.settings)
+        self._counts = ConnectionCounts(self.caps)
+        self._pool = BufferPool(self.settings.inflight_bytes, self.settings.conn_buffer_bytes)
+        self._quotas = PublishQuotas(self.settings, self.settings.max_frame_bytes)
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -141,7 +164,11 @@ class Runtime:
         else:
             self._server = await asyncio.start_server(self._accept, host=host, port=port, **tls)
         self._timer = self._spawn(self._timer_loop(), "timer")
-        log.info("%s: listening", self.ref)
+        self._spawn(self._sweep_loop(), "deadlines")
+        log.info(
+            "%s: listening (at most %d connections, %d per source address)",
+            self.ref, self.caps.total, self.caps.per_source,
+        )
 
     async def stop(self) -> None:
         """Stop accepting, stop the timer, flush queued frames (bounded), close everything."""
@@ -337,6 +364,13 @@ class Runtime:
         identity = peer_identity(writer) if self._ssl is not None else None
         conn = Connection(reader, writer, outgoing=False, identity=identity)
         self.stats.connections_accepted += 1
+        source = source_of(conn.address)
+        refused = self._counts.admit(source)
+        if refused is not None:
+            self._refuse(conn, refused)
+            return
+        conn.counted_as = source
+        enable_keepalive(writer.get_extra_info("socket"))
         self._register(conn)
         assert self._loop is not None
         self._loop.call_later(self.settings.hello_timeout, self._hello_expired, conn)
@@ -346,9 +380,43 @@ class Runtime:
         self.stats.connections_open = len(self._conns)
         conn.task = self._spawn(self._read_loop(conn), f"reader {conn.address}")
 
+    def _refuse(self, conn: Connection, reason: str) -> None:
+        """Close a connection over a cap at once: counted, one ErrorReply, no reader."""
+        self.stats.refused[reason] += 1
+        self._limiter.log(
+            ("refused", conn.source, reason), logging.WARNING,
+            "%s: refused a connection from %s: over the %s cap (%d in all, %d per source)",
+            self.ref, conn.address, reason, self.caps.total, self.caps.per_source,
+        )
+        detail = f"over the {reason} connection cap of {self.ref}"
+        conn.write(wire.encode(ErrorReply(code=TOO_MANY, detail=detail)))
+        conn.close()
+
     def _hello_expired(self, conn: Connection) -> None:
-        if conn.role is None and not conn.closed:
+        if conn.role is None and not conn.closed and not conn.fatal:
+            self.stats.closed[HELLO_DEADLINE] += 1
             self._bad_input(conn, "no_hello", "no hello within the hello timeout", close=True)
+
+    def _hold(self, conn: Connection, decoder: FrameDecoder, completed: bool) -> bool:
+        """After a read: note when the unfinished frame began and settle what `conn`
+        borrows of the shared frame buffer; False (and `conn` closed) if it cannot."""
+        if not decoder.in_frame:
+            conn.frame_started = None
+        elif completed or conn.frame_started is None:
+            conn.frame_started = time.monotonic()
+        if decoder.pending <= self._pool.allowance and not conn.borrowed:
+            return True
+        borrowed = self._pool.settle(conn.borrowed, decoder.pending)
+        if borrowed is None:
+            conn.borrowed = 0
+            self._bad_input(
+                conn, BUFFER_LIMIT,
+                f"the daemon holds too many unfinished frames to buffer {decoder.pending} bytes more",
+                close=True, tally=self.stats.closed,
+            )
+            return False
+        conn.borrowed = borrowed
+        return True
 
     async def _read_loop(self, conn: Connection) -> None:
         decoder = FrameDecoder(self.settings.max_frame_bytes)
@@ -362,7 +430,10 @@ class Runtime:
                             conn, "truncated_frame", "connection closed inside a frame", close=True
                         )
                     break
-                for payload in decoder.feed(data):
+                payloads = decoder.feed(data)
+                if not self._hold(conn, decoder, bool(payloads)):
+                    break
+                for payload in payloads:
                     await self._on_frame(conn, payload)
                     if conn.closed or conn.fatal:
                         break
@@ -387,12 +458,18 @@ class Runtime:
             return
         self.stats.frames_in[msg.kind] += 1
         self.stats.bytes_in[msg.kind] += wire.HEADER_SIZE + len(payload)
+        conn.last_active = time.monotonic()
         self._on_message(conn, msg)
         if conn.role == "client" and conn.writable:
             await conn.writer.drain()  # a client that does not read is not served
 
     def _forget(self, conn: Connection) -> None:
         conn.close()
+        if conn.counted_as is not None:
+            self._counts.release(conn.counted_as)
+            conn.counted_as = None
+        self._pool.give_back(conn.borrowed)
+        conn.borrowed = 0
         session = self._sessions.pop(conn, None)
         if session is not None:
             session._closed()
@@ -400,13 +477,16 @@ class Runtime:
         self.stats.connections_open = len(self._conns)
         self._links.forget(conn)
 
-    def _bad_input(self, conn: Connection, code: str, detail: str, *, close: bool) -> None:
-        """Count, log (rate-limited per peer and code), answer with ErrorReply, maybe close.
+    def _bad_input(
+        self, conn: Connection, code: str, detail: str, *, close: bool, tally: Counter[str] | None = None
+    ) -> None:
+        """Count (in `tally`, by default the errors), log (rate-limited per peer and code),
+        answer with ErrorReply, maybe close.
 
         Closing is graceful: after the ErrorReply the write side is shut down and the reader
         discards input until the peer closes, at most ERROR_LINGER seconds.
         """
-        self.stats.error(code)
+        (self.stats.errors if tally is None else tally)[code] += 1
         self._limiter.log(
             ("bad_input", conn.source, code),
             logging.WARNING,
@@ -514,7 +594,36 @@ class Runtime:
         self._bad_input(conn, "forbidden_sender", problem, close=False)
         return False
 
+    def _over_quota(self, conn: Connection, msg: Message) -> bool:
+        """Whether publication request `msg` exceeds its client's quota (`PublishQuotas`);
+        if so it is counted and answered with the application's ``over_quota(msg, code,
+        detail)`` reply (an ErrorReply without one).  The application's optional
+        ``publication_size(msg)`` says which requests are publications (None: not one)."""
+        size_of = getattr(self.app, "publication_size", None)
+        size = None if size_of is None else size_of(msg)
+        if size is None:
+            return False
+        client = conn.identity.name if conn.identity is not None else source_of(conn.address)
+        verdict = self._quotas.check(client, size, time.monotonic())
+        if verdict is None:
+            return False
+        code, detail = verdict
+        self.stats.quota[code] += 1
+        self._limiter.log(
+            ("quota", client, code), logging.INFO, "%s: refused a publication of %s: %s: %s",
+            self.ref, client, code, detail,
+        )
+        answer = getattr(self.app, "over_quota", None)
+        reply = answer(msg, code, detail) if answer is not None else ErrorReply(code=code, detail=detail)
+        frame = wire.encode(reply, self.settings.max_frame_bytes)
+        if conn.write(frame):
+            self.stats.frames_out[reply.kind] += 1
+            self.stats.bytes_out[reply.kind] += len(frame)
+        return True
+
     def _on_request(self, conn: Connection, msg: Message) -> None:
+        if self._quotas.enabled and self._over_quota(conn, msg):
+            return
         now = self.now()
         sends: list[Send] = []
         session = self._sessions.get(conn)
@@ -579,6 +688,30 @@ class Runtime:
             exc,
             exc_info=True,
         )
+
+    async def _sweep_loop(self) -> None:
+        """Close the connections past a deadline (`pubsub.runtime.limits.overdue`).  A sweep
+        that ran late (the event loop was busy) closes nothing: the readers get one
+        period to take in what arrived meanwhile."""
+        period = sweep_period(self.settings, self.settings.hello_timeout)
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            late = now - last > 2 * period + 0.25
+            last = now
+            if late:
+                continue
+            for conn in list(self._conns):
+                if conn.closed or conn.fatal:
+                    continue
+                session = self._sessions.get(conn)
+                reason = overdue(conn, now, self.settings, session is not None and session.streaming)
+                if reason is not None:
+                    self._bad_input(
+                        conn, reason, f"closed: {reason.replace('_', ' ')} passed", close=True,
+                        tally=self.stats.closed,
+                    )
 
     async def _timer_loop(self) -> None:
         s = self.settings

@@ -33,6 +33,8 @@ from typing import Any, TypeVar
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from pubsub.runtime.limitsettings import LimitSettings
+
 ENV_PREFIX = "PUBSUB_"
 #: The environment variable that names a daemon's configuration file.
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
@@ -42,8 +44,9 @@ class SettingsError(ValueError):
     """Invalid configuration; the message is a single line meant for the operator."""
 
 
-class RuntimeSettings(BaseSettings):
-    """The network runtime (`pubsub.runtime.net`), shared by every daemon."""
+class RuntimeSettings(LimitSettings):
+    """The network runtime (`pubsub.runtime.net`), shared by every daemon (with the resource
+    limits of `pubsub.runtime.limitsettings`)."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
 

@@ -33,6 +33,13 @@ class Stats:
         #: frames_out / frames_in count the bundle frames themselves as kind "bundle".
         self.bundled_out: Counter[str] = Counter()
         self.bundled_in: Counter[str] = Counter()
+        #: Resource limits (`pubsub.runtime.limits`): connections refused when accepted and
+        #: closed by a deadline or the buffer cap, publications refused by a quota, failed
+        #: TLS handshakes (`pubsub.runtime.tlscount`) -- each by reason.
+        self.refused: Counter[str] = Counter()
+        self.closed: Counter[str] = Counter()
+        self.quota: Counter[str] = Counter()
+        self.tls_failures: Counter[str] = Counter()
 
     def error(self, code: str) -> None:
         """Count one error of kind `code`."""
@@ -57,6 +64,10 @@ class Stats:
             "fault_drops": dict(self.fault_drops),
             "bundled_out": dict(self.bundled_out),
             "bundled_in": dict(self.bundled_in),
+            "refused": dict(self.refused),
+            "closed": dict(self.closed),
+            "quota": dict(self.quota),
+            "tls_failures": dict(self.tls_failures),
         }
 
 

@@ -131,6 +131,21 @@ def _by_label(
     return family
 
 
+#: The runtime's resource-limit counters (`pubsub.runtime.limits`), each by reason.
+LIMIT_COUNTERS = (
+    ("pubsub_connections_refused", "refused",
+     "Connections closed as soon as accepted, over a cap (reason: total, per_source)."),
+    ("pubsub_connections_closed", "closed",
+     "Connections closed by a limit (reason: hello_deadline, frame_deadline, idle_timeout, "
+     "buffer_limit)."),
+    ("pubsub_publish_quota_refused", "quota",
+     "Publications refused by a client's quota (reason: quota_rate, quota_bytes, quota_size)."),
+    ("pubsub_tls_handshake_failures", "tls_failures",
+     "TLS handshakes on this daemon's port that failed (reason: certificate, protocol, closed, "
+     "incomplete, other)."),
+)
+
+
 class RuntimeCollector:
     """The network runtime's counters (`pubsub.runtime.stats.Stats`), for every daemon."""
 
@@ -202,6 +217,8 @@ class RuntimeCollector:
             s.peers_unreachable,
         )
         yield _gauge("pubsub_connections_open", "Open TCP connections.", s.connections_open)
+        for name, attr, doc in LIMIT_COUNTERS:
+            yield _by_label(CounterMetricFamily(name, doc, labels=["reason"]), getattr(s, attr, {}))
         if self.app is not None:
             yield _counter(
                 "pubsub_timeout_intervals", "Timeout actions run since the start.",
