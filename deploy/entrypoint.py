@@ -10,6 +10,8 @@ One image runs every role; docker-compose.yml picks the role with the command::
     pubsub-entrypoint analysis       `pubsub analyze RUN_DIR --stream $PUBSUB_ANALYSIS_ARGS`
                                      over the event volume (RUN_DIR: $PUBSUB_RUN_DIR)
     pubsub-entrypoint health ROLE    healthcheck: exit 0 when the daemon answers `status`
+    pubsub-entrypoint client-bundle NAME   a tar (stdout) of the CA and a client certificate
+                                     NAME, for a client outside (see TLS below)
     pubsub-entrypoint CMD ARGS...    anything else is run as given (`pubsub publish ...`)
 
 A daemon's reference is the address it listens on, and other containers must be able to
@@ -30,18 +32,37 @@ $PUBSUB_TOPICS (comma- or space-separated) is added to
 the node's durable topic set (`pubsub.node.app.TopicFile`) before it starts; the node then
 joins them as it joins any remembered topic.  Every other setting is a ``PUBSUB_*``
 environment variable that the daemons read themselves (README, "Settings").
+
+TLS with certificates made on the fly: when $PUBSUB_CERTS_DIR is set (docker-compose.yml
+sets it to the shared volume ``/var/lib/pubsub/tls``), every start of the entry point first
+makes sure that directory holds a cluster CA (``ca.crt``, ``ca.key``) and the shared client
+certificate (``client-compose.crt`` / ``.key``), creating what is missing under an exclusive
+lock on ``.lock`` there, so containers starting together make one CA.  A daemon role then
+gets a certificate of its own, issued at every start for the reference it listens on (a
+node's container IP can change when it is recreated) into ``$PUBSUB_DATA_ROOT/identity``,
+which is not a volume: a daemon's key stays in its container.  The daemon is given
+``--tls-ca/--tls-cert/--tls-key`` (which take precedence over ``PUBSUB_TLS_*``).  Every
+other command -- ``pubsub publish ...``, the healthcheck -- runs as a client with
+``PUBSUB_TLS_CA/_CERT/_KEY`` naming the shared client certificate unless they are set.
+``pubsub-entrypoint client-bundle NAME`` issues a client certificate NAME (once) and writes
+a tar of ``ca.crt``, ``client-NAME.crt`` and ``client-NAME.key`` to stdout, for a client
+outside the containers (README, "Containers").  Without $PUBSUB_CERTS_DIR nothing of this
+happens and the ``PUBSUB_TLS_*`` / ``PUBSUB_INSECURE`` settings apply as given.
 """
 
 from __future__ import annotations
 
 import fcntl
+import io
 import os
 import re
 import shlex
 import socket
 import sys
+import tarfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
+from pathlib import Path
 
 DEFAULT_SUPERVISOR = "supervisor:7000"
 DEFAULT_NODE_PORT = 7001
@@ -53,6 +74,10 @@ RESOLVE_TIMEOUT = 30.0
 HEALTH_TIMEOUT = 3.0
 #: Node data slots in one volume (nodes running at once from one compose file, at most).
 MAX_SLOTS = 1024
+#: Name in the client certificate that every container's client commands share.
+CLIENT_NAME = "compose"
+#: Seconds to wait for the lock of the certificate directory (held for milliseconds).
+CERTS_LOCK_TIMEOUT = 60.0
 
 
 class EntrypointError(RuntimeError):
@@ -163,20 +188,144 @@ def add_topics(directory: str, topics: Sequence[str]) -> list[str]:
     return sorted(stored | wanted)
 
 
+# --- certificates -----------------------------------------------------------------------------
+def _locked(directory: Path, timeout: float = CERTS_LOCK_TIMEOUT) -> int:
+    """An exclusive flock on ``directory/.lock`` (the descriptor; close it to release)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise EntrypointError(f"cannot use {directory}: {exc.strerror or exc}") from None
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise EntrypointError(f"{directory / '.lock'} held for {timeout:g} s") from None
+            time.sleep(0.1)
+
+
+def client_files(certs: Path, name: str = CLIENT_NAME) -> dict[str, str]:
+    """The ``PUBSUB_TLS_*`` of a client using the certificate `name` in `certs`."""
+    from pubsub.runtime.identity import file_stem
+
+    stem = certs / file_stem("client", name)
+    return {"PUBSUB_TLS_CA": str(certs / "ca.crt"), "PUBSUB_TLS_CERT": f"{stem}.crt",
+            "PUBSUB_TLS_KEY": f"{stem}.key"}
+
+
+def ensure_shared(certs: Path, clients: Sequence[str] = (CLIENT_NAME,)) -> None:
+    """The cluster CA in `certs` and a certificate for each client name in `clients`,
+    created (once, under the directory's lock) if missing."""
+    from pubsub.runtime.identity import IdentityError, file_stem, issue, load_ca, make_ca, write_pair
+
+    fd = _locked(certs)
+    try:
+        if not (certs / "ca.key").exists():  # written after ca.crt: a CA is whole once it is there
+            write_pair(certs, "ca", *make_ca("pubsub compose cluster CA"))
+        ca_cert, ca_key = load_ca(certs)
+        for name in clients:
+            stem = file_stem("client", name)
+            if not ((certs / f"{stem}.crt").exists() and (certs / f"{stem}.key").exists()):
+                write_pair(certs, stem, *issue(ca_cert, ca_key, "client", name))
+    except IdentityError as exc:
+        raise EntrypointError(str(exc)) from None
+    except OSError as exc:
+        raise EntrypointError(f"cannot write certificates into {certs}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def own_certificate(certs: Path, role: str, ref: str, env: Mapping[str, str]) -> list[str]:
+    """Issue the certificate of the `role` daemon at `ref` with the CA in `certs` (a new key
+    at every start, kept inside the container); its ``--tls-*`` flags."""
+    from pubsub.runtime.identity import IdentityError, file_stem, issue, load_ca, write_pair
+
+    own = Path(env.get("PUBSUB_DATA_ROOT") or DEFAULT_DATA_ROOT) / "identity"
+    try:
+        ca_cert, ca_key = load_ca(certs)
+        crt, key = write_pair(own, file_stem(role, ref), *issue(ca_cert, ca_key, role, ref))
+    except IdentityError as exc:
+        raise EntrypointError(str(exc)) from None
+    except OSError as exc:
+        raise EntrypointError(f"cannot write the certificate into {own}: {exc.strerror or exc}") from None
+    return ["--tls-ca", str(certs / "ca.crt"), "--tls-cert", str(crt), "--tls-key", str(key)]
+
+
+def certs_dir(env: Mapping[str, str]) -> Path | None:
+    """$PUBSUB_CERTS_DIR: where the cluster's certificates are made on the fly, or None."""
+    return Path(env["PUBSUB_CERTS_DIR"]) if env.get("PUBSUB_CERTS_DIR") else None
+
+
+def tls_args(role: str, ref: str, env: Mapping[str, str]) -> list[str]:
+    """The ``--tls-*`` flags of the daemon of `role` at `ref` ([] without $PUBSUB_CERTS_DIR)."""
+    certs = certs_dir(env)
+    if certs is None:
+        return []
+    ensure_shared(certs)
+    return own_certificate(certs, role, ref, env)
+
+
+def client_bundle(name: str, env: Mapping[str, str]) -> bytes:
+    """A tar of ``ca.crt``, ``client-NAME.crt`` and ``client-NAME.key`` (NAME issued once)."""
+    from pubsub.runtime.identity import IdentityError, check_name
+
+    certs = certs_dir(env)
+    if certs is None:
+        raise EntrypointError("client-bundle needs PUBSUB_CERTS_DIR (the compose file sets it)")
+    try:
+        check_name("client", name)
+    except IdentityError as exc:
+        raise EntrypointError(str(exc)) from None
+    ensure_shared(certs, (CLIENT_NAME, name))
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for path in client_files(certs, name).values():
+            info = tar.gettarinfo(path, arcname=os.path.basename(path))
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            with open(path, "rb") as f:
+                tar.addfile(info, f)
+    return out.getvalue()
+
+
+def client_env(env: MutableMapping[str, str]) -> None:
+    """With $PUBSUB_CERTS_DIR, make sure the shared client certificate exists and that
+    ``PUBSUB_TLS_*`` name it (those already set are kept)."""
+    certs = certs_dir(env)
+    if certs is None:
+        return
+    ensure_shared(certs)
+    if not any(env.get(k) for k in ("PUBSUB_TLS_CA", "PUBSUB_TLS_CERT", "PUBSUB_TLS_KEY")):
+        env.update(client_files(certs))
+
+
+# --- commands ----------------------------------------------------------------------------------
 def command_for(role: str, args: Sequence[str], env: Mapping[str, str]) -> list[str]:
     """The argv the container runs for `role` (extra `args` are appended)."""
     if role == "supervisor":
-        return ["pubsub", "supervisor", "--listen", listen_ref(role, env),
-                "--data", data_dir(role, env), *args]
+        ref = listen_ref(role, env)
+        return ["pubsub", "supervisor", "--listen", ref, "--data", data_dir(role, env),
+                *tls_args(role, ref, env), *args]
     if role == "node":
         directory = data_dir(role, env)
         add_topics(directory, split_topics(env.get("PUBSUB_TOPICS", "")))
-        return ["pubsub", "node", "--listen", listen_ref(role, env),
-                "--supervisor", supervisor_ref(env), "--data", directory, *args]
+        ref = listen_ref(role, env)
+        return ["pubsub", "node", "--listen", ref, "--supervisor", supervisor_ref(env),
+                "--data", directory, *tls_args(role, ref, env), *args]
     if role == "broker":
         # A SCOT broker's address comes from its topology file (PUBSUB_BROKER_TOPOLOGY,
         # "addresses"; use names the containers resolve), its id from PUBSUB_BROKER_ID.
         listen = ["--listen", env["PUBSUB_LISTEN"]] if env.get("PUBSUB_LISTEN") else []
+        if certs_dir(env) is not None:
+            if not listen:
+                raise EntrypointError(
+                    "a broker with PUBSUB_CERTS_DIR needs PUBSUB_LISTEN: its reference, which "
+                    "its certificate names")
+            return ["pubsub", "broker", *listen, *tls_args(role, listen[1], env), *args]
         return ["pubsub", "broker", *listen, *args]
     if role == "analysis":
         run_dir = env.get("PUBSUB_RUN_DIR") or DEFAULT_RUN_DIR
@@ -218,6 +367,14 @@ def main(argv: Sequence[str]) -> int:
     if not argv:
         argv = ["pubsub", "--help"]
     try:
+        if argv[0] == "client-bundle":
+            if len(argv) != 2:
+                raise EntrypointError("usage: pubsub-entrypoint client-bundle NAME")
+            sys.stdout.buffer.write(client_bundle(argv[1], env))
+            sys.stdout.buffer.flush()
+            return 0
+        if argv[0] not in ROLES:
+            client_env(env)  # a client command, or the healthcheck: the client certificate
         if argv[0] == "health":
             if len(argv) != 2 or argv[1] not in ("supervisor", "node"):
                 raise EntrypointError("usage: pubsub-entrypoint health supervisor|node")

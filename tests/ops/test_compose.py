@@ -31,11 +31,13 @@ podman.
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -309,13 +311,28 @@ def publish(c: Compose, node: str, text: str) -> dict[str, Any]:
     return dict(ack)
 
 
+def host_pubsub(
+    c: Compose, tls: Mapping[str, str] | None, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """The host's ``pubsub ARGS`` (this virtual env), with the client certificate files
+    `tls` (PUBSUB_TLS_*) or, with None, none at all (plain TCP)."""
+    env = {k: v for k, v in c.env.items() if not k.startswith("PUBSUB_")}
+    env.update(tls or {})
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("pubsub")), *args], env=env, capture_output=True,
+        text=True, timeout=60, stdin=subprocess.DEVNULL, cwd=ROOT,
+    )
+
+
 # --- the cluster ---------------------------------------------------------------------------------
 @pytest.mark.integration
 @pytest.mark.timeout(SETUP_TIMEOUT + 900)
-def test_compose_cluster_under_podman(compose: Compose) -> None:
-    """Supervisor + 4 nodes + Prometheus + analysis in containers: SR(4), publications
-    through the cli container reach every node, a killed node container is repaired
-    around (exactly SR(3)), and the analysis reports on the shared event volume."""
+def test_compose_cluster_under_podman(compose: Compose, tmp_path: Path) -> None:
+    """Supervisor + 4 nodes + Prometheus + analysis in containers, every connection mutual
+    TLS with certificates made on the fly: SR(4), publications through the cli container
+    and from the host (a client certificate taken out with client-bundle; plain TCP is
+    refused) reach every node, a killed node container is repaired around (exactly SR(3)),
+    and the analysis reports on the shared event volume."""
     c = compose
     c.compose("--profile", "analysis", "up", "-d", "--scale", f"node={N_NODES}", timeout=300)
     (sup,) = c.containers("supervisor")
@@ -340,14 +357,33 @@ def test_compose_cluster_under_podman(compose: Compose) -> None:
     second = publish(c, refs[nodes[0]], f"hello through {refs[nodes[0]]}")
     keys = {first["key"], second["key"]}
     assert len(keys) == 2
+
+    # 3b. from the host, through node 0's published port: a client certificate of its own
+    # taken out of the tls volume (README, "Containers"); without one the node says nothing
+    raw = subprocess.run(["podman", "exec", sup, "pubsub-entrypoint", "client-bundle", "hosttest"],
+                         env=c.env, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert raw.returncode == 0, raw.stderr
+    with tarfile.open(fileobj=io.BytesIO(raw.stdout)) as tar:
+        tar.extractall(tmp_path, filter="data")
+    tls = {"PUBSUB_TLS_CA": str(tmp_path / "ca.crt"),
+           "PUBSUB_TLS_CERT": str(tmp_path / "client-hosttest.crt"),
+           "PUBSUB_TLS_KEY": str(tmp_path / "client-hosttest.key")}
+    host_port = c.podman("port", nodes[0], f"{NODE_PORT}/tcp").stdout.split()[0]
+    plain = host_pubsub(c, None, "publish", TOPIC, "plain TCP", "--node", host_port, "--json")
+    assert plain.returncode != 0 and "PUBSUB_TLS_CA" in plain.stderr, plain
+    done = host_pubsub(c, tls, "publish", TOPIC, "hello from the host", "--node", host_port, "--json")
+    assert done.returncode == 0, done.stderr
+    from_host = json.loads(done.stdout.strip().splitlines()[-1])
+    assert from_host["topic"] == TOPIC and from_host["stored_by"], from_host
+    keys.add(from_host["key"])
     wait_for_deliveries(c, sup, list(refs.values()), keys)
     history = c.exec(sup, "pubsub", "history", TOPIC, "--node", refs[nodes[2]], "--json")
     assert {json.loads(line)["key"] for line in history.splitlines()} == keys
     streamed = c.cli("pubsub", "subscribe", TOPIC, "--node", refs[nodes[-1]],
-                     "--count", "2", "--json")
+                     "--count", "3", "--json")
     lines = [json.loads(line) for line in streamed.splitlines() if line.startswith("{")]
     assert {d["key"] for d in lines} == keys
-    assert [d["local_seq"] for d in lines] == [1, 2]
+    assert [d["local_seq"] for d in lines] == [1, 2, 3]
 
     # 4. Prometheus (from the same compose file) scrapes every daemon it finds by DNS
     def scraped() -> list[str]:
@@ -420,7 +456,15 @@ def test_compose_file_describes_the_cluster() -> None:
     assert "container_name" not in services["node"]  # --scale needs generated names
     for name in ("supervisor", "node", "analysis"):
         assert "events:/var/lib/pubsub/run" in services[name]["volumes"]
-    assert set(doc["volumes"]) >= {"supervisor-data", "node-data", "events"}
+    assert set(doc["volumes"]) >= {"supervisor-data", "node-data", "events", "tls"}
+    # mutual TLS with certificates made on the fly in the shared volume `tls`; nothing plain
+    for name in ("supervisor", "node", "cli"):
+        env = services[name]["environment"]
+        assert "tls:/var/lib/pubsub/tls" in services[name]["volumes"]
+        assert env["PUBSUB_CERTS_DIR"] == "/var/lib/pubsub/tls"
+        assert env["PUBSUB_TLS_CERT"] == "/var/lib/pubsub/tls/client-compose.crt"
+    for name, service in services.items():
+        assert "PUBSUB_INSECURE" not in (service.get("environment") or {}), name
     build = services["node"]["build"]
     assert build["dockerfile"] == "deploy/Dockerfile"
     assert build["args"]["BASE_IMAGE"] == "${BASE_IMAGE:-python:3.11-slim-bookworm}"
@@ -469,6 +513,82 @@ def test_entrypoint_builds_each_role(tmp_path: Path) -> None:
     with pytest.raises(ep.EntrypointError, match="a-file"):
         ep.command_for("node", [], {**env, "PUBSUB_DATA_DIR": str(blocker)})
     assert ep.main(["health", "nowhere"]) == 2
+
+
+def test_entrypoint_makes_certificates_on_the_fly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With PUBSUB_CERTS_DIR: one CA in the shared directory, a certificate per daemon
+    naming its reference (kept out of the shared directory), the client certificate for
+    client commands, and a bundle for a client outside."""
+    import io
+    import tarfile
+
+    from cryptography import x509
+
+    from pubsub.runtime.identity import Identity, identity_of
+    from pubsub.runtime.settings import RuntimeSettings
+    from pubsub.runtime.tls import check_own
+
+    ep = load_entrypoint()
+    certs = tmp_path / "tls"
+    env = {"PUBSUB_ADVERTISE_HOST": "10.0.0.7", "PUBSUB_DATA_ROOT": str(tmp_path / "n1"),
+           "PUBSUB_CERTS_DIR": str(certs), "PUBSUB_TOPICS": "news"}
+    argv = ep.command_for("node", [], env)
+    flags = dict(zip(argv[-6::2], argv[-5::2], strict=True))
+    assert argv[:4] == ["pubsub", "node", "--listen", "10.0.0.7:7001"]
+    assert flags["--tls-ca"] == str(certs / "ca.crt")
+    own = Path(flags["--tls-cert"])
+    assert own.parent == tmp_path / "n1" / "identity"  # not in the shared volume
+    settings = RuntimeSettings(tls_ca=certs / "ca.crt", tls_cert=own, tls_key=Path(flags["--tls-key"]))
+    check_own(settings, "10.0.0.7:7001")  # what the daemon checks before it listens
+    ca = (certs / "ca.crt").read_bytes()
+
+    sup = ep.command_for("supervisor", [], {**env, "PUBSUB_DATA_ROOT": str(tmp_path / "s")})
+    sup_cert = x509.load_pem_x509_certificate(Path(sup[sup.index("--tls-cert") + 1]).read_bytes())
+    assert identity_of(sup_cert) == Identity("supervisor", SUPERVISOR)
+    assert (certs / "ca.crt").read_bytes() == ca  # one CA for the cluster
+    client = x509.load_pem_x509_certificate((certs / "client-compose.crt").read_bytes())
+    assert identity_of(client) == Identity("client", "compose")
+
+    # a client command gets PUBSUB_TLS_* naming the client certificate, unless they are set
+    client_env: dict[str, str] = {"PUBSUB_CERTS_DIR": str(certs)}
+    ep.client_env(client_env)
+    assert client_env["PUBSUB_TLS_CERT"] == str(certs / "client-compose.crt")
+    mine = {"PUBSUB_CERTS_DIR": str(certs), "PUBSUB_TLS_CA": "a", "PUBSUB_TLS_CERT": "b", "PUBSUB_TLS_KEY": "c"}
+    ep.client_env(mine)
+    assert mine["PUBSUB_TLS_CERT"] == "b"
+
+    bundle = ep.client_bundle("alice", {"PUBSUB_CERTS_DIR": str(certs)})
+    with tarfile.open(fileobj=io.BytesIO(bundle)) as tar:
+        assert sorted(tar.getnames()) == ["ca.crt", "client-alice.crt", "client-alice.key"]
+        alice = tar.extractfile("client-alice.crt")
+        assert alice is not None
+        assert identity_of(x509.load_pem_x509_certificate(alice.read())) == Identity("client", "alice")
+    with pytest.raises(ep.EntrypointError, match="PUBSUB_LISTEN"):
+        ep.command_for("broker", [], {"PUBSUB_CERTS_DIR": str(certs)})
+    with pytest.raises(ep.EntrypointError, match="PUBSUB_CERTS_DIR"):
+        ep.client_bundle("alice", {})
+
+
+def test_containers_starting_together_make_one_ca(tmp_path: Path) -> None:
+    """Several entry points creating the shared certificates at once agree on one CA."""
+    script = (
+        "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+        "import entrypoint as ep; ep.ensure_shared(Path(sys.argv[2])); "
+        "print(Path(sys.argv[2], 'ca.crt').read_text().replace(chr(10), ''))"
+    )
+    certs = tmp_path / "tls"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, str(ROOT / "deploy"), str(certs)],
+                         stdout=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    try:
+        outputs = {proc.communicate(timeout=120)[0].strip() for proc in procs}
+    finally:
+        for proc in procs:
+            terminate(proc)
+    assert all(proc.returncode == 0 for proc in procs)
+    assert outputs == {(certs / "ca.crt").read_text().replace("\n", "")}
 
 
 def test_node_slots_are_held_while_a_node_runs_and_taken_over_after(tmp_path: Path) -> None:
