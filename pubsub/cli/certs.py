@@ -2,10 +2,14 @@
 
     pubsub certs ca DIR                      # DIR/ca.crt, DIR/ca.key (refuses to overwrite)
     pubsub certs issue DIR ROLE NAME...      # DIR/ROLE-NAME.crt, .key for each NAME
+    pubsub certs fingerprint CERT...         # the fingerprint of each certificate's key
 
 ROLE is supervisor, node or broker (NAME is the daemon's reference HOST:PORT, the address
 it listens on) or client or admin (NAME is free).  The subject names the role (OU) and
 the name (CN); `pubsub.runtime.identity` is where this encoding and its checks live.
+Issued keys are Ed25519; a node signs its publications with its key, and a revocation
+list names keys by their fingerprint (hex SHA-256 of the raw public key,
+`pubsub.node.signing`).
 """
 
 from __future__ import annotations
@@ -14,7 +18,20 @@ from pathlib import Path
 
 import click
 
-from pubsub.runtime.identity import ROLES, IdentityError, check_name, file_stem, issue, load_ca, make_ca, write_pair
+from cryptography import x509
+
+from pubsub.runtime.identity import (
+    ROLES,
+    IdentityError,
+    check_name,
+    file_stem,
+    fingerprint,
+    identity_of,
+    issue,
+    load_ca,
+    make_ca,
+    write_pair,
+)
 
 
 @click.group("certs")
@@ -51,3 +68,17 @@ def issue_command(directory: Path, role: str, names: tuple[str, ...]) -> None:
         cert, key = issue(ca_cert, ca_key, role, name)
         crt, keyfile = write_pair(directory, file_stem(role, name), cert, key)
         click.echo(f"{crt}\n{keyfile}")
+
+
+@certs.command("fingerprint")
+@click.argument("files", nargs=-1, required=True, metavar="CERT...",
+                type=click.Path(dir_okay=False, exists=True, path_type=Path))
+def fingerprint_command(files: tuple[Path, ...]) -> None:
+    """Print the fingerprint of each certificate's key (hex SHA-256 of the raw Ed25519 public
+    key: what a revocation list names), then the identity it names."""
+    for path in files:
+        try:
+            cert = x509.load_pem_x509_certificate(path.read_bytes())
+            click.echo(f"{fingerprint(cert)}  {identity_of(cert)}")
+        except (ValueError, IdentityError) as exc:
+            raise click.ClickException(f"{path}: {exc}") from None

@@ -89,6 +89,9 @@ class GroupCommit:
         self.batches = 0
         self.rows_written = 0
         self.failed_rows = 0
+        #: Called with each batch's rows just before they are written (the node signs its
+        #: own publications there, one signature per batch: `pubsub.node.signing`).
+        self.before_write: Callable[[list[NewRow]], None] | None = None
 
     @property
     def unwritten(self) -> int:
@@ -126,6 +129,8 @@ class GroupCommit:
             return None
         batch = _Batch(self._rows, self._actions)
         self._rows, self._actions = [], []
+        if self.before_write is not None and batch.rows:
+            self.before_write(batch.rows)
         return batch
 
     def _start(self) -> None:

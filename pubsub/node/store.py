@@ -11,7 +11,7 @@ What it keeps
 Tables::
 
     publications(topic, local_seq, key, publisher, seq, payload, via, hops, stored_at_ms,
-                 published_ms, prev, msg_id, PRIMARY KEY (topic, local_seq), UNIQUE (topic, key))
+                 published_ms, prev, msg_id, proof, PRIMARY KEY (topic, local_seq), UNIQUE (topic, key))
     meta(name PRIMARY KEY, value)            -- "seq_reserved", "incarnation"
 
 Incarnation.  A store has a random *incarnation* (16 hex digits), made when the store is
@@ -21,9 +21,11 @@ numbers are only meaningful within one incarnation, so a stream cursor names bot
 the node lost its store, or runs without one and restarted -- is told so instead of being
 served the wrong publications.
 
-``published_ms`` (the publication's own timestamp, `Publication.published_ms`), ``prev`` and
-``msg_id`` (`Publication.prev`, `Publication.msg_id`) were added after the first layout; a
-store without them gets them (defaults 0, -1 and "") when it is opened, and older code,
+``published_ms`` (the publication's own timestamp, `Publication.published_ms`), ``prev``,
+``msg_id`` and ``proof`` (`Publication.prev`, `Publication.msg_id`, `Publication.proof`: its
+publisher's signature, kept so that whoever gets it later from here can check it) were added
+after the first layout; a store without them gets them (defaults 0, -1, "" and empty) when
+it is opened, and older code,
 which names its columns, still reads and writes such a store.
 
 Durability
@@ -104,13 +106,14 @@ class NewRow(NamedTuple):
 
 _INSERT = (
     "INSERT OR IGNORE INTO publications (topic, local_seq, key, publisher, seq, payload, via,"
-    " hops, stored_at_ms, published_ms, prev, msg_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " hops, stored_at_ms, published_ms, prev, msg_id, proof) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 #: Columns added after the first layout: (name, declaration).
 _ADDED_COLUMNS = (
     ("published_ms", "INTEGER NOT NULL DEFAULT 0"),
     ("prev", "INTEGER NOT NULL DEFAULT -1"),
     ("msg_id", "TEXT NOT NULL DEFAULT ''"),
+    ("proof", "BLOB NOT NULL DEFAULT x''"),
 )
 
 
@@ -118,7 +121,7 @@ def _values(s: Stored) -> tuple[object, ...]:
     p = s.publication
     return (
         s.topic, s.local_seq, p.key, p.publisher, p.seq, p.payload, s.via, s.hops, s.stored_at_ms,
-        p.published_ms, p.prev, p.msg_id,
+        p.published_ms, p.prev, p.msg_id, p.proof,
     )
 
 
@@ -307,7 +310,7 @@ class PublicationStore:
         try:
             cursor = self._reader().execute(
                 "SELECT local_seq, key, publisher, seq, payload, via, hops, stored_at_ms,"
-                " published_ms, prev, msg_id FROM publications"
+                " published_ms, prev, msg_id, proof FROM publications"
                 " WHERE topic = ? AND local_seq > ? ORDER BY local_seq LIMIT ?",
                 (topic, after, limit),
             )
@@ -342,7 +345,7 @@ class PublicationStore:
         try:
             rows = self._reader().execute(
                 "SELECT topic, local_seq, key, publisher, seq, payload, via, hops, stored_at_ms,"
-                " published_ms, prev, msg_id FROM publications"
+                " published_ms, prev, msg_id, proof FROM publications"
                 " WHERE msg_id != '' AND stored_at_ms >= ?",
                 (since_ms,),
             ).fetchall()
@@ -386,7 +389,7 @@ class PublicationStore:
         self.checkpoints += 1
 
     def _decode(self, topic: Topic, row: tuple[object, ...]) -> Stored | None:
-        local_seq, key, publisher, seq, payload, via, hops, stamp, published_ms, prev, msg_id = row
+        local_seq, key, publisher, seq, payload, via, hops, stamp, published_ms, prev, msg_id, proof = row
         try:
             if type(key) is not bytes or len(key) != HASH_BYTES:
                 raise ValueError("key is not 16 bytes")
@@ -400,6 +403,8 @@ class PublicationStore:
                 prev = -1  # likewise an unknown predecessor
             if not isinstance(msg_id, str) or len(msg_id) > 64:
                 msg_id = ""
+            if type(proof) is not bytes:
+                proof = b""  # unsigned: nodes that check signatures refuse it
             publication = Publication(
                 PublicationKey(key),
                 Ref(validate_ref(publisher)),
@@ -408,6 +413,7 @@ class PublicationStore:
                 published_ms,
                 prev,
                 msg_id,
+                proof,
             )
             return Stored(
                 validate_topic(topic),

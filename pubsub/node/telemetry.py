@@ -128,6 +128,16 @@ class NodeCollector:
             ),
             rejected,
         )
+        signing = getattr(app, "signing", None)
+        if signing is not None:  # with TLS (`pubsub.node.signing`)
+            yield _by_label(
+                CounterMetricFamily(
+                    "pubsub_signature_rejections",
+                    "Publications refused because their signature does not hold, by reason.",
+                    labels=["reason"],
+                ),
+                signing.status()["rejected"],
+            )
         yield _by_label(
             CounterMetricFamily(
                 "pubsub_publications_delivered",

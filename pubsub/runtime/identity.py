@@ -8,6 +8,11 @@ Each names one identity in its subject:
 * ``CN`` (common name): for a daemon its reference ``host:port`` (the address it listens on
   and claims in its Hello), for a client or an admin a free name.
 
+Leaf certificates carry Ed25519 keys (the CA keeps an ECDSA P-256 key): TLS 1.3 accepts
+them, and a node's TLS key is also the key it signs its publications with
+(`pubsub.node.signing`); `fingerprint` names such a key (hex SHA-256 of its 32 raw bytes),
+as revocation lists do.
+
 `hello_problem` is the one rule binding a connection to its certificate: a connection that
 says ``Hello(ref, role="peer")`` must hold a daemon certificate naming exactly that ref; a
 client connection (``Hello(ref=None, role="client")``) may hold any certificate of the
@@ -23,7 +28,7 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import NameOID
 
 from pubsub.kernel import wire
@@ -36,6 +41,9 @@ ROLES = (*DAEMON_ROLES, "client", "admin")
 ORGANIZATION = "pubsub cluster"
 #: Validity of issued certificates and of the CA, days.
 VALID_DAYS = 825
+
+#: The keys this module makes: the CA's (ECDSA P-256) and the leaf certificates' (Ed25519).
+PrivateKey = ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey
 
 
 class IdentityError(ValueError):
@@ -112,6 +120,20 @@ def hello_problem(identity: Identity | None, role: str, ref: str | None) -> str 
     return None
 
 
+def fingerprint(key: x509.Certificate | ed25519.Ed25519PublicKey) -> str:
+    """The fingerprint of an Ed25519 public key (or a certificate's): hex SHA-256 of its 32
+    raw bytes.  IdentityError for another kind of key."""
+    public = key.public_key() if isinstance(key, x509.Certificate) else key
+    if not isinstance(public, ed25519.Ed25519PublicKey):
+        raise IdentityError(
+            f"the certificate's key is {type(public).__name__}, not Ed25519 (reissue it: pubsub certs issue)"
+        )
+    raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    digest = hashes.Hash(hashes.SHA256())
+    digest.update(raw)
+    return digest.finalize().hex()
+
+
 # --------------------------------------------------------------------------- issuing
 def _key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
@@ -157,10 +179,10 @@ def make_ca(name: str = "pubsub cluster CA") -> tuple[x509.Certificate, ec.Ellip
 
 def issue(
     ca_cert: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, role: str, name: str
-) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+) -> tuple[x509.Certificate, ed25519.Ed25519PrivateKey]:
     """A certificate for `role` `name` signed by the CA, usable by both ends of a connection
-    (daemons accept and connect), and its new key."""
-    key = _key()
+    (daemons accept and connect), and its new Ed25519 key."""
+    key = ed25519.Ed25519PrivateKey.generate()
     start, end = _validity()
     builder = (
         x509.CertificateBuilder()
@@ -201,7 +223,7 @@ def cert_pem(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+def key_pem(key: PrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
@@ -213,9 +235,7 @@ def file_stem(role: str, name: str) -> str:
     return f"{role}-{safe}"
 
 
-def write_pair(
-    directory: Path, stem: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey
-) -> tuple[Path, Path]:
+def write_pair(directory: Path, stem: str, cert: x509.Certificate, key: PrivateKey) -> tuple[Path, Path]:
     """Write ``stem.crt`` and ``stem.key`` (mode 0600) into `directory`; their paths."""
     directory.mkdir(parents=True, exist_ok=True)
     crt, keyfile = directory / f"{stem}.crt", directory / f"{stem}.key"

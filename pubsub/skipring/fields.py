@@ -11,14 +11,18 @@ annotation                on the wire
 ``Position``              an integer 0..2^64-1 (a point of the ring in units of 2^-64)
 ``PublicationKey``        bin of exactly 16 bytes
 ``Payload``               bin of at most `MAX_PAYLOAD_BYTES`
-``Publication``           ``[key, publisher, seq, payload, published_ms, prev, msg_id]``: key
+``Publication``           ``[key, publisher, seq, payload, published_ms, prev, msg_id, proof]``: key
                           bin of 16 bytes, publisher a ``Ref``, seq an integer 0..2^63-1,
                           payload bin of at most `MAX_PAYLOAD_BYTES` (the frame size less
                           room for the envelope), published_ms an integer 0..2^63-1 (Unix
                           ms when first accepted, 0 = unknown), prev an integer -1..2^63-1
                           (the publisher's previous seq in the topic, -1 = none), msg_id a
-                          message id (`validate_msg_id`, "" = none); the last three are
-                          optional on input
+                          message id (`validate_msg_id`, "" = none), proof bin of at most
+                          `MAX_PROOF_BYTES` (`pubsub.skipring.signatures`, sent only when
+                          not empty); the last four are optional on input
+``CertificateDer``        bin of at most `MAX_CERTIFICATE_BYTES`
+``KeyId``                 bin of exactly 32 bytes
+``list[KeyId]``           an array of at most `MAX_KEY_IDS` key ids
 ``list[NodeDigest]``      an array of at most `MAX_DIGESTS` (64) digests
 ``list[Publication]``     an array of at most `MAX_PUBLICATIONS` (256) publications
 ========================  ================================================================
@@ -50,7 +54,9 @@ from pubsub.kernel.wire import (
 )
 from pubsub.skipring.labels import MAX_LABEL_BITS, Label, LabelError
 from pubsub.skipring.messages import (
+    CertificateDer,
     Contact,
+    KeyId,
     NodeDigest,
     NodeHash,
     MsgId,
@@ -60,12 +66,17 @@ from pubsub.skipring.messages import (
     PublicationKey,
     PublicationList,
 )
+from pubsub.skipring.signatures import KEY_ID, MAX_PROOF_BYTES
 from pubsub.skipring.trie import HASH_BYTES, KEY_BITS, TrieLabel
 
 #: Most (label, hash) tuples in one CheckTrie / CheckAndPublish.
 MAX_DIGESTS = 64
 #: Most publications in one Publish.
 MAX_PUBLICATIONS = 256
+#: Largest certificate in a KeyCertificate.
+MAX_CERTIFICATE_BYTES = 8192
+#: Most key ids in one KeyRequest.
+MAX_KEY_IDS = 16
 
 
 def validate_label(value: object) -> Label:
@@ -115,6 +126,11 @@ def validate_publication_key(value: object) -> PublicationKey:
     return PublicationKey(exact_bytes(value, HASH_BYTES, "a publication key"))
 
 
+def validate_key_id(value: object) -> KeyId:
+    """A key id: bin of exactly 32 bytes."""
+    return KeyId(exact_bytes(value, KEY_ID, "a key id"))
+
+
 def validate_digest(value: object) -> NodeDigest:
     """A CheckTrie tuple [label_bits, hash]."""
     if not isinstance(value, (list, tuple)) or len(value) != 2:
@@ -146,7 +162,7 @@ def validate_msg_id(value: object) -> MsgId:
 def validate_publication(value: object) -> Publication:
     """A publication [key, publisher, seq, payload, published_ms, prev, msg_id] (see the
     table above); older peers' shorter forms decode with the defaults."""
-    if not isinstance(value, (list, tuple)) or not 4 <= len(value) <= 7:
+    if not isinstance(value, (list, tuple)) or not 4 <= len(value) <= 8:
         raise WireError(
             "bad_field",
             "a publication must be [key, publisher, seq, payload] with optional "
@@ -163,8 +179,9 @@ def validate_publication(value: object) -> Publication:
     if prev < -1:
         raise WireError("bad_field", f"prev must be -1 or a sequence number, got {prev}")
     msg_id = validate_msg_id(value[6]) if len(value) > 6 else ""
+    proof = bounded_bytes(value[7], MAX_PROOF_BYTES, "a proof") if len(value) > 7 else b""
     return Publication(
-        key, validate_ref(value[1]), seq, validate_payload(value[3]), published_ms, prev, msg_id
+        key, validate_ref(value[1]), seq, validate_payload(value[3]), published_ms, prev, msg_id, proof
     )
 
 
@@ -185,6 +202,9 @@ def _encode_digest(value: NodeDigest) -> list[Any]:
 
 
 def _encode_publication(value: Publication) -> list[Any]:
+    if value.proof:
+        return [value.key, value.publisher, value.seq, value.payload, value.published_ms, value.prev,
+                value.msg_id, value.proof]
     return [value.key, value.publisher, value.seq, value.payload, value.published_ms, value.prev, value.msg_id]
 
 
@@ -208,6 +228,13 @@ def register() -> None:
     register_field_type(MsgId, validate_msg_id, identity)
     register_field_type(Payload, validate_payload, identity)
     register_field_type(NodeDigest, validate_digest, _encode_digest)
+    register_field_type(
+        CertificateDer,
+        lambda v: CertificateDer(bounded_bytes(v, MAX_CERTIFICATE_BYTES, "a certificate")),
+        identity,
+    )
+    register_field_type(KeyId, validate_key_id, identity)
+    register_field_type(list[KeyId], bounded_list(validate_key_id, MAX_KEY_IDS, "key ids"), list_encoder(identity))
     register_field_type(Publication, validate_publication, _encode_publication)
     register_field_type(
         list[NodeDigest],

@@ -21,6 +21,7 @@ import msgpack
 from pubsub.kernel import wire
 from pubsub.kernel.wire import MAX_PAYLOAD_BYTES, WireError, validate_ref, validate_topic
 from pubsub.skipring.fields import MAX_MSG_ID_CHARS, MAX_PUBLICATIONS
+from pubsub.skipring.signatures import MAX_PROOF_BYTES
 from pubsub.skipring.messages import (
     Payload,
     Position,
@@ -89,12 +90,15 @@ def _checked(fields: dict[str, object], raw: bytes) -> Spread | None:
         return None
     publications = PublicationList(packed=raw)
     for item in items:
-        if type(item) is not list or not 4 <= len(item) <= 7:
+        if type(item) is not list or not 4 <= len(item) <= 8:
             return None
         key, publisher, seq, body = item[0], item[1], item[2], item[3]
         stamp = item[4] if len(item) > 4 else 0
         prev = item[5] if len(item) > 5 else -1
         msg_id = item[6] if len(item) > 6 else ""
+        proof = item[7] if len(item) > 7 else b""
+        if type(proof) is not bytes or len(proof) > MAX_PROOF_BYTES:
+            return None
         if type(key) is not bytes or len(key) != 16 or type(body) is not bytes or len(body) > MAX_PAYLOAD_BYTES:
             return None
         if type(seq) is not int or not 0 <= seq < _INT64 or type(stamp) is not int or not 0 <= stamp < _INT64:
@@ -104,7 +108,7 @@ def _checked(fields: dict[str, object], raw: bytes) -> Spread | None:
         if msg_id and (len(msg_id) > MAX_MSG_ID_CHARS or not all("!" <= c <= "~" for c in msg_id)):
             return None
         publications.append(
-            Publication(PublicationKey(key), validate_ref(publisher), seq, Payload(body), stamp, prev, msg_id)
+            Publication(PublicationKey(key), validate_ref(publisher), seq, Payload(body), stamp, prev, msg_id, proof)
         )
     return Spread(
         validate_topic(fields["topic"]),

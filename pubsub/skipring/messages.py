@@ -193,9 +193,10 @@ class Publication:
     `pubsub.skipring.trie.publication_key(publisher, seq, payload)` and is the publication's leaf
     label in every trie (§4.2: the key generated from the issuer's ID and the content).
 
-    Treat it as immutable (it is not frozen only because frozen dataclasses are several
+    Treat it as immutable -- but for `proof`, which its issuer sets once, before the
+    publication leaves the node (it is not frozen only because frozen dataclasses are several
     times slower to build, and every received publication is built once per node).
-    Equality and hashing ignore `published_ms`.
+    Equality and hashing ignore `published_ms` and `proof`.
     """
 
     key: PublicationKey
@@ -214,6 +215,10 @@ class Publication:
     #: request with the same id as a duplicate instead of publishing twice
     #: (`pubsub.skipring.publishing`).  Not part of the key.
     msg_id: str = ""
+    #: The publisher's signature of the batch it issued this in, with this publication's
+    #: place in it (`pubsub.skipring.signatures`); b"" when unsigned (a cluster without
+    #: TLS).  Not part of the key or the equality.
+    proof: bytes = b""
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Publication):
@@ -445,6 +450,29 @@ class HandOverAck(Message):
     #: When the member already held a publication with the same message id (a retry):
     #: that publication, which stands for this one (not stored again).
     original: Publication | None = None
+
+
+# --- publication keys: node <-> node (`pubsub.node.signing`) ------------------------------------
+#: A DER certificate (at most `pubsub.skipring.fields.MAX_CERTIFICATE_BYTES`).
+CertificateDer = NewType("CertificateDer", bytes)
+#: A key id: SHA-256 of a raw Ed25519 public key, 32 bytes (`pubsub.skipring.signatures`).
+KeyId = NewType("KeyId", bytes)
+
+
+@message("key_certificate")
+class KeyCertificate(Message):
+    """The certificate of a key that signs publications: sent on a link before the first
+    publication signed by that key, and in answer to KeyRequest."""
+
+    certificate: CertificateDer
+
+
+@message("key_request")
+class KeyRequest(Message):
+    """"Send me the certificates of these keys": the sender received publications signed
+    by keys it does not know (it dropped them; anti-entropy brings them back)."""
+
+    keys: list[KeyId]
 
 
 #: Publication messages (all carry a topic; `NodeCore` routes them to the topic's trie).

@@ -22,9 +22,11 @@ from pubsub.kernel.wire import WireError, decode, encode
 from pubsub.skipring import fields
 from pubsub.skipring.labels import Label
 from pubsub.skipring.messages import (
+    CertificateDer,
     CheckAndPublish,
     CheckTrie,
     Contact,
+    KeyId,
     NodeDigest,
     MsgId,
     Payload,
@@ -57,6 +59,7 @@ publications = st.builds(
     refs,
     st.integers(0, wire.INT64_MAX),
     st.binary(max_size=64),
+    proof=st.binary(max_size=200),
 )
 json_like = st.recursive(
     st.none()
@@ -112,6 +115,10 @@ def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
         return st.binary(max_size=64)
     if annotation is PublicationKey:
         return st.binary(min_size=16, max_size=16)
+    if annotation is KeyId:
+        return st.binary(min_size=32, max_size=32)
+    if annotation is CertificateDer:
+        return st.binary(max_size=600)
     if annotation is Position:
         return st.integers(0, (1 << 64) - 1)
     if annotation is MsgId:
