@@ -11,8 +11,9 @@ soon as its four bytes are in, before any of the body is buffered.  `feed` still
 frames completed before it; from then on `error` holds `WireError("frame_too_large")` and
 every further byte is discarded (the stream cannot be resynchronised; its owner answers and
 closes the connection).  `pending` tells how many bytes of an unfinished frame are
-held (for a per-connection buffer cap), and `in_frame` whether the stream stopped inside a
-frame (an EOF then truncated one).
+held (the runtime charges what is over a per-connection allowance to a shared pool,
+`pubsub.runtime.limits.BufferPool`), `in_frame` whether the stream stopped inside a frame
+(an EOF then truncated one), and `discard` drops what is held when the owner closes.
 """
 
 from __future__ import annotations
@@ -50,6 +51,14 @@ class FrameDecoder:
     def expected(self) -> int | None:
         """The announced body length of the frame being read (None while in a header)."""
         return self._need if self._need >= 0 else None
+
+    def discard(self) -> None:
+        """Drop the unfinished frame and ignore all further input (the connection is being
+        closed: what it held need not wait for the socket to close)."""
+        self._buf = bytearray()
+        self._need = -1
+        if self.error is None:
+            self.error = WireError("discarded", "input discarded")
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         """Take `data`; return the payloads of the frames it completed (maybe none), in

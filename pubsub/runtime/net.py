@@ -409,6 +409,7 @@ class Runtime:
         borrowed = self._pool.settle(conn.borrowed, decoder.pending)
         if borrowed is None:
             conn.borrowed = 0
+            decoder.discard()
             self._bad_input(
                 conn, BUFFER_LIMIT,
                 f"the daemon holds too many unfinished frames to buffer {decoder.pending} bytes more",
