@@ -8,7 +8,10 @@ stored.  If a write fails the changes are kept (newest value per (topic, label))
 after the next call; the failure is counted as ``store_error`` and logged.
 
 Clients may ask for status (StatusRequest): the core's status plus the runtime's counters
-under "stats".  Nothing else is accepted from clients.
+under "stats".  An operator may change a topic's retention settings (SetRetention) or purge
+it (PurgeTopic, stamped with this daemon's wall clock); the settings are written to the
+database before the reply and before they go to the members (`pubsub.skipring.retention`).
+Nothing else is accepted from clients.
 
 Telemetry (`supervisor.telemetry`, through the daemon host `pubsub.runtime.host`): the app
 counts configuration requests and
@@ -22,6 +25,7 @@ import functools
 import logging
 import random
 import ssl
+import time
 from collections import Counter
 from typing import Any, Protocol
 
@@ -31,6 +35,7 @@ from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref, Send
 from pubsub.skipring.messages import GetConfiguration, SetData
 from pubsub.skipring.admission import supervisor_admits
+from pubsub.skipring.retention import PurgeTopic, SetRetention
 from pubsub.runtime.identity import Identity
 from pubsub.runtime.host import Daemon, host
 from pubsub.runtime.httpserve import HttpService
@@ -103,9 +108,38 @@ class SupervisorApp:
             body["stats"] = self.stats.snapshot()
             body["unsaved_changes"] = len(self._pending)
             return Reply(body=body), []
+        if isinstance(msg, (SetRetention, PurgeTopic)):
+            return self._retention(msg)
         return ErrorReply(
             code="unsupported", detail=f"the supervisor does not accept {msg.kind!r} from clients"
         ), []
+
+    def _retention(self, msg: SetRetention | PurgeTopic) -> tuple[Message, list[Send]]:
+        """Change a topic's retention settings or purge it: stored first, then sent to the
+        topic's members (`SupervisorCore.set_retention` / `purge`)."""
+        core: Any = self.core
+        before = core.retention.get(msg.topic)
+        try:
+            if isinstance(msg, PurgeTopic):
+                sends = core.purge(msg.topic, int(time.time() * 1000))
+            else:
+                sends = core.set_retention(msg.topic, msg.max_age_ms, msg.max_count, msg.max_bytes)
+        except ValueError as exc:
+            return ErrorReply(code="bad_retention", detail=str(exc)[:200]), []
+        try:
+            self.store.save_retention(
+                (topic, *policy.as_dict().values()) for topic, policy in core.retention.drain_changes()
+            )
+        except StoreError as exc:  # nothing changes: the settings in force stay, nothing is sent
+            core.retention.restore(msg.topic, before)
+            self.stats.error("store_error")
+            log.error("%s", exc)
+            return ErrorReply(code="store_error", detail=str(exc)[:200]), []
+        policy = core.retention.get(msg.topic)
+        members = len({s.dest for s in sends})
+        action = "purge" if isinstance(msg, PurgeTopic) else "retention"
+        body = {"ok": True, "action": action, "topic": msg.topic, "retention": policy.as_dict(), "members": members}
+        return Reply(body=body), sends
 
     def flush(self) -> None:
         """Write every change the core has reported and not yet stored."""
@@ -162,6 +196,7 @@ async def serve_supervisor(
         core = SupervisorCore(listen, config_budget=settings.config_budget, rng=random.Random())
         rows = store.load()
         core.load(rows)
+        core.retention.load(store.load_retention())
         log.info("%s: loaded %d members from %s", listen, len(rows), store.path)
         stats = Stats()
         app = SupervisorApp(listen, core, store, stats)

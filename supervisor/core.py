@@ -35,6 +35,12 @@ Crash handling (§3.3): the supervisor is the only failure detector.  A subscrib
 removed as if it had unsubscribed when the runtime cannot deliver the supervisor's own
 messages to it (`peer_unreachable`), or when a subscriber reports it (SuspectCrash) and it
 then fails to answer the supervisor's own Ping within `probe_timeout`.
+
+Retention (issue 13, item 6; `pubsub.skipring.retention`): the supervisor holds each topic's
+retention settings in `retention` (its daemon persists them).  Every configuration of a
+member of a topic that has settings carries them (`Retention` beside SetData), so a node
+that missed a change gets it with its next configuration; `set_retention` and `purge` change
+them and send them to every member at once.  Topics without settings send nothing more.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ from pubsub.skipring.messages import (
     SuspectCrash,
     Unsubscribe,
 )
+from pubsub.skipring.retention import RetentionTable
 from supervisor.database import TopicDatabase
 
 
@@ -117,6 +124,8 @@ class SupervisorCore:
         self.crashes_detected = 0
         self._urgent: dict[Topic, list[Ref]] = {}
         self._changes: list[tuple[str, str, str | None]] | None = [] if journal else None
+        #: Retention settings per topic (`pubsub.skipring.retention`).
+        self.retention = RetentionTable()
         self._out: list[Send] = []
 
     # ------------------------------------------------------------------ entry points
@@ -288,6 +297,36 @@ class SupervisorCore:
     def _configure(self, db: TopicDatabase, label: Label, ref: Ref) -> None:
         pred, succ = db.neighbours(label)
         self._send(ref, SetData(db.topic, pred, label, succ))
+        settings = self.retention.message(db.topic)
+        if settings is not None:
+            self._send(ref, settings)
+
+    # ------------------------------------------------------------------ retention
+    def set_retention(
+        self,
+        topic: Topic,
+        max_age_ms: int | None = None,
+        max_count: int | None = None,
+        max_bytes: int | None = None,
+    ) -> list[Send]:
+        """Change `topic`'s retention limits (None: unchanged, 0: none) and send them to
+        every member now.  ValueError if a limit is negative."""
+        self.retention.set(topic, max_age_ms, max_count, max_bytes)
+        return self._announce(topic)
+
+    def purge(self, topic: Topic, wall_ms: int) -> list[Send]:
+        """Purge `topic`: every member removes what was stamped at or before `wall_ms` (the
+        daemon's wall clock), and refuses it from then on."""
+        self.retention.purge(topic, wall_ms)
+        return self._announce(topic)
+
+    def _announce(self, topic: Topic) -> list[Send]:
+        settings = self.retention.message(topic)
+        db = self.topics.get(topic)
+        if settings is not None and db is not None:
+            for ref in sorted({r for _, r in db.members() if r is not None}):
+                self._send(ref, settings)
+        return self._flush()
 
     def _repair(self, topic: Topic, db: TopicDatabase) -> None:
         """Run CheckLabels now and queue the relabelled subscribers' configurations."""
@@ -351,6 +390,7 @@ class SupervisorCore:
             "raised_budgets": {t: b.budget for t, b in sorted(self._boosts.items())},
             "crashes_detected": self.crashes_detected,
             "suspects": sorted(self.probes),
+            "retention": self.retention.status(),
             "topics": {
                 topic: {
                     "n": len(db),

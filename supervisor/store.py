@@ -3,6 +3,10 @@
 One SQLite file (WAL mode) in the data directory, one table::
 
     members(topic TEXT, label TEXT, ref TEXT, PRIMARY KEY (topic, label))
+    retention(topic TEXT PRIMARY KEY, max_age_ms, max_count, max_bytes, purged_ms)
+
+``retention`` keeps each topic's retention settings (`pubsub.skipring.retention`), written
+when an operator changes them (`save_retention`), loaded at start (`load_retention`).
 
 The supervisor daemon loads the rows at start (`load`) and, after every call into its core,
 applies what the core reports through ``drain_changes()`` (`apply`), all in one
@@ -44,6 +48,11 @@ class SupervisorStore:
                 "CREATE TABLE IF NOT EXISTS members ("
                 " topic TEXT NOT NULL, label TEXT NOT NULL, ref TEXT NOT NULL,"
                 " PRIMARY KEY (topic, label))"
+            )
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS retention (topic TEXT PRIMARY KEY,"
+                " max_age_ms INTEGER NOT NULL, max_count INTEGER NOT NULL,"
+                " max_bytes INTEGER NOT NULL, purged_ms INTEGER NOT NULL)"
             )
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open supervisor database {self.path}: {exc}") from None
@@ -93,6 +102,39 @@ class SupervisorStore:
         except sqlite3.Error as exc:
             raise StoreError(f"cannot write supervisor database {self.path}: {exc}") from None
         return len(batch)
+
+    def load_retention(self) -> list[tuple[str, int, int, int, int]]:
+        """Every (topic, max_age_ms, max_count, max_bytes, purged_ms) row with a valid topic
+        (the core checks the numbers)."""
+        try:
+            rows = self._db.execute(
+                "SELECT topic, max_age_ms, max_count, max_bytes, purged_ms FROM retention"
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read supervisor database {self.path}: {exc}") from None
+        good: list[tuple[str, int, int, int, int]] = []
+        for topic, *values in rows:
+            try:
+                good.append((validate_topic(topic), *values))
+            except WireError as exc:
+                log.warning("%s: skipping malformed retention row %r: %s", self.path, topic, exc)
+        return good
+
+    def save_retention(self, rows: Iterable[tuple[str, int, int, int, int]]) -> None:
+        """Write (topic, max_age_ms, max_count, max_bytes, purged_ms) rows in one transaction
+        (StoreError, nothing written, on failure)."""
+        try:
+            with self._db:
+                self._db.execute("BEGIN")
+                self._db.executemany(
+                    "INSERT INTO retention (topic, max_age_ms, max_count, max_bytes, purged_ms)"
+                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (topic) DO UPDATE SET"
+                    " max_age_ms = excluded.max_age_ms, max_count = excluded.max_count,"
+                    " max_bytes = excluded.max_bytes, purged_ms = excluded.purged_ms",
+                    list(rows),
+                )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot write supervisor database {self.path}: {exc}") from None
 
     def close(self) -> None:
         self._db.close()

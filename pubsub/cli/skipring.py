@@ -34,6 +34,7 @@ from pubsub.cli.common import (
 )
 from pubsub.cli.follow import follow
 from pubsub.cli.publishing import publish_stdin
+from pubsub.cli.retention import COMMANDS as RETENTION_COMMANDS
 from pubsub.cli.formats import format_ack, format_delivery, format_node_status, format_supervisor_status
 from pubsub.cli.topics import Selection, SelectionError, patterns_in, select
 from pubsub.client.library import DEFAULT_RETRIES, Ack, Client, ClientError, PublishError
@@ -602,4 +603,4 @@ def status(supervisor_ref: Ref | None, node_ref: Ref | None, as_json: bool, time
         click.echo(format_node_status(body))
 #: The skip-ring mode's commands; subscribe, publish and status are the shared verbs'
 #: default forms (`pubsub.cli.verbs`).
-COMMANDS = (supervisor, node, subscribe, unsubscribe, publish, history, status)
+COMMANDS = (supervisor, node, subscribe, unsubscribe, publish, history, status, *RETENTION_COMMANDS)

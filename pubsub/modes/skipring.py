@@ -16,6 +16,7 @@ from pubsub.kernel.contracts import Core, Mode
 
 def _register_messages() -> None:
     import pubsub.skipring.messages  # noqa: F401 - registers the messages and field types
+    import pubsub.skipring.retention  # noqa: F401 - registers the retention messages
 
 
 def _make_core(role: str, *args: Any, **kwargs: Any) -> Core:

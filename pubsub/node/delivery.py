@@ -18,6 +18,12 @@ numbers come from the node's store (`pubsub.node.store`), so:
   refused with ``cursor_incarnation``, and a cursor beyond the node's latest number with
   ``cursor_beyond_end`` -- never silently served from the wrong place.  With ``from_now``
   such a stream starts at the latest number instead (the reply says ``"reset": true``);
+* **retention** (`pubsub.node.retention`): a cursor N is refused with ``cursor_expired``
+  when retention removed some publication numbered above N -- the client would miss it --
+  and a stream ends with that code when retention removes a publication it has not
+  delivered yet (one that had gone already when the stream began excepted: since = 0
+  means "what the node holds"); numbers stay unique, so the gaps retention leaves are
+  the only ones;
 * ``new_only`` starts at the latest number at the time of the request (history skipped);
 * without ``live`` the stream ends after the publications held at the time of the
   request, with a Reply ``{"end": true, "topic", "latest", "delivered"}`` (``pubsub
@@ -89,6 +95,8 @@ class Stream:
     session: ClientSession
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     delivered: int = 0
+    #: Retention's highest removed number when the stream began (those gaps are accepted).
+    accepted: int = 0
 
 
 class Deliveries:
@@ -118,6 +126,8 @@ class Deliveries:
         #: Streams opened since start, and refused by code (cursor_incarnation, ...).
         self.opened = 0
         self.refused: Counter[str] = Counter()
+        #: The highest local number of a topic that retention removed (`pubsub.node.retention`).
+        self.removed_through: Callable[[Topic], int] = lambda topic: 0
 
     def open(self, msg: Follow, session: ClientSession, spawn: Spawn) -> None:
         """Start the stream `msg` asks for on `session` (see the module docstring)."""
@@ -147,6 +157,7 @@ class Deliveries:
             )
         )
         stream = Stream(msg.topic, since, None if msg.live else latest, session)
+        stream.accepted = self.removed_through(msg.topic)
         self.streams.setdefault(msg.topic, set()).add(stream)
         session.on_close(stream.wake.set)
         self.opened += 1
@@ -162,6 +173,14 @@ class Deliveries:
                 f"cursor {msg.incarnation}:{since} belongs to another incarnation of this node's "
                 f"store (now {self.store.incarnation}: it was lost, or the node keeps no store "
                 "and restarted); resume from now (subscribe --from-now) or from 0",
+            )
+        removed = self.removed_through(msg.topic)
+        if removed > since:
+            return (
+                "cursor_expired",
+                f"publications of {msg.topic!r} after cursor {since} were removed by the topic's "
+                f"retention (up to #{removed}); resume from 0 (what the node still holds) or from now "
+                "(subscribe --from-now)",
             )
         if since > latest:
             return (
@@ -187,6 +206,12 @@ class Deliveries:
                 del tail[: len(tail) - self.recent_limit]
             self.notify(topic)
 
+    def pruned(self, topic: Topic) -> None:
+        """Retention removed publications of `topic`: its tail in memory may hold them, so it
+        is dropped (the next commit starts a new one), and its streams look again."""
+        self.recent.pop(topic, None)
+        self.notify(topic)
+
     def notify(self, topic: Topic) -> None:
         """New publications of `topic` are durable: wake its streams."""
         for stream in self.streams.get(topic, ()):
@@ -204,6 +229,15 @@ class Deliveries:
         session = stream.session
         try:
             while not session.closed:
+                removed = self.removed_through(stream.topic)
+                if removed > max(stream.cursor, stream.accepted):
+                    self.refused["cursor_expired"] += 1
+                    session.send(ErrorReply(
+                        code="cursor_expired",
+                        detail=f"retention removed publications of {stream.topic!r} after #{stream.cursor} "
+                        f"(up to #{removed}) before this stream delivered them; resume from 0 or from now",
+                    ))
+                    return
                 limit = self.store.latest(stream.topic) if stream.end is None else stream.end
                 if stream.cursor < limit:
                     self._send_batch(stream, limit, await self._rows(stream, limit))

@@ -4,7 +4,7 @@ With TLS on, the runtime knows who is at the other end of every peer connection 
 and name of its certificate, `pubsub.runtime.identity`) and asks the daemon's application
 before handling each message.  These are the skip ring's answers:
 
-* at a node, configuration (``SetData``), liveness probes (``Ping``) and hand-over answers
+* at a node, configuration (``SetData``, ``Retention``), liveness probes (``Ping``) and hand-over answers
   (``MemberIs``) come only from the node's own supervisor; everything else (BuildSR,
   anti-entropy, publications, hand-overs) only from other nodes;
 * at the supervisor, everything comes from nodes only, and what names its sender
@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from pubsub.kernel.message import Message
 from pubsub.skipring.messages import MemberIs, Ping, Pong, SetData, Subscribe, Unsubscribe
+from pubsub.skipring.retention import Retention
 
 #: Messages a node accepts from its supervisor only.
-FROM_SUPERVISOR = (SetData, Ping, MemberIs)
+FROM_SUPERVISOR = (SetData, Ping, MemberIs, Retention)
 #: Supervisor messages that name their sender in ``ref``.
 NAMES_SENDER = (Subscribe, Unsubscribe, Pong)
 

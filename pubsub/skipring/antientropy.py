@@ -88,6 +88,7 @@ from pubsub.skipring.messages import (
     Spread,
 )
 from pubsub.skipring.arcs import ArcView, in_arc, origin_arc, pieces
+from pubsub.skipring.retention import Window
 from pubsub.skipring.trie import (
     EMPTY_HASH,
     EMPTY_LABEL,
@@ -163,6 +164,8 @@ class AntiEntropy:
         self.batch_bytes = batch_bytes
         self.new: list[Arrival] = []
         self.counters: Counter[str] = Counter()
+        #: The topic's retention window, None while it has no settings (`NodeRetention`).
+        self.retention: Window | None = None
         self._out: list[Send] = []
 
     # ------------------------------------------------------------------ keys and storage
@@ -174,9 +177,18 @@ class AntiEntropy:
         return self.trie.contains(self.trie_key(publication))
 
     def store(self, publication: Publication, via: str = LOCAL, hops: int | None = None) -> bool:
-        """Insert into the trie (Alg. 5 l.8-9); True and an `Arrival` in `new` if it was new."""
+        """Insert into the trie (Alg. 5 l.8-9); True and an `Arrival` in `new` if it was new.
+
+        With a retention window, what lies at or before its horizon is refused and counted
+        (`pubsub.skipring.retention`: nothing retention removed comes back)."""
+        window = self.retention
+        if window is not None and not window.admits(publication):
+            self.counters["retention_refused"] += 1
+            return False
         if not self.trie.add(self.trie_key(publication), publication):
             return False
+        if window is not None:
+            window.added(publication)
         self.new.append(Arrival(publication, via, hops))
         return True
 
@@ -186,6 +198,8 @@ class AntiEntropy:
         removed = self.trie.remove(self.trie_key(publication))
         if removed:
             self.counters["forgotten"] += 1
+            if self.retention is not None:
+                self.retention.removed(publication)
         return removed
 
     def restore(self, publications: Iterable[Publication]) -> int:

@@ -35,6 +35,12 @@ exhausted.  Answers to clients are `Answer` effects tagged with the client's tok
 `restore` refills a topic's trie from durable storage without reporting the publications
 as new.
 
+Retention (`pubsub.skipring.retention`): a topic's settings arrive from the supervisor as
+`Retention`; every Timeout -- before the anti-entropy round -- and every publication message
+that finds a step of the max-age horizon due applies them to the topic's trie, and what
+lies at or before the horizon is refused from then on.  `retention.drain_changes` tells the
+daemon what to persist and remove from its store.
+
 The daemon (`pubsub.node.app`) and the simulator (`pubsub.sim`) drive this same class.
 """
 
@@ -58,6 +64,7 @@ from pubsub.skipring.antientropy import (
 from pubsub.skipring.handover import DEFAULT_ATTEMPTS, DEFAULT_STEP_TIMEOUT, HandOverClient
 from pubsub.skipring.ordering import DEFAULT_MAX_WAIT, DEFAULT_WAIT, Sequencer
 from pubsub.skipring.publishing import DEFAULT_LIMIT, DEFAULT_WINDOW, Publishing
+from pubsub.skipring.retention import NodeRetention, Order, Policy, Retention
 from pubsub.skipring.messages import (
     Check,
     CheckAndPublish,
@@ -149,6 +156,8 @@ class NodeCore:
         )
         #: Each publisher's publications stored in order (`drain_arrivals` with a time).
         self.sequencer = Sequencer(wait=order_wait, max_wait=order_max_wait)
+        #: Per-topic retention windows (`pubsub.skipring.retention`).
+        self.retention = NodeRetention()
 
     # ------------------------------------------------------------------ client intents
     def join(self, topic: Topic) -> list[Send]:
@@ -180,6 +189,8 @@ class NodeCore:
             return self.publishing.accept_handover(msg)
         if isinstance(msg, Ping):
             return [Send(self.supervisor, Pong(msg.nonce, self.ref))]
+        if isinstance(msg, Retention):
+            return self._configure_retention(msg, now)
         topic = getattr(msg, "topic", None)
         if topic is None:
             return []
@@ -195,8 +206,29 @@ class NodeCore:
             self.leaving.discard(topic)
             return released
         if isinstance(msg, PUBLICATION_MESSAGES):
-            return self.anti_entropy(topic).handle(msg)
+            core = self.anti_entropy(topic)
+            if self.retention.windows and self.retention.due(topic, now):
+                self.retention.advance(topic, core, now)  # never exchange past a due step
+            return core.handle(msg)
         return instance.handle(msg)
+
+    def _configure_retention(self, msg: Retention, now: float) -> list[Send]:
+        """The supervisor's retention settings for a topic (`pubsub.skipring.retention`):
+        adopted, and applied at once to the topic's trie if we run it."""
+        window = self.retention.configure(msg)
+        core = self.publications.get(msg.topic)
+        if window is not None and core is not None:
+            core.retention = window
+            self.retention.advance(msg.topic, core, now)
+        return []
+
+    def load_retention(self, topic: Topic, policy: Policy, through: Order) -> None:
+        """Retention settings and horizon the daemon kept from before a restart; call before
+        `restore`, which then refuses what lies at or before the horizon."""
+        window = self.retention.load(topic, policy, through)
+        core = self.publications.get(topic)
+        if core is not None:
+            core.retention = window
 
     def _not_a_member(self, msg: Message) -> list[Send]:
         if isinstance(msg, SetData):
@@ -217,6 +249,9 @@ class NodeCore:
         out start their next attempt (or fail, answering their client).
         """
         sends: list[Effect] = self.publishing.timeout(now)
+        if self.retention.windows:  # retention first: prune before this round's exchange
+            for topic, core in self.publications.items():
+                self.retention.advance(topic, core, now)
         for topic, instance in self.instances.items():
             if topic in self.leaving:
                 sends.append(Send(self.supervisor, Unsubscribe(topic, self.ref)))
@@ -263,6 +298,7 @@ class NodeCore:
                 arc_view=lambda: self._arc_view(topic),
                 batch_bytes=self.publish_batch_bytes,
             )
+            core.retention = self.retention.window(topic)
         return core
 
     def _arc_view(self, topic: Topic) -> ArcView | None:
@@ -362,11 +398,15 @@ class NodeCore:
         They are not reported by `drain_arrivals` (they are stored already); they count as
         gone through for the ordering of what arrives next.
         """
-        stored = list(publications)
+        stored = self.retention.admitted(topic, publications)  # never what retention removed
         for publication in stored:
             self.sequencer.known(topic, publication)
         self.publishing.restored(topic, stored)
-        return self.anti_entropy(topic).restore(stored)
+        core = self.anti_entropy(topic)
+        restored = core.restore(stored)
+        if core.retention is not None:
+            core.retention.invalidate()  # the trie grew without it: rebuild its index
+        return restored
 
     def drain_arrivals(self, now: float | None = None) -> list[tuple[Topic, Arrival]]:
         """Publications stored since the last call, per topic.  With `now`, in each
@@ -385,6 +425,8 @@ class NodeCore:
             else:
                 self.sequencer.push(topic, arrival, now)
         released = self.sequencer.release(now)
+        if self.retention.windows:  # what retention removed while it waited is not stored
+            released = [(t, a) for t, a in released if self.holds(t, a.publication)]
         for topic, arrival in released:
             self.publishing.stored(topic, arrival.publication, now)
         return released
@@ -415,5 +457,8 @@ class NodeCore:
             core = self.publications.get(topic)
             if core is not None:
                 entry["publications"] = core.status()
+            retention = self.retention.status(topic)
+            if retention is not None:
+                entry["retention"] = retention
             topics[topic] = entry
         return {"ref": self.ref, "supervisor": self.supervisor, "topics": topics}
