@@ -296,7 +296,7 @@ class OctopiaBroker(BrokerCore):
         return self._route(pid, client, attrs, sender=None, civa=civa, civp=0, hops=0)
 
     def _on_publish(self, msg: ScotPublish, now: float) -> list[Send]:
-        if msg.hops >= self.max_hops:
+        if not 0 <= msg.hops < self.max_hops:  # a negative count would defeat the guard
             self.counters["hop_limit"] += 1
             return []
         civp = msg.civp

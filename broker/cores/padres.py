@@ -225,7 +225,7 @@ class PadresBroker(BrokerCore):
         return self._route(pid, client, attrs, adv_uid, sender=None, hops=0)
 
     def _on_publish(self, msg: PadresPublish, now: float) -> list[Send]:
-        if msg.hops >= self.max_hops:
+        if not 0 <= msg.hops < self.max_hops:  # a negative count would defeat the guard
             self.counters["hop_limit"] += 1
             return []
         return self._route(
