@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo lint test test-slow bench clean check-java chromium analyze experiments wheelhouse podman-setup
+.PHONY: venv demo lint test test-slow bench fuzz clean check-java chromium analyze experiments wheelhouse podman-setup
 
 venv: $(STAMP)
 
@@ -59,6 +59,11 @@ experiments: check-java
 bench: $(STAMP)
 	@bench/install-servers.sh
 	$(BIN)/python -m bench
+
+# Coverage-guided fuzzing (README, "Fuzzing"): 10^6 inputs over the frame decoder, the codec
+# and every core's handle, under atheris; one line per target, exit 1 on any crash.
+fuzz: $(STAMP)
+	$(BIN)/python -m fuzz all $(FUZZ_ARGS)
 
 # Containers (README, "Containers"): the wheels deploy/Dockerfile installs, built on the host;
 # and, for podman on a machine without a registry, everything docker-compose.yml needs.

@@ -1,0 +1,490 @@
+"""The fuzz targets: ``target(data) -> messages handled``; raising means a crash or a broken
+invariant (`fuzz.checks.Broken`).
+
+=============  ==============================================================================
+target         what one input is, and what must hold
+=============  ==============================================================================
+``framing``    a byte stream (raw, or built from frames) cut into chunks and fed to
+               `FrameDecoder`: the frames, `error`, `pending`, `in_frame` and `expected`
+               equal those of a plain reference parser of the whole stream.
+``codec``      one frame payload (raw bytes, or a body of any registered kind):
+               `wire.decode` accepts it or raises `WireError`, nothing else; what it
+               accepts re-encodes and decodes to the same bytes; the Spread fast path
+               (`pubsub.skipring.hotpath`) accepts nothing the generic decoder refuses and
+               decodes what it accepts identically; a Bundle's payloads decode the same way.
+``node``       a `NodeCore` (BuildSR per topic, anti-entropy, publishing, hand-over) driven
+               by decoded messages from arbitrary senders, client publish requests, write
+               outcomes, timeouts, joins and leaves, unreachable peers.
+``supervisor`` a `SupervisorCore`, from an empty or a corrupted database, driven by
+               decoded subscriber messages, timeouts and unreachable peers.
+``octopia``    an `OctopiaBroker` (static or dynamic routing) of the Figure 3 SCOT, and
+``padres``     a `PadresBroker`, each driven by broker messages from neighbours and
+               strangers, client operations and link reports.
+=============  ==============================================================================
+
+After every step the core targets check the effects (`fuzz.checks.check_effects`: each
+message survives the codec, each destination is valid) and the core's state invariants
+(`check_node`, `check_supervisor`, `check_broker`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+
+from fuzz import shapes
+from fuzz.checks import Broken, check_effects, check_trie, require, roundtrip
+from fuzz.shapes import NODE_REFS, SUPERVISOR, TOPICS, World, decoded
+from fuzz.source import Source
+from pubsub.kernel import wire
+from pubsub.kernel.control import Bundle
+from pubsub.kernel.effects import Persist
+from pubsub.kernel.framing import FrameDecoder
+from pubsub.kernel.message import MESSAGE_TYPES, Message, Ref, Topic
+from pubsub.kernel.wire import HEADER, WireError
+from pubsub.skipring import hotpath
+from pubsub.skipring.buildsr import SkipRingNode
+from pubsub.skipring.labels import MAX_LABEL_BITS, Label
+from pubsub.skipring.messages import PublishRequest, Spread
+from pubsub.skipring.nodecore import NodeCore
+from pubsub.skipring.trie import publication_key
+from supervisor.core import SupervisorCore
+from supervisor.database import TopicDatabase
+
+Target = Callable[[bytes], int]
+
+
+# --- framing ---------------------------------------------------------------------------------
+def _reference_frames(stream: bytes, max_frame: int) -> tuple[list[bytes], bool, int]:
+    """(frames, oversize seen, bytes left over) of a whole stream, the obvious way."""
+    frames: list[bytes] = []
+    pos = 0
+    while len(stream) - pos >= 4:
+        (length,) = HEADER.unpack_from(stream, pos)
+        if length > max_frame:
+            return frames, True, 0
+        if len(stream) - pos - 4 < length:
+            break
+        frames.append(stream[pos + 4 : pos + 4 + length])
+        pos += 4 + length
+    return frames, False, len(stream) - pos
+
+
+def framing(data: bytes) -> int:
+    """The frame decoder against a reference parser (module docstring)."""
+    src = Source(data)
+    max_frame = src.choice((1, 3, 16, 255, 4096, wire.DEFAULT_MAX_FRAME))
+    if src.flag():
+        stream = bytearray()
+        for _ in range(src.below(12)):
+            body = src.raw(24)
+            length = len(body) if src.flag(90) else src.choice((max_frame, max_frame + 1, 1 << 32 - 1))
+            stream += HEADER.pack(length) + body
+        if src.flag(30):
+            stream = stream[: src.below(len(stream) + 1)]
+        stream_bytes = bytes(stream)
+    else:
+        stream_bytes = src.raw(4096)
+    cuts = sorted({src.below(len(stream_bytes) + 1) for _ in range(src.below(10))})
+    decoder = FrameDecoder(max_frame)
+    got: list[bytes] = []
+    start = 0
+    for end in [*cuts, len(stream_bytes)]:
+        chunk = stream_bytes[start:end]
+        kind = src.below(3)
+        piece: bytes | bytearray | memoryview = (
+            chunk if kind == 0 else bytearray(chunk) if kind == 1 else memoryview(chunk)
+        )
+        got.extend(decoder.feed(piece))
+        start = end
+    frames, oversize, left = _reference_frames(stream_bytes, max_frame)
+    require(got == frames, f"frames differ: {len(got)} decoded, {len(frames)} expected")
+    require((decoder.error is not None) == oversize, f"error {decoder.error!r}, oversize {oversize}")
+    if oversize:
+        require(decoder.error is not None and decoder.error.code == "frame_too_large", "wrong error code")
+        require(decoder.pending == 0 and decoder.feed(b"\0\0\0\0") == [], "input accepted after an error")
+    else:
+        require(decoder.pending == left, f"pending {decoder.pending}, {left} bytes left over")
+        require(decoder.in_frame == (left > 0), "in_frame wrong")
+        tail = stream_bytes[len(stream_bytes) - left :]
+        expected = HEADER.unpack_from(tail)[0] if left >= 4 else None
+        require(decoder.expected == expected, f"expected {decoder.expected}, should be {expected}")
+    return len(got)
+
+
+# --- codec -----------------------------------------------------------------------------------
+def _generic_decode(payload: bytes) -> Message:
+    """`wire.decode` without its fast decoders (the generic path alone)."""
+    saved = wire._FAST[:]  # noqa: SLF001 - the harness compares the two paths
+    wire._FAST.clear()  # noqa: SLF001
+    try:
+        return wire.decode(payload)
+    finally:
+        wire._FAST[:] = saved  # noqa: SLF001
+
+
+def _spread_fields(msg: Spread) -> tuple[Any, ...]:
+    """Every field of a Spread, its publications' fields included (the fast path keeps a
+    batch's bytes as they arrived, so its encoding may differ where its content does not)."""
+    pubs = tuple(tuple(getattr(p, f.name) for f in dataclasses.fields(p)) for p in msg.publications)
+    return (msg.topic, msg.sender, msg.start, msg.end, msg.levels, msg.hops, pubs)
+
+
+def _one_payload(payload: bytes) -> Message | None:
+    """Decode one payload as the runtime does, checking the codec's promises."""
+    fast = hotpath.decode_spread(payload)
+    try:
+        msg = wire.decode(payload)
+    except WireError as exc:
+        require(exc.code in wire.ERROR_CODES, f"unknown error code {exc.code!r}")
+        if fast is not None:
+            raise Broken(f"the Spread fast path accepts what the codec refuses: {exc}") from None
+        return None
+    if fast is not None:
+        generic = _generic_decode(payload)
+        if not isinstance(generic, Spread):
+            raise Broken("the fast path decoded a Spread the codec does not see")
+        same = _spread_fields(fast) == _spread_fields(generic)
+        require(same, "the Spread fast path and the generic decoder disagree")
+    roundtrip(msg)
+    return msg
+
+
+def codec(data: bytes) -> int:
+    """The codec on one payload (module docstring)."""
+    src = Source(data)
+    if src.flag(50):
+        payload = data[1:]
+    else:
+        world = World()
+        kind = src.choice(sorted(MESSAGE_TYPES))
+        body = shapes.body(src, world, kind)
+        if kind == "bundle" and src.flag(80):
+            inner = [shapes.body(src, world, src.choice(sorted(MESSAGE_TYPES))) for _ in range(src.below(4))]
+            body["payloads"] = [msgpack.packb(b, use_bin_type=True) for b in inner]
+        payload = msgpack.packb(body, use_bin_type=True)
+    msg = _one_payload(payload)
+    if msg is None:
+        return 0
+    count = 1
+    if isinstance(msg, Bundle):
+        for inner_payload in msg.payloads:
+            count += _one_payload(inner_payload) is not None
+    return count
+
+
+# --- node ------------------------------------------------------------------------------------
+#: Every skip-ring message a node may receive from a peer (others are ignored by the core).
+NODE_KINDS = tuple(
+    kind for kind, cls in sorted(MESSAGE_TYPES.items()) if cls.__module__ == "pubsub.skipring.messages"
+)
+
+
+def _check_instance(inst: SkipRingNode, me: Ref, ordered: bool) -> None:
+    where = f"{inst.topic}@{me}"
+    require(not inst._out and not inst._self_queue, f"{where}: sends left behind")  # noqa: SLF001
+    contacts = [c for c in (inst.left, inst.right, inst.ring) if c is not None]
+    if inst.label is None:
+        require(not contacts, f"{where}: a node without a label holds contacts {contacts}")
+        require(all(h is None for h in inst.shortcuts.values()), f"{where}: shortcuts without a label")
+    elif ordered:  # a SetData may install any pred/succ; BuildList sorts them at Timeout
+        if inst.left is not None:
+            require(inst.left.label < inst.label, f"{where}: left {inst.left} not below {inst.label}")
+        if inst.right is not None:
+            require(inst.label < inst.right.label, f"{where}: right {inst.right} not above {inst.label}")
+    for c in contacts:
+        require(c.ref != me, f"{where}: holds itself as a neighbour")
+        require(isinstance(c.label, Label), f"{where}: a contact without a label")
+    for lab, holder in inst.shortcuts.items():
+        require(isinstance(lab, Label), f"{where}: shortcut key {lab!r}")
+        require(holder != me, f"{where}: holds itself as a shortcut")
+    require(len(inst.shortcuts) <= 2 * (MAX_LABEL_BITS + 1), f"{where}: {len(inst.shortcuts)} shortcuts")
+
+
+def check_node(core: NodeCore, limit: int, ordered: bool) -> None:
+    """NodeCore's invariants: topic bookkeeping, every instance well-formed (after a Timeout
+    with left < label < right: `ordered`), every trie
+    consistent and holding only publications whose key matches their content, the message
+    id window within its limit."""
+    topics = set(core.instances)
+    require(not core.wanted_topics & core.leaving, "a topic both wanted and being left")
+    require(core.wanted_topics | core.leaving == topics, "instances differ from wanted + leaving topics")
+    require(set(core.publications) <= topics, "a publication core without its instance")
+    for inst in core.instances.values():
+        _check_instance(inst, core.ref, ordered)
+    for topic, ae in core.publications.items():
+        check_trie(ae.trie, f"trie of {topic}")
+        require(not ae._out, f"{topic}: anti-entropy sends left behind")  # noqa: SLF001
+        for key, pub in ae.trie.items():
+            require(int.from_bytes(pub.key, "big") == key, f"{topic}: {pub} stored under another key")
+            require(pub.key == publication_key(pub.publisher, pub.seq, pub.payload), f"{topic}: {pub} has a forged key")
+    require(core.publishing.remembered() <= limit, f"{core.publishing.remembered()} message ids kept, limit {limit}")
+    require(core.next_seq >= 0, "negative sequence number")
+
+
+def node(data: bytes) -> int:
+    """A NodeCore under a sequence of inputs (module docstring)."""
+    src = Source(data)
+    world = World()
+    limit = src.choice((2, 8, 100))
+    core = NodeCore(
+        Ref(NODE_REFS[0]),
+        Ref(SUPERVISOR),
+        rng=random.Random(src.byte()),
+        dissemination=src.choice(("tree", "flood", "off")),
+        dedupe_limit=limit,
+        handover_attempts=src.choice((1, 2, 3)),
+    )
+    now = 0.0
+    notify: list[int] = []
+    handled = 0
+    for t in TOPICS[:2]:
+        check_effects(core.join(Topic(t)))
+    for _ in range(src.between(1, 48)):
+        if not src.left:
+            break
+        action = src.below(20)
+        effects: list[Any] = []
+        if action < 12:
+            msg = decoded(src, world, NODE_KINDS)
+            if msg is None:
+                continue
+            effects = list(core.handle(msg, now))
+            handled += 1
+        elif action < 14:
+            now += src.choice((0.1, 1.0, 5.0, 200.0))
+            effects = core.timeout(now)
+        elif action == 14:
+            t = Topic(src.choice(TOPICS))
+            effects = core.leave(t) if src.flag() else core.join(t)
+        elif action < 17:
+            req = decoded(src, world, ("publish_request",))
+            if isinstance(req, PublishRequest):
+                effects = core.publish_request(src.below(4), req, src.below(10), now)
+                handled += 1
+        elif action == 17 and notify:
+            effects = core.persisted(notify.pop(src.below(len(notify))), src.flag(80))
+        elif action == 18:
+            effects = core.peer_unreachable(Ref(src.choice(world.refs)), now)
+        else:
+            now += src.choice((0.5, 3.0, 130.0))
+        check_effects(effects)
+        notify.extend(e.notify for e in effects if isinstance(e, Persist) and e.notify is not None)
+        for _topic, arrival in core.drain_arrivals(now):
+            world.publications.append(shapes.wire_publication(arrival.publication))
+            del world.publications[:-64]
+        for ae in core.publications.values():
+            root = ae.trie.root_node()
+            if root is not None and len(world.digests) < 256:
+                world.digests.append([root.label.bits, root.hash])
+                for child in root.children or ():
+                    world.digests.append([child.label.bits, child.hash])
+        check_node(core, limit, ordered=12 <= action < 14)
+    return handled
+
+
+# --- supervisor ------------------------------------------------------------------------------
+SUPERVISOR_KINDS = ("subscribe", "unsubscribe", "get_configuration", "suspect", "get_member", "pong", "ping", "join")
+
+
+def _check_database(db: TopicDatabase) -> None:
+    where = f"database of {db.topic}"
+    labels = list(db.by_label)
+    require(all(a < b for a, b in zip(labels, labels[1:], strict=False)), f"{where}: not in ring order")
+    require(set(db.by_index) == set(labels) and len(db.by_index) == len(labels), f"{where}: index differs")
+    inverse: dict[Ref, set[Label]] = {}
+    for lab, ref in db.by_label.items():
+        if ref is not None:
+            inverse.setdefault(ref, set()).add(lab)
+    require(inverse == db.labels_of, f"{where}: labels_of differs from the table")
+    nulls = sum(1 for ref in db.by_label.values() if ref is None)
+    counted = db.without_subscriber
+    require(nulls == counted, f"{where}: {nulls} tuples without subscriber, counted {counted}")
+
+
+def check_supervisor(core: SupervisorCore, clean: bool, journal: dict[tuple[str, str], str]) -> None:
+    """SupervisorCore's invariants: every database consistent (and legitimate when it
+    started empty), the journal replays to the databases, boosts within their bounds."""
+    require(not core._out, "sends left behind")  # noqa: SLF001
+    actual: dict[tuple[str, str], str] = {}
+    for topic, db in core.topics.items():
+        _check_database(db)
+        if clean:
+            require(db.is_legitimate(), f"database of {topic} not legitimate: {db.members()}")
+        for lab, ref in db.by_label.items():
+            if ref is not None:
+                actual[(topic, lab.bits)] = ref
+    require(actual == journal, "the journal does not replay to the databases")
+    cap = max(core.config_budget, core.max_config_budget or 0)
+    for topic, boost in core._boosts.items():  # noqa: SLF001
+        require(topic in core.topics, f"a boost for {topic}, which has no database")
+        require(core.config_budget <= boost.budget <= cap, f"budget {boost.budget} outside its bounds")
+    for urgent in core._urgent.values():  # noqa: SLF001
+        require(len(urgent) == len(set(urgent)), "a subscriber queued twice")
+
+
+def supervisor(data: bytes) -> int:
+    """A SupervisorCore under a sequence of inputs (module docstring)."""
+    src = Source(data)
+    world = World()
+    core = SupervisorCore(
+        Ref(SUPERVISOR),
+        rng=random.Random(src.byte()),
+        config_budget=src.choice((1, 2)),
+        max_config_budget=src.choice((None, 4, 1024)),
+    )
+    clean = src.flag(60)
+    if not clean:
+        rows = []
+        for _ in range(src.below(12)):
+            bits = "".join("01"[src.byte() & 1] for _ in range(src.between(1, 5)))
+            rows.append((src.choice(TOPICS), bits, src.choice(NODE_REFS)))
+        core.load(rows)
+    journal: dict[tuple[str, str], str] = {}
+    for topic, db in core.topics.items():
+        for lab, ref in db.by_label.items():
+            if ref is not None:
+                journal[(topic, lab.bits)] = ref
+    now = 0.0
+    handled = 0
+    for _ in range(src.between(1, 48)):
+        if not src.left:
+            break
+        action = src.below(16)
+        effects: list[Any] = []
+        if action < 11:
+            msg = decoded(src, world, SUPERVISOR_KINDS)
+            if msg is None:
+                continue
+            effects = core.handle(msg, now)
+            handled += 1
+        elif action < 14:
+            now += src.choice((0.1, 1.0, 3.0))
+            effects = core.timeout(now)
+        else:
+            effects = core.peer_unreachable(Ref(src.choice(world.refs)), now)
+        check_effects(effects)
+        for name, bits, ref in core.drain_changes():
+            if ref is None:
+                journal.pop((name, bits), None)
+            else:
+                journal[(name, bits)] = ref
+        check_supervisor(core, clean, journal)
+    return handled
+
+
+# --- brokers ---------------------------------------------------------------------------------
+def _broker(protocol: str) -> Target:
+    from broker import topologyfile
+    from broker.cores.corebase import BrokerCore
+    from broker.cores.factory import make_core
+    from broker.cores.messages import BROKER_TO_BROKER, CLIENT_OPERATIONS, TO_CLIENT
+
+    topo = topologyfile.figure3()
+    brokers = topo.brokers
+    prefix = "scot_" if protocol == "octopia" else "padres_"
+    peer_kinds = tuple(cls.kind for cls in BROKER_TO_BROKER if cls.kind.startswith(prefix))
+    other_kinds = tuple(cls.kind for cls in BROKER_TO_BROKER if not cls.kind.startswith(prefix))
+    client_kinds = tuple(cls.kind for cls in CLIENT_OPERATIONS)
+    clients = ("c1", "c2", "c3")
+
+    def check_broker(core: BrokerCore, effects: list[Any], adverts: int, subs: int) -> None:
+        for effect in effects:
+            msg = effect.msg
+            if isinstance(msg, TO_CLIENT):
+                require(effect.dest == msg.client, f"{msg.kind} for {msg.client} sent to {effect.dest}")
+            else:
+                require(effect.dest in core.neighbours, f"{msg.kind} sent to non-neighbour {effect.dest}")
+                require(getattr(msg, "sender", None) == core.me, f"{msg.kind} not sent as {core.me}")
+            hops = getattr(msg, "hops", 0)
+            require(0 <= hops <= core.max_hops + 1, f"{msg.kind} with {hops} hops")
+        owners = {uid: key for key, uid in core.local_subs.items()}
+        require(owners == core.sub_owner, "local subscriptions and their owners differ")
+        require(len(set(core.local_advs.values())) == len(core.local_advs), "two advertisements share an id")
+        table = getattr(core, "clt", None)
+        if table is None:
+            table = getattr(core, "srt", {})
+        require(len(table) <= adverts, f"{len(table)} advertisements held after {adverts} were made")
+        held = len(core.prt)  # type: ignore[attr-defined]  # both broker cores have a PRT
+        require(held <= subs, f"{held} subscriptions held after {subs} were made")
+
+    def target(data: bytes) -> int:
+        src = Source(data)
+        me = src.choice(brokers)
+        if protocol == "octopia":
+            core = make_core(protocol, topo, me, dynamic=src.flag())
+        else:
+            core = make_core(protocol, topo, me)
+        strangers = tuple(b for b in brokers if b not in core.neighbours and b != me)
+        world = World(senders=(*core.neighbours, *core.neighbours, *strangers[:2], me, *clients))
+        now = 0.0
+        handled = adverts = subs = 0
+        for _ in range(src.between(1, 40)):
+            if not src.left:
+                break
+            action = src.below(16)
+            effects: list[Any] = []
+            if action < 13:
+                pick = src.below(16)
+                kinds = client_kinds if pick < 6 else other_kinds if pick == 6 else peer_kinds
+                msg = decoded(src, world, kinds)
+                if msg is None:
+                    continue
+                adverts += msg.kind.endswith(("adv", "advertise"))
+                subs += msg.kind.endswith(("sub", "subscribe"))
+                effects = core.handle(msg, now)
+                handled += 1
+            elif action < 15:
+                link = src.choice((*core.neighbours, src.choice(brokers)))
+                core.link_status(link, src.below(200), src.below(50), src.below(50), now)
+            else:
+                now += src.choice((0.01, 0.05, 1.0))
+                effects = core.timeout(now)
+            check_effects(effects, refs=False)
+            for effect in effects:
+                for name in ("uid", "tid"):
+                    value = getattr(effect.msg, name, None)
+                    if isinstance(value, str) and len(world.ids) < 64:
+                        world.ids.append(value)
+            check_broker(core, effects, adverts, subs)
+        return handled
+
+    target.__name__ = protocol
+    target.__doc__ = f"A {protocol} broker core under a sequence of inputs (module docstring)."
+    return target
+
+
+octopia = _broker("octopia")
+padres = _broker("padres")
+
+#: name -> target, in the order `make fuzz` runs them.
+TARGETS: dict[str, Target] = {
+    "framing": framing,
+    "codec": codec,
+    "node": node,
+    "supervisor": supervisor,
+    "octopia": octopia,
+    "padres": padres,
+}
+
+
+def seeds(name: str, count: int = 64) -> list[bytes]:
+    """Starting inputs for a target: for ``codec``, valid payloads of every kind (raw mode,
+    so mutations start from real frames); for the others, random bytes."""
+    rng = random.Random(name)
+    out = []
+    for i in range(count):
+        if name == "codec":
+            src = Source(bytes(rng.randrange(256) for _ in range(512)))
+            kind = sorted(MESSAGE_TYPES)[i % len(MESSAGE_TYPES)]
+            out.append(b"\x00" + msgpack.packb(shapes.body(src, World(), kind), use_bin_type=True))
+        else:
+            out.append(bytes(rng.randrange(256) for _ in range(rng.randrange(16, 512))))
+    return out
+
+
+__all__ = ["TARGETS", "Broken", "seeds", "check_node", "check_supervisor"]
