@@ -5,6 +5,9 @@ Systems (each run is a fresh deployment, started alone and stopped before the ne
   pubsub      LocalCluster: a supervisor and n node processes, every node in one topic, once
               the ring is legitimate; publishing through node 0 with the client library (each
               call returns after a durable acknowledgement); subscriber i follows node i.
+  pubsub-tls  the same cluster with mutual TLS and signed publications (every publication signed
+              by its node, checked by every node; `pubsub.node.signing`): beside the plain path,
+              with the ratios pubsub-tls/pubsub.
   nats        Debian's nats-server (2.9) on a free port; nats-py; core publish/subscribe.
   jetstream   the same with -js (file storage in the run's directory); a stream with file
               storage on the subject; js.publish awaits each PubAck; each subscriber process has

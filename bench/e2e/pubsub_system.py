@@ -1,6 +1,10 @@
 """pubsub as a benchmarked system: a LocalCluster (a supervisor and n node processes) whose
 nodes all join one topic, ready once the ring is legitimate; publishing with the client
-library through node 0; node i's follow stream read by subscriber process i.
+library through node 0; node i's follow stream read by subscriber process i.  ``pubsub-tls``
+is the same cluster with mutual TLS (certificates made on the fly, `LocalCluster(tls=True)`),
+where every publication is signed and checked (`pubsub.node.signing`); the harness and the
+subscriber processes use the cluster's client certificate (``PUBSUB_TLS_*``, which the
+cluster puts in this process's environment while it runs and the subscribers inherit).
 
 In the throughput run the subscribers are the nodes themselves: a node holds a publication
 once it stored it, read from its status (README, "Status JSON": `publications.stored` is the
@@ -51,13 +55,15 @@ def ring_ready_problems(cluster: LocalCluster, n: int, topics: Iterable[str] = (
 
 
 def start_cluster(
-    n: int, workdir: Path, interval: float, store_sync: str | None, topics: Iterable[str] = (TOPIC,)
+    n: int, workdir: Path, interval: float, store_sync: str | None, topics: Iterable[str] = (TOPIC,),
+    tls: bool = False,
 ) -> LocalCluster:
     """A started cluster whose n nodes all joined `topics`, their rings legitimate."""
     topics = list(topics)
     env = {} if store_sync is None else {"PUBSUB_STORE_SYNC": store_sync}
     cluster = LocalCluster(
-        workdir, n, interval=interval, start_timeout=START_TIMEOUT, log_level="warning", admin=False, env=env
+        workdir, n, interval=interval, start_timeout=START_TIMEOUT, log_level="warning", admin=False, env=env,
+        tls=tls,
     )
     cluster.start()
     try:
@@ -112,16 +118,18 @@ class PubsubSystem(System):
     name = "pubsub"
     holds = "stored"
 
-    def __init__(self, interval: float | None = None, store_sync: str | None = None) -> None:
+    def __init__(self, interval: float | None = None, store_sync: str | None = None, tls: bool = False) -> None:
         self.interval = default_interval() if interval is None else interval
         self.store_sync = store_sync
+        self.tls = tls
+        self.name = "pubsub-tls" if tls else "pubsub"
         self.cluster: LocalCluster | None = None
         self.tmp: tempfile.TemporaryDirectory[str] | None = None
         self.ring_ready_s: float | None = None
 
     def start(self, n: int, workdir: Path) -> None:
         began = time.monotonic()
-        self.cluster = start_cluster(n, workdir / "cluster", self.interval, self.store_sync)
+        self.cluster = start_cluster(n, workdir / "cluster", self.interval, self.store_sync, tls=self.tls)
         self.ring_ready_s = round(time.monotonic() - began, 2)
 
     def stop(self) -> None:

@@ -79,6 +79,19 @@ def summarize(runs: list[dict[str, Any]], systems: list[str], sizes: list[int], 
         }
         for key in ("held_per_s", "acked_per_s"):
             ratios[key][other] = _ratio(throughput["pubsub"][key], throughput[other][key])
+    if "pubsub" in systems and "pubsub-tls" in systems:  # TLS and signing beside the plain path
+        ratios["tls_vs_plain"] = {
+            "latency_p50": {
+                str(n): _ratio(latency["pubsub-tls"][str(n)]["p50_ms"], latency["pubsub"][str(n)]["p50_ms"])
+                for n in sizes
+            },
+            **{key: _ratio(throughput["pubsub-tls"][key], throughput["pubsub"][key])
+               for key in ("held_per_s", "acked_per_s")},
+            "node_cpu_us_per_pub_median": _ratio(
+                throughput["pubsub-tls"]["node_cpu_us_per_pub_median"],
+                throughput["pubsub"]["node_cpu_us_per_pub_median"],
+            ),
+        }
     return {"latency": latency, "throughput": throughput, "frames": frames, "ratios": ratios}
 
 
@@ -156,11 +169,24 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
             print(f"{system:<10}  not run: {notrun.get(system) or 'every run failed'}")
             continue
         loss = "yes" if all(row["zero_loss"]) else "NO " + ",".join(map(str, row["missing_total"]))
-        holds = "stored at every node (status)" if system == "pubsub" else "received by the n subscriber processes"
+        holds = (
+            "stored at every node (status)" if system.startswith("pubsub") else "received by the n subscriber processes"
+        )
         print(
             f"{system:<10}  {cell(row['held_per_s'], 1):>26}  {cell(row['acked_per_s'], 1):>26}"
             f"  {cell(row['held_seconds'], 3):>20}  {loss:<10}{sum(row['duplicates']):<6}{holds}"
         )
+
+    tls = summary["ratios"].get("tls_vs_plain")
+    if tls:
+        print()
+        print("== TLS with signed publications beside the plain path: ratios pubsub-tls/pubsub of the medians "
+              "(throughput: the issue's goal is at least 0.80)")
+        print(f"{'held/s, n=' + str(tput_n):<24}{ratio_cell(tls['held_per_s']):>10}")
+        print(f"{'acked/s, n=' + str(tput_n):<24}{ratio_cell(tls['acked_per_s']):>10}")
+        print(f"{'node CPU/pub, n=' + str(tput_n):<24}{ratio_cell(tls['node_cpu_us_per_pub_median']):>10}")
+        for n in sizes:
+            print(f"{'latency p50, n=' + str(n):<24}{ratio_cell(tls['latency_p50'][str(n)]):>10}")
 
     print()
     print(
@@ -177,7 +203,7 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
         row = summary["throughput"][system]
         if not row["repeats"]:
             continue
-        server = row["supervisor_cpu_us_per_pub"] if system == "pubsub" else row["server_cpu_us_per_pub"]
+        server = row["supervisor_cpu_us_per_pub"] if system.startswith("pubsub") else row["server_cpu_us_per_pub"]
         print(
             f"{system:<10}  {cell(row['node_cpu_us_per_pub_median'], 0):>18}"
             f"  {cell(row['node_cpu_us_per_pub_max'], 0):>18}"

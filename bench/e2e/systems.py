@@ -17,7 +17,9 @@ from bench.e2e.common import CHANNEL, STREAM, SUBJECT
 from bench.e2e.drive import Publisher
 from bench.e2e.servers import NatsServer, RedisServer, find_binary, missing_reason, version_of
 
-SYSTEMS = ("pubsub", "nats", "jetstream", "jetstream-ordered", "redis")
+SYSTEMS = ("pubsub", "pubsub-tls", "nats", "jetstream", "jetstream-ordered", "redis")
+#: pubsub's variants: name -> whether its cluster runs with TLS (and so signs every publication).
+PUBSUB_SYSTEMS = {"pubsub": False, "pubsub-tls": True}
 #: The NATS systems: name -> (JetStream on, consumer kind).
 NATS_SYSTEMS = {"nats": (False, None), "jetstream": (True, "durable"), "jetstream-ordered": (True, "ordered")}
 
@@ -26,6 +28,11 @@ GUARANTEES = {
         "acknowledged after a write to the store of one member (SQLite commit; fsynced only with "
         "PUBSUB_STORE_SYNC=full), then stored at every node; each subscriber's stream is gap-free "
         "and resumable"
+    ),
+    "pubsub-tls": (
+        "pubsub as above, with mutual TLS on every connection and every publication signed by its "
+        "publishing node (Ed25519 over a Merkle tree per batch) and checked by every node before "
+        "it is stored, forwarded or delivered"
     ),
     "nats": (
         "NATS core: at-most-once, in memory, no acknowledgement (the publisher's flush only says "
@@ -249,10 +256,10 @@ class RedisSystem(System):
 
 
 def make_system(name: str, **pubsub_options: Any) -> System:
-    if name == "pubsub":
+    if name in PUBSUB_SYSTEMS:
         from bench.e2e.pubsub_system import PubsubSystem
 
-        return PubsubSystem(**pubsub_options)
+        return PubsubSystem(**pubsub_options, tls=PUBSUB_SYSTEMS[name])
     if name in NATS_SYSTEMS:
         return NatsSystem(name)
     if name == "redis":
