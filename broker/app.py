@@ -67,6 +67,7 @@ from broker.cores.topology import BrokerId, Scot
 from broker.faults import broker_actions
 from broker.links import NeighbourLink
 from broker.sessions import ClientSessions
+from broker.sessions import refusal as client_refusal
 from broker.settings import BrokerSettings
 from broker.telemetry import broker_instrument
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
@@ -75,6 +76,7 @@ from pubsub.runtime.connection import ClientSession
 from pubsub.runtime.host import Daemon, host
 from pubsub.runtime.identity import Identity
 from pubsub.runtime.net import Runtime
+from pubsub.runtime.permissions import Authority
 from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
 from pubsub.runtime.stats import Stats
 
@@ -221,6 +223,11 @@ class BrokerApp:
         if isinstance(msg, StatusRequest):
             return Reply(body=self.status()), []
         return ErrorReply(code="unsupported", detail=f"a broker does not serve {msg.kind!r}"), []
+
+    def refuses(self, msg: Message, identity: Identity | None, authority: Authority) -> Message | None:
+        """With TLS: the refusal of a client request the rules do not allow, or None
+        (`broker.sessions.refusal`)."""
+        return client_refusal(msg, identity, authority)
 
     def session_request(self, msg: Message, session: ClientSession, now: float) -> list[Send] | None:
         """Every request on a client connection; answered by `broker.sessions`, exactly one

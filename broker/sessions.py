@@ -23,6 +23,13 @@ Who owns what (a choice the paper leaves open):
   stream back on it, and when the connection closes every subscription it made is
   unsubscribed.  The ``client`` field of `ClientSubscribe` / `ClientUnsubscribe` is ignored.
 
+With TLS (`pubsub.runtime.permissions`), the client id is the certificate's: a ``client``
+certificate advertises, withdraws and publishes only as the client id its certificate names
+(an ``admin`` certificate as any), so no one withdraws another's advertisement; content has
+no topic, so the permissions file's ``publish`` / ``subscribe`` patterns are matched against
+that client id.  A refusal is `ClientRefused` with code ``permission_denied``; nothing of the
+request is done.
+
 Slow subscribers: deliveries to a client whose connection holds more than
 ``client_buffer_bytes`` not yet read are dropped and counted
 (``deliveries_dropped_slow_client``).
@@ -48,6 +55,8 @@ from broker.cores.topology import BrokerId
 from pubsub.kernel.control import ErrorReply, Reply
 from pubsub.kernel.message import Message, Send
 from pubsub.runtime.connection import ClientSession
+from pubsub.runtime.identity import Identity
+from pubsub.runtime.permissions import DENIED, Authority
 
 #: Client ids: what advertisements and publications are filed under.
 CLIENT_ID_RE = re.compile(r"[A-Za-z0-9_.:@-]{1,64}")
@@ -64,6 +73,23 @@ class Refusal(NamedTuple):
 
     code: str
     detail: str
+
+
+def refusal(msg: Message, identity: Identity | None, authority: Authority) -> Message | None:
+    """With TLS: the refusal of client request `msg` from the holder of `identity`, or None
+    when the rules let it through (see the module docstring)."""
+    if not isinstance(msg, CLIENT_OPERATIONS):
+        return None
+    subscribing = isinstance(msg, (ClientSubscribe, ClientUnsubscribe))
+    # Subscriptions belong to the connection (their client field is ignored): they are
+    # checked under the certificate's own name.
+    acting_as = (identity.name if identity is not None else "") if subscribing else msg.client
+    action = "subscribe" if subscribing else "publish"
+    problem = authority.check(identity, action, acting_as)
+    if problem is None and action == "publish" and identity is not None and identity.role == "client":
+        if msg.client != identity.name:
+            problem = f"{identity} acts only as client {identity.name!r}, not {msg.client!r}"
+    return None if problem is None else ClientRefused(msg.client, DENIED, problem)
 
 
 def _check_id(value: str, what: str) -> str | None:

@@ -53,6 +53,7 @@ FLAGS = {
     "tls_cert": "--tls-cert",
     "tls_key": "--tls-key",
     "insecure": "--insecure",
+    "permissions": "--permissions",
     "http_listen": "--http-listen",
     "http_allow_remote": "--http-allow-remote",
 }
@@ -222,19 +223,30 @@ _TLS = "pubsub.tls"
 
 
 def tls_options(f: Any) -> Any:
-    """--tls-ca, --tls-cert, --tls-key, --insecure of a daemon (also PUBSUB_TLS_CA / _CERT /
-    _KEY, PUBSUB_INSECURE, or the --config file); `settings_for_runtime` applies them."""
+    """--tls-ca, --tls-cert, --tls-key, --insecure, --permissions of a daemon (also
+    PUBSUB_TLS_CA / _CERT / _KEY, PUBSUB_INSECURE, PUBSUB_PERMISSIONS, or the --config file);
+    `settings_for_runtime` applies them."""
 
     @functools.wraps(f)
     def wrapper(
-        *args: Any, tls_ca: Path | None, tls_cert: Path | None, tls_key: Path | None, insecure: bool, **kwargs: Any
+        *args: Any, tls_ca: Path | None, tls_cert: Path | None, tls_key: Path | None, insecure: bool,
+        permissions: Path | None, **kwargs: Any
     ) -> Any:
         click.get_current_context().meta[_TLS] = {
-            "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key, "insecure": insecure or None
+            "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key, "insecure": insecure or None,
+            "permissions": permissions,
         }
         return f(*args, **kwargs)
 
     pem = click.Path(dir_okay=False, exists=True, path_type=Path)
+    wrapper = click.option(
+        "--permissions",
+        type=click.Path(dir_okay=False, exists=True, path_type=Path),
+        default=None,
+        metavar="FILE",
+        help="With TLS: what each client certificate may do (TOML; README, \"Permissions\"); "
+        "reloaded on SIGHUP (env PUBSUB_PERMISSIONS).",
+    )(wrapper)
     wrapper = click.option(
         "--insecure",
         is_flag=True,
@@ -349,13 +361,14 @@ def run_daemon(what: str, listen: str, run: Any) -> None:
     from pubsub.runtime.adminserver import AdminError
     from pubsub.runtime.datadir import StoreError
     from pubsub.runtime.httpserve import HttpError
+    from pubsub.runtime.permissions import PermissionsError
     from pubsub.runtime.tls import TlsError
     from pubsub.telemetry.events import EventsError
     from pubsub.telemetry.metrics import MetricsError
 
     try:
         run()
-    except (StoreError, MetricsError, EventsError, AdminError, HttpError, TlsError) as exc:
+    except (StoreError, MetricsError, EventsError, AdminError, HttpError, TlsError, PermissionsError) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)

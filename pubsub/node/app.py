@@ -68,7 +68,10 @@ from pubsub.node.settings import FRAME_OVERHEAD, NodeSettings
 from pubsub.node.commits import GroupCommit, Written
 from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
 from pubsub.node.writer import StoreThread
+from pubsub.node.permits import refusal as client_refusal
 from pubsub.runtime.identity import Identity
+from pubsub.runtime.permissions import Authority
+from pubsub.runtime.tls import server_context
 from pubsub.skipring.admission import node_admits
 from pubsub.skipring.batching import coalesce
 from pubsub.node.telemetry import node_instrument
@@ -192,6 +195,11 @@ class NodeApp:
         """With TLS: why `msg` from the peer holding `identity` is refused, or None
         (`pubsub.skipring.admission`)."""
         return node_admits(msg, identity.role, identity.name, self.core.supervisor)
+
+    def refuses(self, msg: Message, identity: Identity | None, authority: Authority) -> Message | None:
+        """With TLS: the refusal of a client request the rules do not allow, or None
+        (`pubsub.node.permits`)."""
+        return client_refusal(msg, identity, authority)
 
     def timeout(self, now: float) -> list[Send]:
         self._now = now
@@ -574,7 +582,9 @@ async def serve_node(
         )
         if settings.http_listen is not None:
             host_name, _, port = settings.http_listen.rpartition(":")
-            daemon.services.append(HttpService("HTTP API", http_application(app), host_name, int(port)))
+            daemon.services.append(
+                HttpService("HTTP API", http_application(app), host_name, int(port), server_context(runtime_settings))
+            )
         await host(daemon, telemetry, admin)
     finally:
         store.close()

@@ -45,6 +45,9 @@ from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Send, Topic
 from pubsub.node.delivery import Deliveries
 from pubsub.node.openapi import openapi_document
+from pubsub.node.permits import refusal as client_refusal
+from pubsub.runtime.permissions import DENIED
+from pubsub.runtime.tls import peer_identity
 from pubsub.runtime.connection import ClientSession
 from pubsub.runtime.net import Runtime
 from pubsub.skipring.fields import validate_msg_id
@@ -79,6 +82,7 @@ STATUS_OF: dict[str, int] = {
     "bad_since": 400,
     "not_found": 404,
     "not_member": 404,
+    "permission_denied": 403,
     "method_not_allowed": 405,
     "no_members": 409,
     "cursor_incarnation": 409,
@@ -222,8 +226,23 @@ class NodeHttpApi:
         for session in list(self.sessions):
             session.close()
 
-    def _control(self, msg: Message) -> dict[str, Any]:
-        """`NodeApp.control` as the runtime calls it; the sends go out; the reply's body."""
+    def _permit(self, request: web.Request, msg: Message) -> None:
+        """With TLS: ApiError ``permission_denied`` (counted) unless the client certificate
+        of `request` may make request `msg` (`pubsub.node.permits`, as on the node's port)."""
+        runtime = self._runtime()
+        if runtime.authority is None:
+            return
+        transport = request.transport
+        identity = peer_identity(transport) if transport is not None else None
+        refusal = client_refusal(msg, identity, runtime.authority)
+        if refusal is not None:
+            runtime.stats.error(DENIED)
+            raise ApiError(DENIED, getattr(refusal, "detail", DENIED))
+
+    def _control(self, msg: Message, request: web.Request) -> dict[str, Any]:
+        """`NodeApp.control` as the runtime calls it, once `request` may make `msg`; the sends
+        go out; the reply's body."""
+        self._permit(request, msg)
         runtime = self._runtime()
         reply, sends = self.app.control(msg, runtime.now())
         runtime.dispatch(sends)
@@ -236,7 +255,7 @@ class NodeHttpApi:
     # ------------------------------------------------------------------ handlers
     async def status(self, request: web.Request) -> web.Response:
         """GET /v1/status: the node's status (as ``pubsub status --node --json``)."""
-        return web.json_response(self._control(StatusRequest()), dumps=_dumps)
+        return web.json_response(self._control(StatusRequest(), request), dumps=_dumps)
 
     async def openapi(self, request: web.Request) -> web.Response:
         """GET /v1/openapi.json: the OpenAPI document of this API."""
@@ -245,7 +264,7 @@ class NodeHttpApi:
     async def join(self, request: web.Request) -> web.Response:
         """PUT /v1/topics/{topic}/membership: the node subscribes to the topic."""
         topic = _topic(request)
-        return web.json_response(_membership(self._control(JoinTopic(topic=topic))))
+        return web.json_response(_membership(self._control(JoinTopic(topic=topic), request)))
 
     async def leave(self, request: web.Request) -> web.Response:
         """DELETE /v1/topics/{topic}/membership: the node unsubscribes (404 if it does not
@@ -253,7 +272,7 @@ class NodeHttpApi:
         topic = _topic(request)
         if topic not in self.app.core.wanted_topics:
             raise ApiError("not_member", f"this node does not subscribe to {topic!r}")
-        return web.json_response(_membership(self._control(LeaveTopic(topic=topic))))
+        return web.json_response(_membership(self._control(LeaveTopic(topic=topic), request)))
 
     async def publish(self, request: web.Request) -> web.Response:
         """POST /v1/topics/{topic}/publications: publish; the acknowledgement or an error."""
@@ -261,6 +280,7 @@ class NodeHttpApi:
         payload, msg_id = await _publish_body(request)
         runtime = self._runtime()
         msg = PublishRequest(topic=topic, payload=Payload(payload), id=next(self._ids), msg_id=MsgId(msg_id))
+        self._permit(request, msg)
         session = self._session(request)
         try:
             runtime.dispatch(self.app.session_request(msg, session, runtime.now()) or [])
@@ -337,7 +357,7 @@ class NodeHttpApi:
         new_only = _bool(request.query.get("new_only"), "new_only")
         from_now = _bool(request.query.get("from_now"), "from_now")
         if _bool(request.query.get("join"), "join"):
-            self._control(JoinTopic(topic=topic))
+            self._control(JoinTopic(topic=topic), request)
         follow = Follow(topic, since, new_only, True, incarnation, from_now)
         session, start = await self._follow(request, follow)
         inc = str(start.get("incarnation") or "")
@@ -370,6 +390,7 @@ class NodeHttpApi:
     async def _follow(self, request: web.Request, follow: Follow) -> tuple[HttpSession, dict[str, Any]]:
         """Open a delivery stream in the node; the session and the node's start reply (an
         ApiError with the node's code if it refused)."""
+        self._permit(request, follow)
         runtime = self._runtime()
         session = self._session(request)
         self.app.deliveries.open(follow, session, runtime.spawn)

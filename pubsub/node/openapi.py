@@ -18,6 +18,7 @@ def _errors(*statuses: int) -> dict[str, Any]:
     """Error responses (``{"code", "detail"}``) for `statuses`."""
     what = {
         400: "bad input (bad_topic, bad_msg_id, bad_payload, bad_since, bad_request)",
+        403: "permission_denied: with TLS, the client certificate may not do this (nothing was done)",
         404: "no such path, or (DELETE membership) the node does not run the topic (not_member)",
         405: "method not allowed",
         409: "no_members, or a refused cursor (cursor_incarnation, cursor_beyond_end)",
@@ -86,7 +87,7 @@ _DOCUMENT: dict[str, Any] = {
                         "description": "joined (or already a member)",
                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Membership"}}},
                     },
-                    **_errors(400, 404, 503),
+                    **_errors(400, 403, 404, 503),
                 },
             },
             "delete": {
@@ -97,7 +98,7 @@ _DOCUMENT: dict[str, Any] = {
                         "description": "left",
                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Membership"}}},
                     },
-                    **_errors(400, 404, 503),
+                    **_errors(400, 403, 404, 503),
                 },
             },
         },
@@ -116,7 +117,7 @@ _DOCUMENT: dict[str, Any] = {
                         "published before and nothing new was stored)",
                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Ack"}}},
                     },
-                    **_errors(400, 404, 409, 413, 415, 503, 504),
+                    **_errors(400, 403, 404, 409, 413, 415, 503, 504),
                 },
             },
             "get": {
@@ -143,7 +144,7 @@ _DOCUMENT: dict[str, Any] = {
                         "description": "the publications",
                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/History"}}},
                     },
-                    **_errors(400, 404, 409, 503),
+                    **_errors(400, 403, 404, 409, 503),
                 },
             },
         },
@@ -199,7 +200,7 @@ _DOCUMENT: dict[str, Any] = {
                         "description": "the event stream (until the client disconnects)",
                         "content": {"text/event-stream": {"schema": {"type": "string"}}},
                     },
-                    **_errors(400, 404, 409, 503),
+                    **_errors(400, 403, 404, 409, 503),
                 },
             },
         },

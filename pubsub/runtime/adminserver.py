@@ -1,5 +1,10 @@
 """The admin listener: serves an operator's `ChaosRequest`s for one daemon's `Chaos`
-(`pubsub.runtime.admin`), on its own address, to clients only."""
+(`pubsub.runtime.admin`), on its own address, to clients only.
+
+With TLS the listener speaks TLS too (the daemon's certificate, client certificates
+required) and serves only an identity allowed admin actions (an ``admin`` certificate, or a
+client granted ``admin`` in the permissions file, `pubsub.runtime.permissions`); anyone else
+gets ``permission_denied``, counted as ``admin_permission_denied``."""
 
 from __future__ import annotations
 
@@ -18,6 +23,8 @@ from pubsub.runtime.adminparams import ChaosError
 from pubsub.runtime.connection import split_ref
 from pubsub.runtime.stats import LogLimiter
 from pubsub.runtime.net import Runtime
+from pubsub.runtime.permissions import DENIED
+from pubsub.runtime.tls import peer_identity, server_context
 from pubsub.runtime.settings import AdminSettings
 from pubsub.runtime.streams import MessageReader
 
@@ -66,7 +73,11 @@ class AdminServer:
         log.info("%s: admin listener on %s", self.chaos.ref, self.listen)
 
     async def _serve(self, sock: socket.socket) -> None:
-        server = await asyncio.start_server(self._connection, sock=sock)
+        context = server_context(self.runtime.settings)
+        tls: dict[str, object] = {}
+        if context is not None:
+            tls = {"ssl": context, "ssl_handshake_timeout": self.runtime.settings.hello_timeout}
+        server = await asyncio.start_server(self._connection, sock=sock, **tls)  # type: ignore[arg-type]
         try:
             await asyncio.Event().wait()  # until the runtime cancels us
         finally:
@@ -85,6 +96,10 @@ class AdminServer:
                 return
             if not (isinstance(hello, Hello) and hello.role == "client" and hello.ref is None):
                 self._refuse(writer, source, "no_hello", "expected Hello(role=client, ref=None)")
+                return
+            authority = self.runtime.authority
+            if authority is not None and (problem := authority.check(peer_identity(writer), "admin")):
+                self._refuse(writer, source, DENIED, problem)
                 return
             while True:
                 msg = await self._read(messages, writer, source)

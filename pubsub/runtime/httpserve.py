@@ -10,6 +10,7 @@ app on the same event loop: no threads, no locks).
 from __future__ import annotations
 
 import logging
+import ssl
 
 from aiohttp import web
 
@@ -23,23 +24,28 @@ class HttpError(Exception):
 class HttpService:
     """One aiohttp application served on host:port (see the module docstring)."""
 
-    def __init__(self, name: str, app: web.Application, host: str, port: int) -> None:
+    def __init__(
+        self, name: str, app: web.Application, host: str, port: int, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self.name = name
         self.app = app
         self.host = host
         self.port = port
+        #: HTTPS with this context (the daemon's: client certificates required), else HTTP.
+        self.ssl_context = ssl_context
         self._runner: web.AppRunner | None = None
 
     @property
     def address(self) -> str:
-        """``http://host:port`` (the port actually bound once started; useful with port 0)."""
-        return f"http://{self.host}:{self.port}"
+        """``http(s)://host:port`` (the port actually bound once started; useful with port 0)."""
+        scheme = "https" if self.ssl_context is not None else "http"
+        return f"{scheme}://{self.host}:{self.port}"
 
     async def start(self) -> None:
         """Bind and serve; HttpError if the address cannot be bound."""
         runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port)
+        site = web.TCPSite(runner, self.host, self.port, ssl_context=self.ssl_context)
         try:
             await site.start()
         except OSError as exc:

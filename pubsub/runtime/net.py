@@ -80,6 +80,7 @@ from pubsub.runtime.links import Links
 from pubsub.runtime.settings import RuntimeSettings
 from pubsub.runtime.stats import LogLimiter, Stats
 from pubsub.runtime.streams import READ_CHUNK
+from pubsub.runtime.permissions import DENIED, Authority
 from pubsub.runtime.tls import TlsError, check_own, listen_problem, peer_identity, server_context
 from pubsub.runtime.tlscount import count_handshakes
 
@@ -143,6 +144,8 @@ class Runtime:
         self._counts = ConnectionCounts(self.caps)
         self._pool = BufferPool(self.settings.inflight_bytes, self.settings.conn_buffer_bytes)
         self._quotas = PublishQuotas(self.settings, self.settings.max_frame_bytes)
+        #: What clients may ask for, with TLS (`pubsub.runtime.permissions`); None without.
+        self.authority = Authority(self.settings.permissions) if self._ssl is not None else None
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -213,6 +216,8 @@ class Runtime:
         signals = (signal.SIGTERM, signal.SIGINT)
         for sig in signals:
             loop.add_signal_handler(sig, done.set)
+        if self.authority is not None:
+            loop.add_signal_handler(signal.SIGHUP, self.reload_permissions)
         try:
             await self.start()
             if on_start is not None:
@@ -220,9 +225,15 @@ class Runtime:
             await done.wait()
             log.info("%s: signal received, shutting down", self.ref)
         finally:
-            for sig in signals:
+            for sig in (*signals, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
             await self.stop()
+
+    def reload_permissions(self) -> None:
+        """Load the permissions file again (SIGHUP); a file that does not load keeps the rules
+        in force and is counted as ``permissions_reload_error``."""
+        if self.authority is not None and self.authority.reload() is not None:
+            self.stats.error("permissions_reload_error")
 
     # --- introspection -----------------------------------------------------------------------
     def now(self) -> float:
@@ -595,6 +606,27 @@ class Runtime:
         self._bad_input(conn, "forbidden_sender", problem, close=False)
         return False
 
+    def _permitted(self, conn: Connection, msg: Message) -> bool:
+        """Whether the client at `conn` may make request `msg`: the application's optional
+        ``refuses(msg, identity, authority)`` returns the refusal to send, or None
+        (`pubsub.runtime.permissions`); refusals are counted as ``permission_denied``."""
+        refuses = getattr(self.app, "refuses", None)
+        if refuses is None or self.authority is None:
+            return True
+        refusal = refuses(msg, conn.identity, self.authority)
+        if refusal is None:
+            return True
+        self.stats.error(DENIED)
+        self._limiter.log(
+            (DENIED, conn.label), logging.WARNING, "%s: refused %s from %s: %s", self.ref, msg.kind,
+            conn.identity, getattr(refusal, "detail", ""),
+        )
+        frame = wire.encode(refusal, self.settings.max_frame_bytes)
+        if conn.write(frame):
+            self.stats.frames_out[refusal.kind] += 1
+            self.stats.bytes_out[refusal.kind] += len(frame)
+        return False
+
     def _over_quota(self, conn: Connection, msg: Message) -> bool:
         """Whether publication request `msg` exceeds its client's quota (`PublishQuotas`);
         if so it is counted and answered with the application's ``over_quota(msg, code,
@@ -633,6 +665,8 @@ class Runtime:
                 conn, "request_on_stream", f"{msg.kind} on a connection that carries a stream",
                 close=False,
             )
+            return
+        if not self._permitted(conn, msg):
             return
         handler = getattr(self.app, "session_request", None)
         if handler is not None and session is not None:

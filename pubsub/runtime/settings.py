@@ -78,6 +78,11 @@ class RuntimeSettings(LimitSettings):
     insecure: bool = Field(
         False, description="allow listening on an address that is not loopback without TLS"
     )
+    permissions: Path | None = Field(
+        None,
+        description="the permissions file (TOML, `pubsub.runtime.permissions`): what each "
+        "client certificate may do; reloaded on SIGHUP; needs TLS",
+    )
 
     @property
     def tls(self) -> bool:
@@ -91,6 +96,11 @@ class RuntimeSettings(LimitSettings):
             raise ValueError(
                 "tls_ca, tls_cert and tls_key (--tls-ca / --tls-cert / --tls-key, "
                 "PUBSUB_TLS_CA / _CERT / _KEY) go together: give all three or none"
+            )
+        if self.permissions is not None and not any(given):
+            raise ValueError(
+                "a permissions file names certificate identities: it needs TLS "
+                "(--tls-ca / --tls-cert / --tls-key)"
             )
         return self
 

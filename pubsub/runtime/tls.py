@@ -129,9 +129,9 @@ def check_own(settings: RuntimeSettings, ref: str) -> None:
         )
 
 
-def peer_identity(writer: asyncio.StreamWriter) -> Identity | None:
-    """The identity in the certificate the other side of a TLS connection presented; None
-    if it presented none or one that names no identity."""
+def peer_identity(writer: asyncio.StreamWriter | asyncio.BaseTransport) -> Identity | None:
+    """The identity in the certificate the other side of a TLS connection (a stream's writer
+    or a transport) presented; None if it presented none or one that names no identity."""
     sslobj = writer.get_extra_info("ssl_object")
     der = sslobj.getpeercert(binary_form=True) if sslobj is not None else None
     if not der:
