@@ -37,6 +37,7 @@ from pubsub.skipring.messages import GetConfiguration, SetData
 from pubsub.skipring.admission import supervisor_admits
 from pubsub.skipring.retention import PurgeTopic, SetRetention
 from pubsub.runtime.identity import Identity
+from pubsub.runtime.permissions import DENIED, Authority
 from pubsub.runtime.host import Daemon, host
 from pubsub.runtime.httpserve import HttpService
 from pubsub.runtime.connection import split_ref
@@ -92,6 +93,14 @@ class SupervisorApp:
         """With TLS: why `msg` from the peer holding `identity` is refused, or None
         (`pubsub.skipring.admission`)."""
         return supervisor_admits(msg, identity.role, identity.name)
+
+    def refuses(self, msg: Message, identity: Identity | None, authority: Authority) -> Message | None:
+        """With TLS: changing a topic's retention or purging it is an admin action
+        (`pubsub.runtime.permissions`); everything else a client may ask is a status."""
+        if not isinstance(msg, (SetRetention, PurgeTopic)):
+            return None
+        problem = authority.check(identity, "admin")
+        return None if problem is None else ErrorReply(code=DENIED, detail=problem)
 
     def timeout(self, now: float) -> list[Send]:
         self.intervals += 1

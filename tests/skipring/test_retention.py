@@ -114,3 +114,17 @@ def test_the_supervisor_table() -> None:
     other = RetentionTable()
     assert other.load([(T, 60_000, 5, 0, 123), ("u", -1, 0, 0, 0)]) == 1
     assert other.get(T) == policy
+
+
+def test_only_an_admin_changes_retention_under_tls() -> None:
+    from pubsub.runtime.identity import Identity
+    from pubsub.runtime.permissions import Authority
+    from pubsub.skipring.retention import PurgeTopic, SetRetention
+    from supervisor.app import SupervisorApp
+
+    app = SupervisorApp.__new__(SupervisorApp)  # `refuses` reads nothing of the app
+    rules = Authority(None)
+    for msg in (PurgeTopic(T), SetRetention(T, 1_000)):
+        refusal = app.refuses(msg, Identity("client", "alice"), rules)
+        assert refusal is not None and refusal.code == "permission_denied"  # type: ignore[attr-defined]
+        assert app.refuses(msg, Identity("admin", "operator"), rules) is None
