@@ -35,15 +35,16 @@ environment variable that the daemons read themselves (README, "Settings").
 
 TLS with certificates made on the fly: when $PUBSUB_CERTS_DIR is set (docker-compose.yml
 sets it to the shared volume ``/var/lib/pubsub/tls``), every start of the entry point first
-makes sure that directory holds a cluster CA (``ca.crt``, ``ca.key``) and the shared client
-certificate (``client-compose.crt`` / ``.key``), creating what is missing under an exclusive
+makes sure that directory holds a cluster CA (``ca.crt``, ``ca.key``) and the certificate
+the client commands inside the containers share, the operator's (``admin-compose.crt`` /
+``.key``: an admin certificate, `SHARED`), creating what is missing under an exclusive
 lock on ``.lock`` there, so containers starting together make one CA.  A daemon role then
 gets a certificate of its own, issued at every start for the reference it listens on (a
 node's container IP can change when it is recreated) into ``$PUBSUB_DATA_ROOT/identity``,
 which is not a volume: a daemon's key stays in its container.  The daemon is given
 ``--tls-ca/--tls-cert/--tls-key`` (which take precedence over ``PUBSUB_TLS_*``).  Every
 other command -- ``pubsub publish ...``, the healthcheck -- runs as a client with
-``PUBSUB_TLS_CA/_CERT/_KEY`` naming the shared client certificate unless they are set.
+``PUBSUB_TLS_CA/_CERT/_KEY`` naming that shared certificate unless they are set.
 ``pubsub-entrypoint client-bundle NAME`` issues a client certificate NAME (once) and writes
 a tar of ``ca.crt``, ``client-NAME.crt`` and ``client-NAME.key`` to stdout, for a client
 outside the containers (README, "Containers").  Without $PUBSUB_CERTS_DIR nothing of this
@@ -74,8 +75,11 @@ RESOLVE_TIMEOUT = 30.0
 HEALTH_TIMEOUT = 3.0
 #: Node data slots in one volume (nodes running at once from one compose file, at most).
 MAX_SLOTS = 1024
-#: Name in the client certificate that every container's client commands share.
-CLIENT_NAME = "compose"
+#: The certificate that client commands inside the containers share (`pubsub` in the cli
+#: service, `exec ... pubsub`, the healthchecks): the cluster operator's, so an admin one
+#: (permissions: a plain client may not make nodes join topics or take admin actions).  It
+#: gives nothing that a container holding the CA key could not mint for itself.
+SHARED = ("admin", "compose")
 #: Seconds to wait for the lock of the certificate directory (held for milliseconds).
 CERTS_LOCK_TIMEOUT = 60.0
 
@@ -208,17 +212,17 @@ def _locked(directory: Path, timeout: float = CERTS_LOCK_TIMEOUT) -> int:
             time.sleep(0.1)
 
 
-def client_files(certs: Path, name: str = CLIENT_NAME) -> dict[str, str]:
-    """The ``PUBSUB_TLS_*`` of a client using the certificate `name` in `certs`."""
+def client_files(certs: Path, role: str, name: str) -> dict[str, str]:
+    """The ``PUBSUB_TLS_*`` of a client using the `role` certificate `name` in `certs`."""
     from pubsub.runtime.identity import file_stem
 
-    stem = certs / file_stem("client", name)
+    stem = certs / file_stem(role, name)
     return {"PUBSUB_TLS_CA": str(certs / "ca.crt"), "PUBSUB_TLS_CERT": f"{stem}.crt",
             "PUBSUB_TLS_KEY": f"{stem}.key"}
 
 
-def ensure_shared(certs: Path, clients: Sequence[str] = (CLIENT_NAME,)) -> None:
-    """The cluster CA in `certs` and a certificate for each client name in `clients`,
+def ensure_shared(certs: Path, clients: Sequence[tuple[str, str]] = (SHARED,)) -> None:
+    """The cluster CA in `certs` and a certificate for each (role, name) in `clients`,
     created (once, under the directory's lock) if missing."""
     from pubsub.runtime.identity import IdentityError, file_stem, issue, load_ca, make_ca, write_pair
 
@@ -227,10 +231,10 @@ def ensure_shared(certs: Path, clients: Sequence[str] = (CLIENT_NAME,)) -> None:
         if not (certs / "ca.key").exists():  # written after ca.crt: a CA is whole once it is there
             write_pair(certs, "ca", *make_ca("pubsub compose cluster CA"))
         ca_cert, ca_key = load_ca(certs)
-        for name in clients:
-            stem = file_stem("client", name)
+        for role, name in clients:
+            stem = file_stem(role, name)
             if not ((certs / f"{stem}.crt").exists() and (certs / f"{stem}.key").exists()):
-                write_pair(certs, stem, *issue(ca_cert, ca_key, "client", name))
+                write_pair(certs, stem, *issue(ca_cert, ca_key, role, name))
     except IdentityError as exc:
         raise EntrypointError(str(exc)) from None
     except OSError as exc:
@@ -280,10 +284,10 @@ def client_bundle(name: str, env: Mapping[str, str]) -> bytes:
         check_name("client", name)
     except IdentityError as exc:
         raise EntrypointError(str(exc)) from None
-    ensure_shared(certs, (CLIENT_NAME, name))
+    ensure_shared(certs, (SHARED, ("client", name)))
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w") as tar:
-        for path in client_files(certs, name).values():
+        for path in client_files(certs, "client", name).values():
             info = tar.gettarinfo(path, arcname=os.path.basename(path))
             info.uid = info.gid = 0
             info.uname = info.gname = ""
@@ -293,14 +297,14 @@ def client_bundle(name: str, env: Mapping[str, str]) -> bytes:
 
 
 def client_env(env: MutableMapping[str, str]) -> None:
-    """With $PUBSUB_CERTS_DIR, make sure the shared client certificate exists and that
+    """With $PUBSUB_CERTS_DIR, make sure the shared (admin) certificate exists and that
     ``PUBSUB_TLS_*`` name it (those already set are kept)."""
     certs = certs_dir(env)
     if certs is None:
         return
     ensure_shared(certs)
     if not any(env.get(k) for k in ("PUBSUB_TLS_CA", "PUBSUB_TLS_CERT", "PUBSUB_TLS_KEY")):
-        env.update(client_files(certs))
+        env.update(client_files(certs, *SHARED))
 
 
 # --- commands ----------------------------------------------------------------------------------
@@ -374,7 +378,7 @@ def main(argv: Sequence[str]) -> int:
             sys.stdout.buffer.flush()
             return 0
         if argv[0] not in ROLES:
-            client_env(env)  # a client command, or the healthcheck: the client certificate
+            client_env(env)  # a client command, or the healthcheck: the shared certificate
         if argv[0] == "health":
             if len(argv) != 2 or argv[1] not in ("supervisor", "node"):
                 raise EntrypointError("usage: pubsub-entrypoint health supervisor|node")

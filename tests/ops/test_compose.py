@@ -462,7 +462,7 @@ def test_compose_file_describes_the_cluster() -> None:
         env = services[name]["environment"]
         assert "tls:/var/lib/pubsub/tls" in services[name]["volumes"]
         assert env["PUBSUB_CERTS_DIR"] == "/var/lib/pubsub/tls"
-        assert env["PUBSUB_TLS_CERT"] == "/var/lib/pubsub/tls/client-compose.crt"
+        assert env["PUBSUB_TLS_CERT"] == "/var/lib/pubsub/tls/admin-compose.crt"
     for name, service in services.items():
         assert "PUBSUB_INSECURE" not in (service.get("environment") or {}), name
     build = services["node"]["build"]
@@ -517,8 +517,8 @@ def test_entrypoint_builds_each_role(tmp_path: Path) -> None:
 
 def test_entrypoint_makes_certificates_on_the_fly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With PUBSUB_CERTS_DIR: one CA in the shared directory, a certificate per daemon
-    naming its reference (kept out of the shared directory), the client certificate for
-    client commands, and a bundle for a client outside."""
+    naming its reference (kept out of the shared directory), the operator's (admin)
+    certificate for client commands inside, and a client bundle for a client outside."""
     import io
     import tarfile
 
@@ -546,13 +546,13 @@ def test_entrypoint_makes_certificates_on_the_fly(tmp_path: Path, monkeypatch: p
     sup_cert = x509.load_pem_x509_certificate(Path(sup[sup.index("--tls-cert") + 1]).read_bytes())
     assert identity_of(sup_cert) == Identity("supervisor", SUPERVISOR)
     assert (certs / "ca.crt").read_bytes() == ca  # one CA for the cluster
-    client = x509.load_pem_x509_certificate((certs / "client-compose.crt").read_bytes())
-    assert identity_of(client) == Identity("client", "compose")
+    shared = x509.load_pem_x509_certificate((certs / "admin-compose.crt").read_bytes())
+    assert identity_of(shared) == Identity("admin", "compose")
 
-    # a client command gets PUBSUB_TLS_* naming the client certificate, unless they are set
+    # a client command gets PUBSUB_TLS_* naming the shared certificate, unless they are set
     client_env: dict[str, str] = {"PUBSUB_CERTS_DIR": str(certs)}
     ep.client_env(client_env)
-    assert client_env["PUBSUB_TLS_CERT"] == str(certs / "client-compose.crt")
+    assert client_env["PUBSUB_TLS_CERT"] == str(certs / "admin-compose.crt")
     mine = {"PUBSUB_CERTS_DIR": str(certs), "PUBSUB_TLS_CA": "a", "PUBSUB_TLS_CERT": "b", "PUBSUB_TLS_KEY": "c"}
     ep.client_env(mine)
     assert mine["PUBSUB_TLS_CERT"] == "b"
