@@ -135,6 +135,10 @@ class PadresBroker(BrokerCore):
         return [Send(Ref(b), PadresUnadvertise(uid, self.me)) for b in self.neighbours]
 
     def _on_unadvertise(self, msg: PadresUnadvertise, now: float) -> list[Send]:
+        entry = self.srt.get(msg.tid)
+        if entry is not None and entry.hosted:  # only its own client withdraws it (as OctopiA)
+            self.counters["hosted_unadv"] += 1
+            return []
         if msg.tid not in self.srt:
             self.counters["duplicate_unadv"] += 1
             self.retired.add(msg.tid)

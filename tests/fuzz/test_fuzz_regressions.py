@@ -29,3 +29,21 @@ def test_a_negative_hop_count_is_dropped_not_forwarded(protocol: str) -> None:
     )
     assert core.handle(msg, 0.0) == []
     assert core.counters["hop_limit"] == 1
+
+
+def test_padres_a_neighbour_cannot_retire_an_advertisement_hosted_here() -> None:
+    """`fuzz padres`: a PadresUnadvertise from a neighbour naming the tree of an
+    advertisement this broker hosts removed it from the SRT while its client still held it,
+    and the client's next publication raised KeyError in `handle`.  Only the client withdraws
+    its advertisement now (as in OctopiA); the message is dropped and counted."""
+    from broker.cores.messages import ClientPublish, PadresUnadvertise
+    from broker.cores.padres import PadresBroker
+
+    topo = topologyfile.figure3()
+    core = make_core("padres", topo, topo.brokers[0])
+    assert isinstance(core, PadresBroker)
+    core.advertise("c1", "a", Filter.from_wire([["x", "exists", None]]))
+    (tid,) = core.local_advs.values()
+    assert core.handle(PadresUnadvertise(tid, core.neighbours[0]), 0.0) == []
+    assert core.counters["hosted_unadv"] == 1 and tid in core.srt
+    assert core.handle(ClientPublish("c1", "p", Attrs({"x": 1})), 0.0) == []  # no subscriber: no sends
