@@ -35,9 +35,11 @@ import io
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import tarfile
+import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -331,7 +333,8 @@ def test_compose_cluster_under_podman(compose: Compose, tmp_path: Path) -> None:
     """Supervisor + 4 nodes + Prometheus + analysis in containers, every connection mutual
     TLS with certificates made on the fly: SR(4), publications through the cli container
     and from the host (a client certificate taken out with client-bundle; plain TCP is
-    refused) reach every node, a killed node container is repaired around (exactly SR(3)),
+    refused) and through a node's HTTPS API reach every node, a killed node container is
+    repaired around (exactly SR(3)),
     and the analysis reports on the shared event volume."""
     c = compose
     c.compose("--profile", "analysis", "up", "-d", "--scale", f"node={N_NODES}", timeout=300)
@@ -376,14 +379,30 @@ def test_compose_cluster_under_podman(compose: Compose, tmp_path: Path) -> None:
     from_host = json.loads(done.stdout.strip().splitlines()[-1])
     assert from_host["topic"] == TOPIC and from_host["stored_by"], from_host
     keys.add(from_host["key"])
+
+    # 3c. the node's HTTP API is HTTPS under TLS, with the same client certificate
+    # (its certificate names the container's IP: the CA is checked, not the host name)
+    https = ssl.create_default_context(cafile=tls["PUBSUB_TLS_CA"])
+    https.check_hostname = False
+    https.load_cert_chain(tls["PUBSUB_TLS_CERT"], tls["PUBSUB_TLS_KEY"])
+    api = c.podman("port", nodes[1], "8080/tcp").stdout.split()[0]
+    post = urllib.request.Request(
+        f"https://{api}/v1/topics/{TOPIC}/publications", method="POST",
+        data=json.dumps({"payload": "over HTTPS"}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(post, timeout=30, context=https) as response:
+        over_https = json.load(response)
+    assert over_https["topic"] == TOPIC and over_https["stored_by"], over_https
+    keys.add(over_https["key"])
     wait_for_deliveries(c, sup, list(refs.values()), keys)
     history = c.exec(sup, "pubsub", "history", TOPIC, "--node", refs[nodes[2]], "--json")
     assert {json.loads(line)["key"] for line in history.splitlines()} == keys
     streamed = c.cli("pubsub", "subscribe", TOPIC, "--node", refs[nodes[-1]],
-                     "--count", "3", "--json")
+                     "--count", "4", "--json")
     lines = [json.loads(line) for line in streamed.splitlines() if line.startswith("{")]
     assert {d["key"] for d in lines} == keys
-    assert [d["local_seq"] for d in lines] == [1, 2, 3]
+    assert [d["local_seq"] for d in lines] == [1, 2, 3, 4]
 
     # 4. Prometheus (from the same compose file) scrapes every daemon it finds by DNS
     def scraped() -> list[str]:
