@@ -70,7 +70,8 @@ def test_the_smallest_run_measures_every_system_here(tmp_path: Path) -> None:
         pytest.skip(
             f"no anchor can run here: redis: {unavailable('redis')}; jetstream: {unavailable('jetstream')}"
         )
-    systems = [s for s in SYSTEMS if s in ("pubsub", *anchors)]  # the order the harness runs them
+    # the order the harness runs them; pubsub-tls: TLS and signed publications beside the plain path
+    systems = [s for s in SYSTEMS if s in ("pubsub", "pubsub-tls", *anchors)]
     out = tmp_path / "e2e.json"
     done = subprocess.run(
         [
@@ -104,7 +105,7 @@ def test_the_smallest_run_measures_every_system_here(tmp_path: Path) -> None:
         assert all(v is None or v >= 0 for v in tput["cpu_seconds"].values())
         for part in (lat, tput):
             assert 0 <= part["contention"]["others_share"] and part["contention"]["machine_busy_s"] >= 0
-        if run["system"] == "pubsub":
+        if run["system"].startswith("pubsub"):
             assert tput["exactly_k_per_node"] is True
             assert tput["stored_per_node"] == [200] * 4 and tput["trie_added_per_node"] == [200] * 4
             assert tput["node_cpu_us_per_pub"]["count"] == 4 and tput["node_cpu_us_per_pub"]["median"] >= 0
@@ -116,6 +117,9 @@ def test_the_smallest_run_measures_every_system_here(tmp_path: Path) -> None:
             assert tput["subscriber_cpu_us_per_msg"]["count"] == 4
 
     ratios = doc["summary"]["ratios"]
+    tls = ratios["tls_vs_plain"]
+    assert tls["held_per_s"] > 0 and tls["acked_per_s"] > 0 and tls["latency_p50"]["4"] > 0
+    assert "ratios pubsub-tls/pubsub" in done.stdout
     for anchor in anchors:
         assert ratios["latency_p50"][anchor]["4"] > 0
         assert ratios["held_per_s"][anchor] > 0 and ratios["acked_per_s"][anchor] > 0
