@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -30,15 +29,14 @@ import pytest
 from broker.cores.control import BrokerHeartbeat
 from broker.cores.topology import scot
 from broker.localscot import LocalScot
-from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Hello, StatusRequest
-from pubsub.kernel.framing import FrameDecoder
-from pubsub.kernel.message import Message, Topic
+from pubsub.kernel.message import Topic
 from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import pick_free_ports, poll, terminate
 from pubsub.ops.ringview import ring_problems
 from pubsub.ops.tlsfiles import ClusterCerts
 from pubsub.skipring.messages import SetData
+from tests.attackers import exchange, tls_context
 
 pytestmark = pytest.mark.integration
 
@@ -53,35 +51,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         for i in range(3):
             c.subscribe(i, TOPIC, via_cli=True)  # through the CLI, with the client certificate
         yield c
-
-
-def _context(certs: ClusterCerts, name: str, ca: Path | None = None) -> ssl.SSLContext:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.load_verify_locations(cafile=str(ca or certs.ca))
-    cert, key = certs.pairs[name]
-    ctx.load_cert_chain(str(cert), str(key))
-    return ctx
-
-
-async def _exchange(ref: str, ctx: ssl.SSLContext | None, *frames: Message) -> list[Message]:
-    """Open a connection to `ref`, send `frames`, return what comes back until the daemon
-    refuses something (an ErrorReply), closes the connection, or 30 s pass (a loaded machine
-    may take seconds to answer; a refusal or a close ends the wait at once)."""
-    host, _, port = ref.rpartition(":")
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port), ssl=ctx), 10)
-    writer.write(b"".join(wire.encode(f) for f in frames))
-    decoder = FrameDecoder(wire.DEFAULT_MAX_FRAME)
-    got: list[Message] = []
-    try:
-        async with asyncio.timeout(30):
-            while not any(isinstance(m, ErrorReply) for m in got) and (data := await reader.read(65536)):
-                got.extend(wire.decode(p) for p in decoder.feed(data))
-    except (TimeoutError, ConnectionError, ssl.SSLError):
-        pass
-    finally:
-        writer.close()
-    return got
 
 
 def test_tls_cluster_forms_its_ring_and_serves_the_cli(cluster: LocalCluster) -> None:
@@ -107,7 +76,7 @@ def test_tls_cluster_forms_its_ring_and_serves_the_cli(cluster: LocalCluster) ->
 
 
 def test_a_plain_tcp_client_is_refused(cluster: LocalCluster) -> None:
-    got = asyncio.run(_exchange(cluster.node_refs[0], None, Hello(ref=None, role="client"), StatusRequest()))
+    got = asyncio.run(exchange(cluster.node_refs[0], None, Hello(ref=None, role="client"), StatusRequest()))
     assert got == []  # the TLS handshake never completes: no frame is answered
     done = subprocess.run(
         [sys.executable, "-m", "pubsub.cli.main", "status", "--node", cluster.node_refs[0]],
@@ -126,9 +95,9 @@ def test_a_plain_tcp_client_is_refused(cluster: LocalCluster) -> None:
 def test_a_node_certificate_claiming_another_reference_is_refused_and_counted(cluster: LocalCluster) -> None:
     assert cluster.certs is not None
     target, own, claimed = cluster.node_refs[0], cluster.node_refs[1], cluster.supervisor_ref
-    ctx = _context(cluster.certs, own)
+    ctx = tls_context(cluster.certs, own)
     before = cluster.node_status(0)["stats"]["errors"].get("identity_mismatch", 0)
-    got = asyncio.run(_exchange(target, ctx, Hello(ref=claimed, role="peer"), StatusRequest()))
+    got = asyncio.run(exchange(target, ctx, Hello(ref=claimed, role="peer"), StatusRequest()))
     assert [m.code for m in got if isinstance(m, ErrorReply)] == ["identity_mismatch"]
     assert cluster.node_status(0)["stats"]["errors"].get("identity_mismatch", 0) == before + 1
 
@@ -138,7 +107,7 @@ def test_configuration_only_from_the_supervisor(cluster: LocalCluster) -> None:
     target, own = cluster.node_refs[0], cluster.node_refs[1]
     forged = SetData(Topic(TOPIC), None, None, None)  # "you are not a member"
     got = asyncio.run(
-        _exchange(target, _context(cluster.certs, own), Hello(ref=own, role="peer"), forged)
+        exchange(target, tls_context(cluster.certs, own), Hello(ref=own, role="peer"), forged)
     )
     assert [m.code for m in got if isinstance(m, ErrorReply)] == ["forbidden_sender"]
     assert cluster.node_status(0)["stats"]["errors"].get("forbidden_sender", 0) >= 1
@@ -147,9 +116,9 @@ def test_configuration_only_from_the_supervisor(cluster: LocalCluster) -> None:
 
 def test_a_certificate_of_another_ca_is_refused(cluster: LocalCluster, tmp_path: Path) -> None:
     stranger = ClusterCerts.create(tmp_path / "other", {cluster.node_refs[1]: "node"})
-    ctx = _context(stranger, cluster.node_refs[1], ca=cluster.certs.ca if cluster.certs else None)
+    ctx = tls_context(stranger, cluster.node_refs[1], ca=cluster.certs.ca if cluster.certs else None)
     got = asyncio.run(
-        _exchange(cluster.node_refs[0], ctx, Hello(ref=cluster.node_refs[1], role="peer"), StatusRequest())
+        exchange(cluster.node_refs[0], ctx, Hello(ref=cluster.node_refs[1], role="peer"), StatusRequest())
     )
     assert got == []
     assert TOPIC in cluster.node_status(0)["topics"]
@@ -210,7 +179,7 @@ def test_brokers_link_over_tls_and_refuse_a_sender_that_is_not_the_peer(tmp_path
         assert brokers.certs is not None
         target, own = brokers.address("a,0"), brokers.address("a,1")
         forged = BrokerHeartbeat(sender="b,0")  # a,1 speaking for b,0
-        got = asyncio.run(_exchange(target, _context(brokers.certs, own), Hello(ref=own, role="peer"), forged))
+        got = asyncio.run(exchange(target, tls_context(brokers.certs, own), Hello(ref=own, role="peer"), forged))
         assert [m.code for m in got if isinstance(m, ErrorReply)] == ["forbidden_sender"]
         status = brokers.broker_status("a,0", via_cli=True)
         assert status["stats"]["errors"].get("forbidden_sender") == 1
