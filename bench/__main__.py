@@ -11,6 +11,8 @@
     python -m bench endtoend [options]            pubsub vs NATS, JetStream, Redis: latency, throughput, CPU, idle
     python -m bench matching [options]            content-based matching: index vs scan
     python -m bench scot [options]                OctopiA vs PADRES on S_e in the simulator (§10)
+    python -m bench topics [options]              issue 14: idle frames and CPU per node against
+                                                  topics per node (1 .. 1,000), real processes
 
 `--quick` works in every form.  Options other than --quick need a benchmark name
 (`python -m bench skipring --help`, `python -m bench antientropy --help`).
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import sys
 
-from bench import antientropy, dissemination, endtoend, matching, scale, scot, skipring
+from bench import antientropy, dissemination, endtoend, matching, scale, scot, skipring, topics
 
 BENCHMARKS = {
     "skipring": skipring.main,
@@ -30,6 +32,7 @@ BENCHMARKS = {
     "endtoend": endtoend.main,
     "matching": matching.main,
     "scot": scot.main,
+    "topics": topics.main,
 }
 
 
