@@ -68,6 +68,8 @@ from pubsub.node.settings import FRAME_OVERHEAD, NodeSettings
 from pubsub.node.commits import GroupCommit, Written
 from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
 from pubsub.node.writer import StoreThread
+from pubsub.node.retention import RetentionKeeper
+from pubsub.node.signing import Signing
 from pubsub.node.permits import refusal as client_refusal
 from pubsub.runtime.identity import Identity
 from pubsub.runtime.permissions import Authority
@@ -135,6 +137,11 @@ class NodeApp:
             inline=inline,
         )
         self.core.publishing.durable = self.store.durable
+        #: Retention's removals carried to the store and the streams (`pubsub.node.retention`).
+        self.retention = RetentionKeeper(
+            self.core, self.store, self.thread, self.commits, self.deliveries.pruned, self._store_error
+        )
+        self.deliveries.removed_through = self.retention.records.removed_local
         self._now = time.monotonic()  # the clock of the last call into the app
         self._refill_message_ids()
         self._checkpointing: concurrent.futures.Future[None] | None = None
@@ -156,6 +163,9 @@ class NodeApp:
         self.intervals = 0
         #: Telemetry (`pubsub.telemetry.events.Observer`): told about state changes, Timeouts, commits.
         self.observers: list[Any] = []
+        #: With TLS: signed publications (`pubsub.node.signing`; `enable_signing`).
+        self.signing: Signing | None = None
+        self._sender: Ref | None = None  # the peer of the message being handled (TLS)
 
     def attach(self, runtime: Runtime) -> None:
         """Called by the runtime when it starts: where later answers and sends go."""
@@ -189,12 +199,29 @@ class NodeApp:
     def handle(self, msg: Message, now: float) -> list[Send]:
         self._now = now
         self._notify("touched")
-        return self._execute(self.core.handle(msg, now))
+        if self.signing is None:
+            return self._execute(self.core.handle(msg, now))
+        sender, self._sender = self._sender, None
+        checked, sends = self.signing.incoming(msg, sender, now)
+        if checked is not None:
+            sends.extend(self._execute(self.core.handle(checked, now)))
+        return self._out(sends)
+
+    def enable_signing(self, signing: Signing) -> None:
+        """Sign what this node issues, check what it receives (`pubsub.node.signing`)."""
+        self.signing = signing
+        self.commits.before_write = signing.sign_rows
+
+    def _out(self, sends: list[Send]) -> list[Send]:
+        """Sends about to leave: with signing, completed by `Signing.outgoing`."""
+        return sends if self.signing is None else self.signing.outgoing(sends)
 
     def admits(self, msg: Message, identity: Identity) -> str | None:
         """With TLS: why `msg` from the peer holding `identity` is refused, or None
         (`pubsub.skipring.admission`)."""
-        return node_admits(msg, identity.role, identity.name, self.core.supervisor)
+        problem = node_admits(msg, identity.role, identity.name, self.core.supervisor)
+        self._sender = Ref(identity.name) if problem is None else None  # `handle` follows at once
+        return problem
 
     def refuses(self, msg: Message, identity: Identity | None, authority: Authority) -> Message | None:
         """With TLS: the refusal of a client request the rules do not allow, or None
@@ -205,12 +232,15 @@ class NodeApp:
         self._now = now
         self.intervals += 1
         self._checkpoint(now)
-        sends = self._execute(self.core.timeout(now))
+        self.retention.clock(now)
+        sends = self._out(self._execute(self.core.timeout(now)))
         self._notify("ticked")
         return sends
 
     def peer_unreachable(self, ref: Ref, now: float) -> list[Send]:
-        return self.core.peer_unreachable(ref, now)
+        if self.signing is not None:
+            self.signing.forget_peer(ref)
+        return self._out(self.core.peer_unreachable(ref, now))
 
     #: What the runtime's publish quotas need (`pubsub.node.quotas`).
     publication_size = staticmethod(quotas.publication_size)
@@ -267,6 +297,10 @@ class NodeApp:
     # ------------------------------------------------------------------ publishing
     def _publish(self, msg: PublishRequest, session: ClientSession, now: float) -> list[Send]:
         client = self._client_token(session)
+        if self.signing is not None and self.signing.own_key_revoked:
+            detail = "this node's signing key is revoked: no node accepts its publications"
+            self._answer(Answer(client, PublishFailed(msg.id, "key_revoked", detail)), {})
+            return []
         try:
             self._reserve_seq()
         except StoreError as exc:
@@ -335,6 +369,7 @@ class NodeApp:
         the next group commit and runs its `then` (or `otherwise`) after that commit."""
         sends: list[Send] = []
         self._collect()
+        self.retention.persist()  # after the rows just queued: what expired is deleted after them
         for effect in effects:
             if isinstance(effect, Send):
                 sends.append(effect)
@@ -475,7 +510,7 @@ class NodeApp:
 
     def _dispatch(self, sends: list[Send]) -> None:
         if sends and self.runtime is not None:
-            self.runtime.dispatch(sends)
+            self.runtime.dispatch(self._out(sends))
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:
@@ -524,9 +559,12 @@ class NodeApp:
                 **{k: v for k, v in sorted(self.core.sequencer.counters.items()) if v},
             },
             "rejected_malformed": totals.get("rejected_malformed", 0),
+            "retention": self.retention.status(),
             "counters": dict(sorted(totals.items())),
             "topic_counters": by_topic,
         }
+        if self.signing is not None:
+            body["publications"]["signatures"] = self.signing.status()
         body["stats"] = self.stats.snapshot()
         return body
 
@@ -571,6 +609,9 @@ async def serve_node(
         )
         stats = Stats()
         app = NodeApp(listen, core, stats, topic_file, store=store, linger=settings.publish_linger)
+        signing = Signing.from_settings(listen, runtime_settings, settings.data_dir)
+        if signing is not None:
+            app.enable_signing(signing)
         daemon = Daemon(
             role="node",
             app=app,
@@ -580,6 +621,9 @@ async def serve_node(
             initial=app.rejoin(),
             on_stop=app.close,
         )
+        authority = daemon.runtime.authority
+        if signing is not None and authority is not None:  # the permissions file's revocations
+            authority.listen(lambda rules: signing.revoke(rules.revoked_keys))
         if settings.http_listen is not None:
             host_name, _, port = settings.http_listen.rpartition(":")
             daemon.services.append(

@@ -36,9 +36,10 @@ stays unsigned (nothing here runs).  The batch signatures and their check are
   refused wherever and whenever they arrive -- the ones made before the revocation too
   (simplest, and a stolen key may have back-dated anything).  What nodes stored before the
   revocation stays stored (and delivered) there; nodes that lack it will not take it.  A
-  node whose own key is revoked refuses its clients' publications (``key_revoked``).  For
-  now the list comes from ``PUBSUB_REVOKED_KEYS`` (comma-separated fingerprints); the
-  permissions file will call `revoke` as well.
+  node whose own key is revoked refuses its clients' publications (``key_revoked``).  The
+  list is the permissions file's ``[revoked] keys`` (`pubsub.runtime.permissions`): the node
+  daemon calls `revoke` at start and after every reload (SIGHUP); a key taken off the list
+  stays revoked until the node restarts.
 * **Limits.**  A peer holding a valid node certificate can still make a node spend one
   Ed25519 check (about 130 µs) per forged publication, each under a root of its own; nothing
   here throttles a peer whose publications keep failing (not done).  Publications stored
@@ -83,9 +84,6 @@ from pubsub.skipring.signatures import KEY_ID, REASONS, Verifier, sign_batch
 
 log = logging.getLogger(__name__)
 
-#: The environment variable with revoked fingerprints (comma-separated), until the
-#: permissions file takes over.
-REVOKED_ENV = "PUBSUB_REVOKED_KEYS"
 #: Seconds between two KeyRequests for one key to one peer.
 REQUEST_EVERY = 1.0
 #: Clock skew tolerated on a certificate's validity period.
@@ -153,8 +151,8 @@ class Signing:
 
     @classmethod
     def from_settings(cls, ref: Ref, settings: RuntimeSettings, data_dir: Path | None) -> Signing | None:
-        """The node's signing from its TLS settings (None without TLS), with the revocations
-        of ``PUBSUB_REVOKED_KEYS``; SigningError when unusable."""
+        """The node's signing from its TLS settings (None without TLS); SigningError when
+        unusable."""
         if settings.tls_ca is None or settings.tls_cert is None or settings.tls_key is None:
             return None
         try:
@@ -168,9 +166,7 @@ class Signing:
                 f"{settings.tls_key} is not an Ed25519 key: nodes sign their publications with their TLS "
                 "key (reissue the certificate: pubsub certs issue DIR node REF)"
             )
-        signing = cls(ref, ca, cert, key, None if data_dir is None else data_dir / "keys")
-        signing.revoke(parse_fingerprints(os.environ.get(REVOKED_ENV, "")))
-        return signing
+        return cls(ref, ca, cert, key, None if data_dir is None else data_dir / "keys")
 
     # ------------------------------------------------------------------ keys
     def learn(self, der: bytes, *, persist: bool = True, now: datetime.datetime | None = None) -> str | None:
@@ -230,7 +226,7 @@ class Signing:
 
     def revoke(self, fingerprints: Iterable[str]) -> None:
         """Refuse the keys with these fingerprints (hex SHA-256 of the raw public key) from now
-        on (the permissions file's ``[revoked] keys``, ``PUBSUB_REVOKED_KEYS``)."""
+        on (the permissions file's ``[revoked] keys``)."""
         ids = [bytes.fromhex(f) for f in parse_fingerprints(" ".join(fingerprints))]
         self.verifier.revoke(ids)
         for key_id in ids:

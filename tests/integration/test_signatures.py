@@ -7,7 +7,7 @@
   and stored nowhere; the same publication unaltered, sent the same way, is stored (the
   control).  So is one the injector signs with its own key in another node's name, and an
   unsigned one.
-* A node whose key is revoked (``PUBSUB_REVOKED_KEYS`` at the other nodes) can no longer
+* A node whose key is revoked (the permissions file's ``[revoked] keys`` at the other nodes) can no longer
   publish: what it publishes is refused (``revoked_key``) and stored by no other node,
   while the others go on; restarted with the revocation itself, it refuses its clients
   (``key_revoked``).
@@ -190,7 +190,9 @@ def test_a_revoked_node_can_no_longer_publish(cluster: LocalCluster) -> None:
     revoked = 3
     cert3, _ = key_of(cluster, revoked)
     ref3 = cluster.node_refs[revoked]
-    cluster.env["PUBSUB_REVOKED_KEYS"] = fingerprint(cert3)
+    rules = cluster.workdir / "permissions.toml"
+    rules.write_text(f'[default]\npublish = ["*"]\nsubscribe = ["*"]\n[revoked]\nkeys = ["{fingerprint(cert3)}"]\n')
+    cluster.env["PUBSUB_PERMISSIONS"] = str(rules)
     others = [i for i in range(N) if i != revoked]
     try:
         cluster.restart_nodes(others)  # node 3 does not know (a compromised node would not care)
@@ -212,7 +214,7 @@ def test_a_revoked_node_can_no_longer_publish(cluster: LocalCluster) -> None:
         with pytest.raises(ClusterError, match="key_revoked"):
             cluster.publish(revoked, TOPIC, "refused at the source")
     finally:
-        cluster.env.pop("PUBSUB_REVOKED_KEYS", None)
+        cluster.env.pop("PUBSUB_PERMISSIONS", None)
         cluster.restart_nodes(range(N))
         cluster.poll(lambda: ring_ready(cluster), CONVERGE, "the ring without revocations")
 
