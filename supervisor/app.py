@@ -11,7 +11,8 @@ Clients may ask for status (StatusRequest): the core's status plus the runtime's
 under "stats".  An operator may change a topic's retention settings (SetRetention) or purge
 it (PurgeTopic, stamped with this daemon's wall clock); the settings are written to the
 database before the reply and before they go to the members (`pubsub.skipring.retention`).
-Nothing else is accepted from clients.
+A client may ask for the live supervisor set (SupervisorsRequest: the sharded supervisors of
+`supervisor.sharding`, this one alone without peers).  Nothing else is accepted from clients.
 
 Telemetry (`supervisor.telemetry`, through the daemon host `pubsub.runtime.host`): the app
 counts configuration requests and
@@ -36,6 +37,7 @@ from pubsub.kernel.message import Message, Ref, Send
 from pubsub.skipring.messages import GetConfiguration, SetData
 from pubsub.skipring.admission import supervisor_admits
 from pubsub.skipring.retention import PurgeTopic, SetRetention
+from pubsub.skipring.shards import SupervisorsRequest
 from pubsub.runtime.identity import Identity
 from pubsub.runtime.permissions import DENIED, Authority
 from pubsub.runtime.host import Daemon, host
@@ -49,6 +51,7 @@ from pubsub.runtime.stats import Stats
 from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
 from supervisor.settings import SupervisorSettings
 from supervisor.core import SupervisorCore
+from supervisor.sharding import ShardedSupervisor
 from supervisor.store import StoreError, SupervisorStore
 from supervisor.webview import RingWatch, application, ask_status
 
@@ -119,6 +122,9 @@ class SupervisorApp:
             return Reply(body=body), []
         if isinstance(msg, (SetRetention, PurgeTopic)):
             return self._retention(msg)
+        if isinstance(msg, SupervisorsRequest):
+            live = getattr(self.core, "live", None)
+            return Reply(body={"live": live() if callable(live) else [self.ref]}), []
         return ErrorReply(
             code="unsupported", detail=f"the supervisor does not accept {msg.kind!r} from clients"
         ), []
@@ -207,8 +213,12 @@ async def serve_supervisor(
         core.load(rows)
         core.retention.load(store.load_retention())
         log.info("%s: loaded %d members from %s", listen, len(rows), store.path)
+        peers = [p for p in settings.peer_refs() if p != listen]
+        sharded = ShardedSupervisor(core, peers, dead_after=settings.peer_timeout)
+        if peers:
+            log.info("%s: sharded supervisors, peers %s", listen, ", ".join(peers))
         stats = Stats()
-        app = SupervisorApp(listen, core, store, stats)
+        app = SupervisorApp(listen, sharded, store, stats)
         daemon = Daemon(
             role="supervisor",
             app=app,

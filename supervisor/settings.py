@@ -24,6 +24,18 @@ class SupervisorSettings(BaseSettings):
     web_allow_remote: bool = Field(
         False, description="allow the web view on an address that is not loopback"
     )
+    peers: str = Field(
+        "",
+        description="the other supervisors, HOST:PORT,... (sharded supervisors, "
+        "`pubsub.skipring.shards`); one of them is enough, the rest is discovered",
+    )
+    peer_timeout: float = Field(
+        3.0, gt=0, description="seconds without a beat after which a peer supervisor is dead"
+    )
+
+    def peer_refs(self) -> list[str]:
+        """`peers` as a list of references."""
+        return [p.strip() for p in self.peers.split(",") if p.strip()]
 
     @model_validator(mode="after")
     def _web_loopback_only(self) -> SupervisorSettings:

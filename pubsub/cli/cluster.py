@@ -63,6 +63,7 @@ from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import ClusterError
 from pubsub.ops.ringview import members_of, ring_problems
 from pubsub.runtime.client import RequestError, request
+from pubsub.skipring.shards import owner
 
 DEFAULT_DIR = ".pubsub-cluster"
 #: Seconds one status request may take in `status`.
@@ -115,12 +116,14 @@ def cluster_status(directory: Path, timeout: float = STATUS_TIMEOUT) -> dict[str
                 "admin": entry.admin,
             }
         )
-    supervisor = entries[0]
-    sup_body = bodies.get(supervisor.ref)
+    sup_refs = {e.ref for e in entries if e.role == "supervisor"}
+    sup_body = _merged_supervisors(
+        {ref: body for ref, body in bodies.items() if ref in sup_refs and isinstance(body, dict)}
+    )
     topics: dict[str, Any] = {}
     if isinstance(sup_body, dict):
         node_bodies = {
-            ref: body for ref, body in bodies.items() if isinstance(body, dict) and ref != supervisor.ref
+            ref: body for ref, body in bodies.items() if isinstance(body, dict) and ref not in sup_refs
         }
         for topic, entry in sorted((sup_body.get("topics") or {}).items()):
             members = members_of(sup_body, topic)
@@ -149,6 +152,20 @@ def cluster_status(directory: Path, timeout: float = STATUS_TIMEOUT) -> dict[str
         and all(d["answering"] for d in daemons)
         and all(t["legitimate"] for t in topics.values()),
     }
+
+
+def _merged_supervisors(bodies: Mapping[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The answering supervisors' statuses as one (sharded supervisors: each topic from
+    its owner in the live set the first one reports); None if none answers."""
+    if len(bodies) <= 1:
+        return next(iter(bodies.values()), None)
+    live = next((b.get("supervisors", {}).get("live") for b in bodies.values()), None) or list(bodies)
+    topics: dict[str, Any] = {}
+    for ref, body in bodies.items():
+        for topic, entry in (body.get("topics") or {}).items():
+            if topic not in topics or owner(topic, live) == ref:
+                topics[topic] = entry
+    return {"topics": topics}
 
 
 def format_status(report: Mapping[str, Any]) -> str:
@@ -245,6 +262,10 @@ def cluster() -> None:
 @click.option("--tls", is_flag=True,
               help="Mutual TLS between every daemon and client: a CA and certificates are "
               "made in DIR/tls (`pubsub certs`); the output says how a client uses them.")
+@click.option("--supervisors", "n_supervisors", type=click.IntRange(1, 16), default=1,
+              show_default=True,
+              help="Number of sharded supervisors (each topic belongs to one by consistent "
+              "hashing; the nodes are given the first one's address).")
 def up(
     n_nodes: int,
     directory: Path,
@@ -255,8 +276,10 @@ def up(
     events: bool,
     wait: bool,
     tls: bool,
+    n_supervisors: int,
 ) -> None:
-    """Start a supervisor and N nodes in the background, each node joining --topics."""
+    """Start a supervisor (or --supervisors K) and N nodes in the background, each node
+    joining --topics."""
     from pubsub.ops.demo import render_ring, wait_for_rings
 
     directory = directory.resolve()
@@ -273,7 +296,7 @@ def up(
                 f"`pubsub cluster down --dir {directory}` first"
             )
         # A stopped cluster's leftovers: start afresh (logs are kept, appended to).
-        for sub in ("supervisor", "nodes", "events", "tls"):
+        for sub in ("supervisor", "nodes", "events", "tls", *(f"supervisor-{j}" for j in range(1, 16))):
             shutil.rmtree(directory / sub, ignore_errors=True)
         manifest_path(directory).unlink(missing_ok=True)
     try:
@@ -285,6 +308,7 @@ def up(
             metrics=metrics,
             events_dir=directory / "events" if events else None,
             tls=tls,
+            supervisors=n_supervisors,
         )
     except (ClusterError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -303,8 +327,9 @@ def up(
     # Leave the daemons running: they are in their own sessions, and nothing stops them
     # when this command exits.
     atexit.unregister(local.stop)
-    click.echo(f"cluster up in {directory}: supervisor {local.supervisor_ref}, {n_nodes} nodes")
-    for daemon in [local.supervisor, *local.nodes]:
+    sups = f"supervisor {local.supervisor_ref}" if n_supervisors == 1 else f"{n_supervisors} supervisors"
+    click.echo(f"cluster up in {directory}: {sups}, {n_nodes} nodes")
+    for daemon in [*local.supervisors, *local.nodes]:
         click.echo(f"  {daemon.name:<10} {daemon.ref:<21} pid {daemon.pid}")
     click.echo(f"  logs in {local.logs_dir}; topics: {', '.join(topics) or 'none'}")
     for topic in topics if wait else []:
@@ -358,7 +383,7 @@ def down(directory: Path) -> None:
         stopped, killed = stop_daemons(entries)
     except ClusterError as exc:
         raise click.ClickException(str(exc)) from None
-    for raw in [doc["supervisor"], *doc["nodes"]]:
+    for raw in [doc["supervisor"], *doc["nodes"], *(doc.get("supervisors") or [])]:
         if isinstance(raw, dict):
             raw["pid"] = None
     doc["stopped_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")

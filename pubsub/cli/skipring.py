@@ -110,6 +110,29 @@ def _address(value: Any) -> Ref:
     help="Allow --web-listen on an address that is not loopback; the page has no login "
     "(env PUBSUB_WEB_ALLOW_REMOTE=1).",
 )
+@click.option(
+    "--peers",
+    default=None,
+    metavar="HOST:PORT,...",
+    help="The other supervisors (sharded supervisors: each topic belongs to the one that "
+    "consistent hashing of its name assigns; env PUBSUB_PEERS).",
+)
+@click.option(
+    "--join",
+    "join_ref",
+    type=ADDRESS,
+    default=None,
+    help="Join the supervisors that the one at this address knows (like --peers with one "
+    "address; the others are discovered).",
+)
+@click.option(
+    "--peer-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="A peer supervisor silent this long is dead and its topics move (default 3; env "
+    "PUBSUB_PEER_TIMEOUT).",
+)
 @config_option("the supervisor", _supervisor_settings, "listen")
 @telemetry_options
 @admin_options
@@ -120,6 +143,9 @@ def supervisor(
     config_budget: int | None,
     web_listen: Ref | None,
     web_allow_remote: bool,
+    peers: str | None,
+    join_ref: Ref | None,
+    peer_timeout: float | None,
     telemetry: TelemetrySettings,
     admin: AdminSettings,
 ) -> None:
@@ -137,6 +163,8 @@ def supervisor(
             config_budget=config_budget,
             web_listen=web_listen,
             web_allow_remote=web_allow_remote or None,
+            peers=",".join(p for p in (peers, join_ref) if p) or None,
+            peer_timeout=peer_timeout,
         )
     except SettingsError as exc:
         raise ConfigError(str(exc)) from None

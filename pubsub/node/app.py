@@ -219,7 +219,8 @@ class NodeApp:
     def admits(self, msg: Message, identity: Identity) -> str | None:
         """With TLS: why `msg` from the peer holding `identity` is refused, or None
         (`pubsub.skipring.admission`)."""
-        problem = node_admits(msg, identity.role, identity.name, self.core.supervisor)
+        supervisor = self.core.admitted_supervisor(msg, identity.name)  # the topic's owner
+        problem = node_admits(msg, identity.role, identity.name, supervisor)
         self._sender = Ref(identity.name) if problem is None else None  # `handle` follows at once
         return problem
 
@@ -606,6 +607,7 @@ async def serve_node(
             dedupe_window=settings.dedupe_window,
             order_wait=settings.order_wait,
             order_max_wait=settings.order_max_wait,
+            discover_supervisors=True,  # sharded supervisors (`pubsub.skipring.shards`)
         )
         stats = Stats()
         app = NodeApp(listen, core, stats, topic_file, store=store, linger=settings.publish_linger)

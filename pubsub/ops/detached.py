@@ -48,7 +48,7 @@ class DaemonEntry:
 
     @property
     def role(self) -> str:
-        return "supervisor" if self.name == "supervisor" else "node"
+        return "supervisor" if self.name.partition("-")[0] == "supervisor" else "node"
 
 
 def manifest_path(directory: Path) -> Path:
@@ -76,10 +76,12 @@ def read_manifest(directory: Path) -> dict[str, Any]:
 
 
 def daemons_of(doc: Mapping[str, Any]) -> list[DaemonEntry]:
-    """The supervisor, then every node, from a manifest (entries that make no sense are
-    reported with a ref of "?" and no pid rather than trusted)."""
+    """The supervisor, then every node, then any further (sharded) supervisors, from a
+    manifest (entries that make no sense are reported with a ref of "?" and no pid rather
+    than trusted)."""
     out: list[DaemonEntry] = []
-    for raw in [doc["supervisor"], *doc["nodes"]]:
+    more = doc.get("supervisors")
+    for raw in [doc["supervisor"], *doc["nodes"], *(more[1:] if isinstance(more, list) else ())]:
         if not isinstance(raw, Mapping):
             continue
         pid = raw.get("pid")

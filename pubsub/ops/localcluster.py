@@ -1,5 +1,8 @@
 """A local cluster of real daemons: one supervisor and N subscriber nodes as OS processes.
 
+With ``supervisors=K`` it runs K sharded supervisors (`pubsub.skipring.shards`) instead of
+one; the nodes are given the first one's address only and find the rest themselves.
+
 `LocalCluster` is what the integration tests, ``make demo`` (`pubsub.ops.demo`) and, later,
 ``pubsub cluster up|down|status`` run.  Every daemon is a separate ``python -m pubsub.cli.main``
 process listening on its own port of 127.0.0.1, with its own data directory and log file
@@ -81,6 +84,7 @@ from pubsub.ops.ringview import members_of
 from pubsub.ops.tlsfiles import ClusterCerts
 from pubsub.runtime.client import RequestError, request
 from pubsub.skipring.messages import JoinTopic, LeaveTopic
+from pubsub.skipring.shards import owner
 
 
 # --- the cluster ---------------------------------------------------------------------------------
@@ -114,6 +118,8 @@ class LocalCluster(DaemonGroup):
         tls: bool = False,
         node_args: Mapping[int, Sequence[str]] | None = None,
         web: bool = False,
+        supervisors: int = 1,
+        peer_timeout: float | None = None,
     ) -> None:
         """Describe the cluster (nothing starts before `start` or entering ``with``).
 
@@ -137,10 +143,17 @@ class LocalCluster(DaemonGroup):
         with mutual TLS, and, while the cluster runs, puts the client certificate in this
         process's ``PUBSUB_TLS_*`` environment (for the queries and `cli`).  `node_args` adds
         command-line arguments to the nodes it names by index (e.g. ``{0: ["--http-listen",
-        "127.0.0.1:PORT"]}``).
+        "127.0.0.1:PORT"]}``).  `supervisors` > 1 starts that many sharded supervisors
+        (`pubsub.skipring.shards`), each given the others with ``--peers`` (and
+        ``--peer-timeout`` if `peer_timeout` is set); the first is `supervisor`, every node is
+        given its address only; with `base_port`, supervisor j > 0 listens on
+        base_port + n_nodes + j.
         """
         if n_nodes < 0:
             raise ValueError("n_nodes must not be negative")
+        if supervisors < 1:
+            raise ValueError("supervisors must be at least 1")
+        self.peer_timeout = peer_timeout
         self.workdir = Path(workdir).resolve()
         self.n_nodes = n_nodes
         self.interval = interval
@@ -150,35 +163,25 @@ class LocalCluster(DaemonGroup):
         self.log_level = log_level
         self.env = dict(env or {})
         if base_port is None:
-            ports = pick_free_ports(n_nodes + 1)
+            ports = pick_free_ports(n_nodes + supervisors)
         else:
-            ports = [base_port + i for i in range(n_nodes + 1)]
+            ports = [base_port + i for i in range(n_nodes + supervisors)]
             if ports[-1] > 65535:
                 raise ValueError(f"base_port {base_port} leaves no room for {n_nodes} nodes")
         self.logs_dir = self.workdir / "logs"
         sup_ref = f"{HOST}:{ports[0]}"
+        sup_refs = [sup_ref, *(f"{HOST}:{p}" for p in ports[n_nodes + 1 :])]
         self.certs: ClusterCerts | None = None
         if tls:
-            roles = {sup_ref: "supervisor"} | {f"{HOST}:{p}": "node" for p in ports[1:]}
+            roles = {ref: "supervisor" for ref in sup_refs}
+            roles |= {f"{HOST}:{p}": "node" for p in ports[1 : n_nodes + 1]}
             self.certs = ClusterCerts.create(self.workdir / "tls", roles)
-        self.supervisor = Daemon(
-            name="supervisor",
-            ref=sup_ref,
-            args=[
-                "supervisor",
-                "--listen",
-                sup_ref,
-                "--data",
-                str(self.workdir / "supervisor" / "data"),
-                "--interval",
-                repr(interval),
-                "--config-budget",
-                str(config_budget),
-                *self._tls_args(sup_ref),
-            ],
-            data_dir=self.workdir / "supervisor" / "data",
-            log_path=self.logs_dir / "supervisor.log",
-        )
+        #: Every supervisor (sharded when more than one); `supervisor` is the first.
+        self.supervisors: list[Daemon] = [
+            self._supervisor_daemon(j, ref, [r for r in sup_refs if r != ref])
+            for j, ref in enumerate(sup_refs)
+        ]
+        self.supervisor = self.supervisors[0]
         self.nodes: list[Daemon] = []
         for i in range(n_nodes):
             ref = f"{HOST}:{ports[i + 1]}"
@@ -204,7 +207,7 @@ class LocalCluster(DaemonGroup):
                     log_path=self.logs_dir / f"node-{i:02d}.log",
                 )
             )
-        self._by_ref: dict[str, Daemon] = {d.ref: d for d in [self.supervisor, *self.nodes]}
+        self._by_ref: dict[str, Daemon] = {d.ref: d for d in [*self.supervisors, *self.nodes]}
         self.events_dir = None if events_dir is None else Path(events_dir).resolve()
         shared = prometheus_targets_dir or os.environ.get("PUBSUB_PROMETHEUS_TARGETS_DIR")
         self.prometheus_targets_dir = Path(shared).resolve() if shared else None
@@ -219,13 +222,58 @@ class LocalCluster(DaemonGroup):
             self.supervisor.args += ["--web-listen", f"{HOST}:{self.web_port}"]
         self._atexit_registered = False
 
+    def _supervisor_daemon(self, j: int, ref: str, peers: Sequence[str], join: bool = False) -> Daemon:
+        """Supervisor `j` ("supervisor", then "supervisor-1", ...) on `ref`, given `peers`
+        (with `join`: ``--join`` the first of them instead of ``--peers``)."""
+        name = "supervisor" if j == 0 else f"supervisor-{j}"
+        data = self.workdir / name / "data"
+        sharding: list[str] = []
+        if peers:
+            sharding = ["--join", peers[0]] if join else ["--peers", ",".join(peers)]
+            if self.peer_timeout is not None:
+                sharding += ["--peer-timeout", repr(self.peer_timeout)]
+        return Daemon(
+            name=name,
+            ref=ref,
+            args=[
+                "supervisor",
+                "--listen",
+                ref,
+                "--data",
+                str(data),
+                "--interval",
+                repr(self.interval),
+                "--config-budget",
+                str(self.config_budget),
+                *sharding,
+                *self._tls_args(ref),
+            ],
+            data_dir=data,
+            log_path=self.logs_dir / f"{name}.log",
+        )
+
+    def add_supervisor(self) -> Daemon:
+        """Start one more sharded supervisor (``--join`` the first) on a free port and wait
+        until it answers; the supervisors then hand it its share of the topics.  Without
+        TLS only (its certificate would have to be made first); no admin or metrics port."""
+        if self.certs is not None:
+            raise ClusterError("add_supervisor is not supported with TLS")
+        taken = {d.port for d in self.daemons()}
+        port = next(p for p in pick_free_ports(len(taken) + 1) if p not in taken)
+        daemon = self._supervisor_daemon(len(self.supervisors), f"{HOST}:{port}", [self.supervisor.ref], join=True)
+        self.supervisors.append(daemon)
+        self._by_ref[daemon.ref] = daemon
+        self._launch(daemon)
+        self.wait_answering([daemon])
+        return daemon
+
 
     def prometheus_targets(self) -> list[dict[str, Any]]:
         """Prometheus file_sd target groups: the supervisor and the nodes, labelled with
         their role and the cluster's work directory."""
         cluster = str(self.workdir)
         groups = []
-        for role, daemons in (("supervisor", [self.supervisor]), ("node", self.nodes)):
+        for role, daemons in (("supervisor", self.supervisors), ("node", self.nodes)):
             targets = [f"{HOST}:{d.metrics_port}" for d in daemons if d.metrics_port]
             if targets:
                 groups.append(
@@ -257,7 +305,7 @@ class LocalCluster(DaemonGroup):
         if isinstance(which, int):
             return self.nodes[which]
         daemon = self._by_ref.get(which)
-        if daemon is None or daemon is self.supervisor:
+        if daemon is None or daemon in self.supervisors:
             raise KeyError(f"no node {which!r} in this cluster")
         return daemon
 
@@ -265,13 +313,15 @@ class LocalCluster(DaemonGroup):
     # --- lifecycle -------------------------------------------------------------------------
 
     def daemons(self) -> list[Daemon]:
-        """The supervisor, then the nodes."""
-        return [self.supervisor, *self.nodes]
+        """The supervisor, then the nodes, then any further supervisors."""
+        return [self.supervisor, *self.nodes, *self.supervisors[1:]]
 
     def daemon(self, which: int | str) -> Daemon:
-        """A node by index or reference, or the supervisor by its reference or "supervisor"."""
-        if which in ("supervisor", self.supervisor.ref):
-            return self.supervisor
+        """A node by index or reference, or a supervisor by its reference or name
+        ("supervisor", "supervisor-1", ...)."""
+        for sup in self.supervisors:
+            if which in (sup.name, sup.ref):
+                return sup
         return self.node(which)
 
     def _tls_args(self, ref: str) -> list[str]:
@@ -290,8 +340,9 @@ class LocalCluster(DaemonGroup):
                 self.write_prometheus_targets()
                 if self.prometheus_targets_dir is not None:
                     self.write_prometheus_targets(self._shared_targets_file())
-            self._launch(self.supervisor)
-            self.wait_answering([self.supervisor])
+            for sup in self.supervisors:
+                self._launch(sup)
+            self.wait_answering(self.supervisors)
             for node in self.nodes:
                 self._launch(node)
             self.wait_answering(self.nodes)
@@ -326,6 +377,7 @@ class LocalCluster(DaemonGroup):
 
         return {
             "supervisor": entry(self.supervisor),
+            "supervisors": [entry(d) for d in self.supervisors],
             "nodes": [entry(d) for d in self.nodes],
             "interval": self.interval,
             "config_budget": self.config_budget,
@@ -363,7 +415,7 @@ class LocalCluster(DaemonGroup):
 
     def _status(self, ref: str, via_cli: bool) -> dict[str, Any]:
         if via_cli:
-            flag = "--supervisor" if ref == self.supervisor.ref else "--node"
+            flag = "--supervisor" if any(ref == s.ref for s in self.supervisors) else "--node"
             out = self.cli("status", flag, ref, "--json")
             try:
                 body = json.loads(out)
@@ -377,6 +429,32 @@ class LocalCluster(DaemonGroup):
     def supervisor_status(self, via_cli: bool = False) -> dict[str, Any]:
         """The supervisor's status reply body (topics, members, stats)."""
         return self._status(self.supervisor.ref, via_cli)
+
+    def supervisor_statuses(self, via_cli: bool = False) -> dict[str, dict[str, Any]]:
+        """Status bodies of every running supervisor, keyed by reference."""
+        running = [s.ref for s in self.supervisors if s.running]
+        if via_cli:
+            return {ref: self._status(ref, True) for ref in running}
+        out: dict[str, dict[str, Any]] = {}
+        for ref, result in self._statuses(running).items():
+            if isinstance(result, Exception):
+                raise ClusterError(str(result)) from result
+            out[ref] = result
+        return out
+
+    def merged_supervisor_status(self, via_cli: bool = False) -> dict[str, Any]:
+        """One supervisor status whose topics are every running supervisor's (a topic
+        several hold is taken from its owner in the first supervisor's live set)."""
+        bodies = self.supervisor_statuses(via_cli)
+        if len(self.supervisors) == 1:
+            return next(iter(bodies.values()), {"topics": {}})
+        live = next((b.get("supervisors", {}).get("live") for b in bodies.values()), None) or list(bodies)
+        topics: dict[str, Any] = {}
+        for ref, body in bodies.items():
+            for topic, entry in (body.get("topics") or {}).items():
+                if topic not in topics or owner(topic, live) == ref:
+                    topics[topic] = entry
+        return {"topics": topics, "supervisors": {"live": live}}
 
     def node_status(self, which: int | str, via_cli: bool = False) -> dict[str, Any]:
         """A node's status reply body (per-topic label, left, right, ring, shortcuts; stats)."""
@@ -507,7 +585,9 @@ class LocalCluster(DaemonGroup):
     ) -> dict[str, tuple[dict[str, str], dict[str, dict[str, Any]]]]:
         """`snapshot` of several topics from one status pass (each daemon asked once)."""
         topics = list(topics)
-        supervisor_body = self.supervisor_status(via_cli)
+        supervisor_body = (
+            self.supervisor_status(via_cli) if len(self.supervisors) == 1 else self.merged_supervisor_status(via_cli)
+        )
         bodies = self.node_statuses(via_cli=via_cli)
         out: dict[str, tuple[dict[str, str], dict[str, dict[str, Any]]]] = {}
         for topic in topics:

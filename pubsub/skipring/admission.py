@@ -8,8 +8,12 @@ before handling each message.  These are the skip ring's answers:
   (``MemberIs``) come only from the node's own supervisor; everything else (BuildSR,
   anti-entropy, publications, hand-overs) only from other nodes;
 * at the supervisor, everything comes from nodes only, and what names its sender
-  (``Subscribe`` / ``Unsubscribe`` / ``Pong`` for ``ref``) only from that node: only the
-  holder of a node certificate joins a ring, and only X unsubscribes X.
+  (``Subscribe`` / ``Unsubscribe`` / ``Pong`` / ``GetSupervisors`` for ``ref``) only from
+  that node: only the holder of a node certificate joins a ring, and only X unsubscribes X;
+* sharded supervisors (`pubsub.skipring.shards`): a ``SupervisorBeat`` only from the
+  supervisor it names, and at a node the live set (``Supervisors``) only from the
+  supervisor it names.  "The node's own supervisor" above is then the topic's owner (for
+  ``Ping``, which names no topic: any live supervisor), `NodeCore.admitted_supervisor`.
 
 Pure functions of (message, role, name): tested directly (tests/runtime/test_identity.py).
 """
@@ -19,16 +23,21 @@ from __future__ import annotations
 from pubsub.kernel.message import Message
 from pubsub.skipring.messages import MemberIs, Ping, Pong, SetData, Subscribe, Unsubscribe
 from pubsub.skipring.retention import Retention
+from pubsub.skipring.shards import GetSupervisors, SupervisorBeat, Supervisors
 
 #: Messages a node accepts from its supervisor only.
 FROM_SUPERVISOR = (SetData, Ping, MemberIs, Retention)
 #: Supervisor messages that name their sender in ``ref``.
-NAMES_SENDER = (Subscribe, Unsubscribe, Pong)
+NAMES_SENDER = (Subscribe, Unsubscribe, Pong, GetSupervisors)
 
 
 def node_admits(msg: Message, role: str, name: str, supervisor: str) -> str | None:
     """Why a node whose supervisor is `supervisor` refuses `msg` from the `role` `name`, or
     None when it accepts it."""
+    if isinstance(msg, Supervisors):
+        if role == "supervisor" and name == msg.ref:
+            return None
+        return f"{msg.kind} naming {msg.ref} is accepted only from that supervisor, not from {role} {name}"
     if isinstance(msg, FROM_SUPERVISOR):
         if role == "supervisor" and name == supervisor:
             return None
@@ -40,6 +49,10 @@ def node_admits(msg: Message, role: str, name: str, supervisor: str) -> str | No
 
 def supervisor_admits(msg: Message, role: str, name: str) -> str | None:
     """Why the supervisor refuses `msg` from the `role` `name`, or None."""
+    if isinstance(msg, SupervisorBeat):
+        if role == "supervisor" and name == msg.ref:
+            return None
+        return f"{msg.kind} for {msg.ref} is accepted only from that supervisor, not from {role} {name}"
     if role != "node":
         return f"{msg.kind} is accepted only from nodes, not from {role} {name}"
     if isinstance(msg, NAMES_SENDER) and msg.ref != name:

@@ -33,6 +33,7 @@ forged) are ignored and counted.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pubsub.kernel.message import Ref, Send, Topic
@@ -88,6 +89,9 @@ class HandOverClient:
             raise ValueError("step_timeout must be positive and attempts at least 1")
         self.ref = ref
         self.supervisor = supervisor
+        #: The supervisor to ask about a topic (sharded supervisors: its owner,
+        #: `pubsub.skipring.shards`; set by the node core).
+        self.owner_of: Callable[[Topic], Ref] = lambda topic: self.supervisor
         self.step_timeout = step_timeout
         self.attempts = attempts
         self.pending: dict[int, _Pending] = {}
@@ -140,7 +144,7 @@ class HandOverClient:
         entry.deadline = now + self.step_timeout
         self._by_nonce[entry.nonce] = entry.request
         ask = GetMember(entry.topic, self.ref, entry.nonce, entry.failed_member)
-        return [Send(self.supervisor, ask)]
+        return [Send(self.owner_of(entry.topic), ask)]
 
     def _member_is(self, msg: MemberIs, now: float) -> list[Send]:
         entry = self._current(msg.nonce)

@@ -41,6 +41,16 @@ that finds a step of the max-age horizon due applies them to the topic's trie, a
 lies at or before the horizon is refused from then on.  `retention.drain_changes` tells the
 daemon what to persist and remove from its store.
 
+Sharded supervisors (`pubsub.skipring.shards`, issue 14 item 4): with
+``discover_supervisors`` the node asks a supervisor for the live supervisor set
+(`GetSupervisors`) at its first Timeout and every `POLL_EVERY` Timeouts after, and adopts
+every `Supervisors` it receives (an answer, a redirect, or the news a supervisor sends its
+members when the set changes).  Each topic's instance talks to the topic's owner on the
+hash ring of that set (`owner_of`); when the owner of a topic we run changes, we Subscribe
+there (again every Timeout until a configuration arrives), and the new owner, whose database
+for the topic starts empty, rebuilds it from its subscribers.  Until the first answer, and
+always without discovery (the simulator), every topic's owner is `supervisor`.
+
 The daemon (`pubsub.node.app`) and the simulator (`pubsub.sim`) drive this same class.
 """
 
@@ -83,16 +93,20 @@ from pubsub.skipring.messages import (
     PublishRequest,
     RemoveConnections,
     SetData,
+    Subscribe,
     SuspectCrash,
     Unsubscribe,
 )
 from pubsub.skipring.buildsr import SkipRingNode
+from pubsub.skipring.shards import GetSupervisors, HashRing, Supervisors, ring_of
 from pubsub.skipring.partners import anti_entropy_partners
 from pubsub.kernel.wire import MAX_PAYLOAD_BYTES
 
 
 #: How new publications may spread besides anti-entropy.
 DISSEMINATIONS = ("tree", "flood", "off")
+#: With supervisor discovery: Timeouts between two questions for the live supervisor set.
+POLL_EVERY = 2
 
 
 def _carried_ref(msg: Message) -> Ref | None:
@@ -125,9 +139,23 @@ class NodeCore:
         dedupe_limit: int = DEFAULT_LIMIT,
         order_wait: float = DEFAULT_WAIT,
         order_max_wait: float = DEFAULT_MAX_WAIT,
+        discover_supervisors: bool = False,
     ) -> None:
         self.ref = ref
+        #: The one supervisor address we were given (every topic's owner until we learn
+        #: the live supervisor set, module docstring).
         self.supervisor = supervisor
+        #: Whether we ask for the live supervisor set (`pubsub.skipring.shards`).
+        self.discover_supervisors = discover_supervisors
+        #: The live supervisor set as last heard, and its hash ring (None: not heard yet).
+        self.supervisors: tuple[Ref, ...] = (supervisor,)
+        self._shards: HashRing | None = None
+        #: Topics whose owner changed and has not configured us yet -> that owner.
+        self.rehoming: dict[Topic, Ref] = {}
+        #: topics_rehomed, supervisor_sets (adopted), redirects (received).
+        self.shard_counters: Counter[str] = Counter()
+        self._ticks = 0
+        self._asked = 0
         self.rng = rng
         self.instances: dict[Topic, SkipRingNode] = {}
         self.publications: dict[Topic, AntiEntropy] = {}
@@ -150,6 +178,7 @@ class NodeCore:
         self.handover = HandOverClient(
             ref, supervisor, step_timeout=handover_timeout, attempts=handover_attempts
         )
+        self.handover.owner_of = self.owner_of
         #: How this node answers clients' publish requests.
         self.publishing = Publishing(
             self, self.handover, max_payload_bytes, window=dedupe_window, limit=dedupe_limit
@@ -166,7 +195,7 @@ class NodeCore:
         self.leaving.discard(topic)
         instance = self.instances.get(topic)
         if instance is None:
-            instance = self.instances[topic] = SkipRingNode(self.ref, topic, self.supervisor)
+            instance = self.instances[topic] = SkipRingNode(self.ref, topic, self.owner_of(topic))
         self.anti_entropy(topic)  # the topic's publication core lives next to its instance
         if instance.label is None:
             return instance.timeout(self.rng)  # Subscribe right away rather than next tick
@@ -178,7 +207,53 @@ class NodeCore:
         if topic not in self.instances:
             return []
         self.leaving.add(topic)
-        return [Send(self.supervisor, Unsubscribe(topic, self.ref))]
+        return [Send(self.owner_of(topic), Unsubscribe(topic, self.ref))]
+
+    # ------------------------------------------------------------------ sharded supervisors
+    def owner_of(self, topic: Topic) -> Ref:
+        """The supervisor that owns `topic` as far as we know (module docstring)."""
+        return self.supervisor if self._shards is None else self._shards.owner(topic)
+
+    def admitted_supervisor(self, msg: Message, name: str) -> Ref:
+        """The one supervisor whose `msg` we accept (`pubsub.skipring.admission`): the
+        topic's owner, or for a Ping (which names no topic) any live supervisor."""
+        topic = getattr(msg, "topic", None)
+        if isinstance(topic, str):
+            return self.owner_of(Topic(topic))
+        return Ref(name) if name in self.supervisors else self.supervisor
+
+    def _ask_supervisors(self) -> list[Send]:
+        """GetSupervisors to the next supervisor we know (rotating, so a dead one is
+        passed over)."""
+        targets = sorted({*self.supervisors, self.supervisor})
+        target = targets[self._asked % len(targets)]
+        self._asked += 1
+        return [Send(target, GetSupervisors(self.ref))]
+
+    def adopt_supervisors(self, msg: Supervisors) -> list[Send]:
+        """A live supervisor set: re-route every topic whose owner changed."""
+        if msg.redirect is not None:
+            self.shard_counters["redirects"] += 1
+        live = tuple(sorted({Ref(r) for r in msg.live}))
+        if not live:
+            return []
+        if live != self.supervisors or self._shards is None:
+            self.supervisors = live
+            self._shards = ring_of(frozenset(live))
+            self.shard_counters["supervisor_sets"] += 1
+        sends: list[Send] = []
+        for topic, instance in self.instances.items():
+            target = self.owner_of(topic)
+            if instance.supervisor == target:
+                continue
+            instance.supervisor = target
+            self.shard_counters["topics_rehomed"] += 1
+            if topic in self.leaving:
+                sends.append(Send(target, Unsubscribe(topic, self.ref)))
+            else:
+                self.rehoming[topic] = target
+                sends.append(Send(target, Subscribe(topic, self.ref)))
+        return sends
 
     # ------------------------------------------------------------------ protocol
     def handle(self, msg: Message, now: float) -> Sequence[Effect]:
@@ -187,8 +262,10 @@ class NodeCore:
             return self.publishing.handle(msg, now)
         if isinstance(msg, HandOver):
             return self.publishing.accept_handover(msg)
-        if isinstance(msg, Ping):
-            return [Send(self.supervisor, Pong(msg.nonce, self.ref))]
+        if isinstance(msg, Ping):  # from whichever live supervisor suspects us
+            return [Send(s, Pong(msg.nonce, self.ref)) for s in self.supervisors]
+        if isinstance(msg, Supervisors):
+            return self.adopt_supervisors(msg)
         if isinstance(msg, Retention):
             return self._configure_retention(msg, now)
         topic = getattr(msg, "topic", None)
@@ -197,6 +274,8 @@ class NodeCore:
         instance = self.instances.get(topic)
         if instance is None:
             return self._not_a_member(msg)
+        if self.rehoming and isinstance(msg, SetData) and msg.label is not None:
+            self.rehoming.pop(topic, None)  # the new owner configured us
         if isinstance(msg, SetData) and msg.label is None and topic in self.leaving:
             released = instance.release()  # permission to leave (§4.1 step 4, Lemma 4.1)
             del self.instances[topic]
@@ -234,7 +313,7 @@ class NodeCore:
         if isinstance(msg, SetData):
             if msg.label is None:
                 return []
-            return [Send(self.supervisor, Unsubscribe(msg.topic, self.ref))]
+            return [Send(self.owner_of(msg.topic), Unsubscribe(msg.topic, self.ref))]
         ref = _carried_ref(msg)
         topic = getattr(msg, "topic", None)
         if ref is None or ref == self.ref or not isinstance(topic, str):
@@ -249,12 +328,21 @@ class NodeCore:
         out start their next attempt (or fail, answering their client).
         """
         sends: list[Effect] = self.publishing.timeout(now)
+        if self.discover_supervisors:
+            if self._ticks % POLL_EVERY == 0:
+                sends.extend(self._ask_supervisors())
+            self._ticks += 1
+        for topic, target in list(self.rehoming.items()):
+            if topic in self.instances and topic not in self.leaving and target == self.owner_of(topic):
+                sends.append(Send(target, Subscribe(topic, self.ref)))
+            else:
+                del self.rehoming[topic]
         if self.retention.windows:  # retention first: prune before this round's exchange
             for topic, core in self.publications.items():
                 self.retention.advance(topic, core, now)
         for topic, instance in self.instances.items():
             if topic in self.leaving:
-                sends.append(Send(self.supervisor, Unsubscribe(topic, self.ref)))
+                sends.append(Send(instance.supervisor, Unsubscribe(topic, self.ref)))
                 if instance.label is None:
                     continue  # never re-subscribe a topic we are leaving
             sends.extend(instance.timeout(self.rng))
@@ -441,11 +529,12 @@ class NodeCore:
 
     def peer_unreachable(self, ref: Ref, now: float) -> list[Send]:
         """The runtime gave up on `ref`: forget it everywhere and hint the supervisor (§3.3)."""
-        if ref == self.supervisor:
-            return []
+        if ref == self.supervisor or ref in self.supervisors:
+            # a supervisor: the supervisors judge each other; ask another for the live set
+            return self._ask_supervisors() if self.discover_supervisors else []
         for instance in self.instances.values():
             instance.forget(ref)
-        return [Send(self.supervisor, SuspectCrash(ref))]
+        return [Send(s, SuspectCrash(ref)) for s in self.supervisors]
 
     # ------------------------------------------------------------------ inspection
     def status(self) -> dict[str, object]:
@@ -461,4 +550,11 @@ class NodeCore:
             if retention is not None:
                 entry["retention"] = retention
             topics[topic] = entry
-        return {"ref": self.ref, "supervisor": self.supervisor, "topics": topics}
+        body: dict[str, object] = {"ref": self.ref, "supervisor": self.supervisor, "topics": topics}
+        if self._shards is not None:
+            body["supervisors"] = {
+                "live": list(self.supervisors),
+                "owners": {t: self.owner_of(t) for t in sorted(self.instances)},
+                "counters": dict(sorted(self.shard_counters.items())),
+            }
+        return body
