@@ -10,6 +10,7 @@ sends them to every member of the topic (and with every later configuration).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any
@@ -17,6 +18,8 @@ from typing import Any
 import click
 
 from pubsub.cli.common import ADDRESS, TIMEOUT_OPTION, TOPIC, ask, ask_status
+from pubsub.client.library import ClientError
+from pubsub.client.supervisors import supervisor_for, supervisor_statuses
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.retention import PurgeTopic, SetRetention
 
@@ -66,6 +69,17 @@ SUPERVISOR_OPTION = click.option(
 )
 
 
+def _owner(topic: str, supervisor_ref: Ref, timeout: float) -> Ref:
+    """The supervisor that owns `topic` (sharded supervisors, `pubsub.client.supervisors`),
+    found through the one at `supervisor_ref`, checked to be a supervisor."""
+    ask_status(supervisor_ref, "supervisor", timeout)
+    try:
+        found = asyncio.run(supervisor_for(topic, supervisor_ref, timeout))
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from None
+    return supervisor_ref if found == supervisor_ref else Ref(found)
+
+
 def describe(topic: str, settings: dict[str, int]) -> str:
     """One line: a topic's limits as an operator reads them."""
     parts = []
@@ -110,7 +124,7 @@ def retention_set(
     Limits not given stay as they are."""
     if max_age is None and max_count is None and max_bytes is None:
         raise click.UsageError("give at least one of --max-age, --max-count and --max-bytes")
-    ask_status(supervisor_ref, "supervisor", timeout)
+    supervisor_ref = _owner(topic, supervisor_ref, timeout)
     body = ask(supervisor_ref, SetRetention(Topic(topic), max_age, max_count, max_bytes), timeout).body
     if as_json:
         click.echo(json.dumps(body, sort_keys=True))
@@ -126,7 +140,14 @@ def retention_set(
 @TIMEOUT_OPTION
 def retention_show(topic: str | None, supervisor_ref: Ref, as_json: bool, timeout: float) -> None:
     """Show the retention limits the supervisor holds (every topic that has some, or TOPIC)."""
-    settings: dict[str, dict[str, int]] = ask_status(supervisor_ref, "supervisor", timeout).get("retention") or {}
+    ask_status(supervisor_ref, "supervisor", timeout)
+    settings: dict[str, dict[str, int]] = {}
+    try:  # sharded supervisors: every live one's settings
+        bodies = asyncio.run(supervisor_statuses(supervisor_ref, timeout))
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from None
+    for body in bodies.values():
+        settings.update(body.get("retention") or {})
     if topic is not None:
         settings = {topic: settings[topic]} if topic in settings else {}
     if as_json:
@@ -154,7 +175,7 @@ def topic_purge(topic: str, supervisor_ref: Ref, yes: bool, as_json: bool, timeo
     kept.  A node that is down removes them when it comes back."""
     if not yes:
         raise click.UsageError(f"this removes every publication of {topic} at every node; add --yes to do it")
-    ask_status(supervisor_ref, "supervisor", timeout)
+    supervisor_ref = _owner(topic, supervisor_ref, timeout)
     body = ask(supervisor_ref, PurgeTopic(Topic(topic)), timeout).body
     if as_json:
         click.echo(json.dumps(body, sort_keys=True))

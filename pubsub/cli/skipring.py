@@ -3,6 +3,7 @@ subscribe, unsubscribe, publish, history and status (see `pubsub --help`)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -39,11 +40,10 @@ from pubsub.cli.formats import format_ack, format_delivery, format_node_status, 
 from pubsub.cli.topics import Selection, SelectionError, patterns_in, select
 from pubsub.client.library import DEFAULT_RETRIES, Ack, Client, ClientError, PublishError
 from pubsub.client.run import publish_pipelined
-from pubsub.kernel.control import Reply, StatusRequest
+from pubsub.client.supervisors import supervisor_topics
 from pubsub.kernel.message import Ref, Topic
 from pubsub.kernel.wire import WireError
 from pubsub.node.settings import NodeSettings, check_node_limits
-from pubsub.runtime.client import RequestError, request
 from pubsub.runtime.settings import (
     AdminSettings,
     RuntimeSettings,
@@ -325,21 +325,20 @@ def _supervisor_ref(node_body: dict[str, object]) -> Ref:
 
 
 def _supervisor_topics(node_body: dict[str, object], timeout: float) -> list[str]:
-    body = ask_status(_supervisor_ref(node_body), "supervisor", timeout)
-    return [str(t) for t in (body.get("topics") or {})]
+    """Every topic a live supervisor holds (sharded supervisors: all of them, found
+    through the node's one, `pubsub.client.supervisors`)."""
+    ask_status(_supervisor_ref(node_body), "supervisor", timeout)
+    try:
+        return asyncio.run(supervisor_topics(_supervisor_ref(node_body), timeout))
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def _topic_lister(supervisor: Ref, timeout: float) -> Callable[[], Awaitable[list[str]]]:
-    """An async listing of the supervisor's topics (for patterns that stay open)."""
+    """An async listing of the supervisors' topics (for patterns that stay open)."""
 
     async def listing() -> list[str]:
-        try:
-            reply = await request(supervisor, StatusRequest(), timeout)
-        except RequestError as exc:
-            raise ClientError("connection", str(exc)) from None
-        if not isinstance(reply, Reply):
-            raise ClientError("protocol", f"{supervisor} answered with {reply.kind!r}")
-        return [str(t) for t in (reply.body.get("topics") or {})]
+        return await supervisor_topics(supervisor, timeout)
 
     return listing
 

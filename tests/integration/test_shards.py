@@ -172,3 +172,33 @@ def test_sharded_supervisors_acceptance_size(tmp_path: Path) -> None:
     """3 supervisors, 300 topics, 24 nodes (issue 14's acceptance)."""
     report = run_shards(tmp_path, n_topics=300, n_nodes=24, per_topic=4, timeout=600)
     print(report)
+
+
+@pytest.mark.timeout(300)
+def test_one_address_finds_every_supervisor(tmp_path: Path) -> None:
+    """The client library and the CLI, given the first supervisor's address only, find the
+    live set and route each topic to its owner (retention set at the owner, pattern
+    subscriptions over every supervisor's topics)."""
+    import asyncio
+
+    from pubsub.client.supervisors import live_supervisors, supervisor_for, supervisor_topics
+
+    with LocalCluster(tmp_path / "c", 2, interval=INTERVAL, supervisors=3, admin=False) as cluster:
+        sups = sorted(s.ref for s in cluster.supervisors)
+        assert sorted(asyncio.run(live_supervisors(cluster.supervisor_ref))) == sups
+        ring = HashRing(sups)
+        topics = [f"s{i}" for i in range(12)]
+        elsewhere = next(t for t in topics if ring.owner(t) != cluster.supervisor_ref)
+        assert asyncio.run(supervisor_for(elsewhere, cluster.supervisor_ref)) == ring.owner(elsewhere)
+        for topic in topics:
+            cluster.subscribe(0, topic)
+        cluster.poll(lambda: ring_problems(cluster, {t: [cluster.node_refs[0]] for t in topics}), 60, "rings")
+        assert asyncio.run(supervisor_topics(cluster.supervisor_ref)) == sorted(topics)
+        cluster.cli("retention", "set", elsewhere, "--supervisor", cluster.supervisor_ref, "--max-count", "5")
+        statuses = cluster.supervisor_statuses()
+        assert elsewhere in statuses[ring.owner(elsewhere)]["retention"]
+        assert elsewhere not in statuses[cluster.supervisor_ref].get("retention", {})
+        shown = cluster.cli("retention", "show", "--supervisor", cluster.supervisor_ref)
+        assert elsewhere in shown
+        out = cluster.cli("subscribe", "s1*", "--node", cluster.node_refs[1], "--detach")
+        assert "s1" in out and "s10" in out and "s11" in out

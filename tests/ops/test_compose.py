@@ -63,6 +63,8 @@ TOPIC = "news"
 N_NODES = 4
 NODE_PORT = 7001
 SUPERVISOR = "supervisor:7000"
+#: The sharded supervisors of the compose file (each topic at the one hashing assigns).
+SUPERVISORS = [SUPERVISOR, "supervisor-2:7000", "supervisor-3:7000"]
 #: Seconds the one-time setup may take on a fresh machine (apt, debootstrap, image builds).
 SETUP_TIMEOUT = 1800
 #: Seconds for the rings to form / repair, publications to spread, the analysis to report.
@@ -254,11 +256,14 @@ def ring_problems(
     c: Compose, via: str, wanted: Sequence[str], gone: Sequence[str] = ()
 ) -> list[str]:
     """Why the topic is not exactly SR(len(wanted)) over the nodes `wanted` ([] if it is)."""
-    bodies = c.statuses(via, [SUPERVISOR, *wanted])
-    sup = bodies[SUPERVISOR]
-    if "error" in sup:
-        return [f"supervisor: {sup['error']}"]
-    members = members_of(sup, TOPIC)
+    bodies = c.statuses(via, [*SUPERVISORS, *wanted])
+    for ref in SUPERVISORS:
+        if "error" in bodies[ref]:
+            return [f"supervisor {ref}: {bodies[ref]['error']}"]
+    holders = [ref for ref in SUPERVISORS if TOPIC in (bodies[ref].get("topics") or {})]
+    if len(holders) != 1:
+        return [f"{TOPIC} is held by supervisors {holders}, not by exactly one"]
+    members = members_of(bodies[holders[0]], TOPIC)
     problems = []
     if set(members) != set(wanted):
         problems.append(f"supervisor lists {sorted(members)}, expected {sorted(wanted)}")
@@ -454,8 +459,15 @@ def test_compose_file_describes_the_cluster() -> None:
     """Services, their roles, shared volumes, healthchecks and environment settings."""
     doc = yaml.safe_load(COMPOSE_FILE.read_text())
     services = doc["services"]
-    assert set(services) == {"supervisor", "node", "prometheus", "analysis", "cli"}
-    assert services["supervisor"]["command"] == ["supervisor"]
+    assert set(services) == {"supervisor", "supervisor-2", "supervisor-3", "node", "prometheus", "analysis", "cli"}
+    for name in ("supervisor", "supervisor-2", "supervisor-3"):  # sharded supervisors
+        assert services[name]["command"] == ["supervisor"]
+        listen = services[name]["environment"].get("PUBSUB_LISTEN", SUPERVISOR)
+        assert listen == f"{name}:7000"
+        assert sorted(services[name]["environment"]["PUBSUB_PEERS"].split(",")) == sorted(
+            set(SUPERVISORS) - {listen}
+        )
+        assert f"{name}-data:/var/lib/pubsub/supervisor" in services[name]["volumes"]
     assert services["node"]["command"] == ["node"]
     assert services["analysis"]["command"] == ["analysis"]
     assert services["cli"]["profiles"] == ["cli"]
@@ -475,7 +487,7 @@ def test_compose_file_describes_the_cluster() -> None:
     assert "container_name" not in services["node"]  # --scale needs generated names
     for name in ("supervisor", "node", "analysis"):
         assert "events:/var/lib/pubsub/run" in services[name]["volumes"]
-    assert set(doc["volumes"]) >= {"supervisor-data", "node-data", "events", "tls"}
+    assert set(doc["volumes"]) >= {"supervisor-data", "supervisor-2-data", "supervisor-3-data", "node-data", "events", "tls"}
     # mutual TLS with certificates made on the fly in the shared volume `tls`; nothing plain
     for name in ("supervisor", "node", "cli"):
         env = services[name]["environment"]
