@@ -18,20 +18,34 @@ Three supervisors, many topics, the nodes given the first supervisor's address o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pubsub.ops.localcluster import LocalCluster
+from pubsub.ops.processes import ClusterError
 from pubsub.skipring.shards import HashRing
 from tests.cluster_checks import ring_problems
 
 pytestmark = [pytest.mark.integration]
 
 INTERVAL = 0.3
-PEER_TIMEOUT = 4.0
+PEER_TIMEOUT = 6.0
+
+
+def _patient(problems: Callable[[], list[str]]) -> Callable[[], list[str]]:
+    """`problems`, with a daemon slow to answer (a supervisor busy taking over 100 topics
+    on a loaded machine) counted as one more problem rather than a failure."""
+
+    def look() -> list[str]:
+        try:
+            return problems()
+        except ClusterError as exc:
+            return [f"not answering yet: {exc}"]
+
+    return look
 
 
 def _members(n_topics: int, n_nodes: int, per_topic: int) -> dict[str, list[int]]:
@@ -113,8 +127,8 @@ def run_shards(tmp_path: Path, n_topics: int, n_nodes: int, per_topic: int, time
         wanted = {t: [cluster.node_refs[i] for i in nodes] for t, nodes in members.items()}
 
         # 1. exact rings, each database at its owner only
-        report["converged_s"] = cluster.poll(lambda: ring_problems(cluster, wanted), timeout, "exact rings")
-        cluster.poll(lambda: _placement_problems(cluster, topics, sups), 30, "databases at their owners")
+        report["converged_s"] = cluster.poll(_patient(lambda: ring_problems(cluster, wanted)), timeout, "exact rings")
+        cluster.poll(_patient(lambda: _placement_problems(cluster, topics, sups)), 30, "databases at their owners")
         three = HashRing(sups)
         report["owned"] = {ref: sum(three.owner(t) == ref for t in topics) for ref in sups}
         acked = _publish_round(cluster, members, "before")
@@ -132,9 +146,9 @@ def run_shards(tmp_path: Path, n_topics: int, n_nodes: int, per_topic: int, time
         during = _publish_round(cluster, {t: members[t] for t in moved_by_kill[:20]}, "during")
         for topic, payloads in during.items():
             acked[topic] |= payloads
-        cluster.poll(lambda: _placement_problems(cluster, topics, survivors), timeout, "takeover")
-        report["rebuilt_s"] = cluster.poll(lambda: ring_problems(cluster, wanted), timeout, "exact rings after kill -9")
-        cluster.poll(lambda: _missing_publications(cluster, members, acked), timeout, "acknowledged publications")
+        cluster.poll(_patient(lambda: _placement_problems(cluster, topics, survivors)), timeout, "takeover")
+        report["rebuilt_s"] = cluster.poll(_patient(lambda: ring_problems(cluster, wanted)), timeout, "exact rings after kill -9")
+        cluster.poll(_patient(lambda: _missing_publications(cluster, members, acked)), timeout, "acknowledged publications")
 
         # 3. a fourth supervisor: only its share moves
         released_before = _released(cluster)
@@ -143,7 +157,7 @@ def run_shards(tmp_path: Path, n_topics: int, n_nodes: int, per_topic: int, time
         grown = HashRing(live)
         expected = {t for t in topics if two.owner(t) != grown.owner(t)}
         assert all(grown.owner(t) == fourth.ref for t in expected)
-        cluster.poll(lambda: _placement_problems(cluster, topics, live), timeout, "the newcomer's share")
+        cluster.poll(_patient(lambda: _placement_problems(cluster, topics, live)), timeout, "the newcomer's share")
         held = _holders(cluster.supervisor_statuses())
         assert {t for t, refs in held.items() if fourth.ref in refs} == expected
         released_after = _released(cluster)
@@ -151,8 +165,8 @@ def run_shards(tmp_path: Path, n_topics: int, n_nodes: int, per_topic: int, time
         assert moved == len(expected), (moved, len(expected))
         report["moved_by_join"] = moved
         assert 0.15 * n_topics <= moved <= 0.5 * n_topics  # about 1/3 with three live
-        report["regrown_s"] = cluster.poll(lambda: ring_problems(cluster, wanted), timeout, "exact rings after join")
-        cluster.poll(lambda: _missing_publications(cluster, members, acked), timeout, "publications after join")
+        report["regrown_s"] = cluster.poll(_patient(lambda: ring_problems(cluster, wanted)), timeout, "exact rings after join")
+        cluster.poll(_patient(lambda: _missing_publications(cluster, members, acked)), timeout, "publications after join")
         redirects = [
             int(b["supervisors"]["counters"].get("redirects", 0)) for b in cluster.supervisor_statuses().values()
         ]
@@ -192,7 +206,7 @@ def test_one_address_finds_every_supervisor(tmp_path: Path) -> None:
         assert asyncio.run(supervisor_for(elsewhere, cluster.supervisor_ref)) == ring.owner(elsewhere)
         for topic in topics:
             cluster.subscribe(0, topic)
-        cluster.poll(lambda: ring_problems(cluster, {t: [cluster.node_refs[0]] for t in topics}), 60, "rings")
+        cluster.poll(_patient(lambda: ring_problems(cluster, {t: [cluster.node_refs[0]] for t in topics})), 60, "rings")
         assert asyncio.run(supervisor_topics(cluster.supervisor_ref)) == sorted(topics)
         cluster.cli("retention", "set", elsewhere, "--supervisor", cluster.supervisor_ref, "--max-count", "5")
         statuses = cluster.supervisor_statuses()
