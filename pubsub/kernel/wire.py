@@ -17,7 +17,7 @@ annotation                on the wire
 ``Ref``                   str ``"host:port"``; host 1..253 of ``[A-Za-z0-9._-]`` (this
                           covers names and IPv4 literals), port 1..65535
 ``list[str]``             an array of at most `MAX_STRINGS` (1024) strings of <= 4096 chars
-``list[bytes]``           an array of at most `MAX_STRINGS` (1024) bin values (each bounded
+``list[bytes]``           an array of at most `MAX_PAYLOADS` (16384) bin values (each bounded
                           by the frame; the payloads of a `Bundle`)
 registered types          whatever `register_field_type` was told by a mode (the skip
                           ring's labels, contacts, trie digests and publications,
@@ -63,6 +63,12 @@ INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 #: Most strings in one ``list[str]`` field.
 MAX_STRINGS = 1024
+#: Most values in one ``list[bytes]`` field: the messages of one `Bundle`, which carries
+#: everything one Timeout sends to one peer (`pubsub.runtime.bundling`).  A node in 1,000
+#: topics sends a ring neighbour a few thousand per interval; with a cap of 1024 they
+#: needed several frames (issue 14, item 5).  The frame limit still bounds a bundle's bytes,
+#: and every message in it is decoded and checked on its own.
+MAX_PAYLOADS = 16384
 #: Largest opaque payload a message may carry: the default frame less room for the rest of
 #: the message (topic <= 1 KiB as UTF-8, references, a key, numbers, field names).
 MAX_PAYLOAD_BYTES = DEFAULT_MAX_FRAME - 4096
@@ -298,7 +304,7 @@ def _schema_for(annotation: Any) -> tuple[Validator, Encoder]:
     if origin is list and args == (str,):
         return bounded_list(validate_str, MAX_STRINGS, "strings"), list_encoder(identity)
     if origin is list and args == (bytes,):
-        return bounded_list(_validate_bytes, MAX_STRINGS, "payloads"), list_encoder(identity)
+        return bounded_list(_validate_bytes, MAX_PAYLOADS, "payloads"), list_encoder(identity)
     if origin is Literal and all(isinstance(a, str) for a in args):
         return _literal(args), identity
     if origin is dict and args and args[0] is str:

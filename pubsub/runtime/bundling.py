@@ -9,7 +9,8 @@ runtime unpacks it and handles each message exactly as if it had arrived alone (
 checked one by one, operator requests refused, faults applied).  Messages to our own
 reference, and a peer that gets a single message, are sent as they are.
 
-A bundle never exceeds the frame limit: a peer with more than fits gets several.
+A bundle never exceeds the frame limit nor `wire.MAX_PAYLOADS` messages: a peer with more
+than fits gets several.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def _bundles(dest: Ref, msgs: list[Message], max_frame: int, bundled: list[Send]
         if _ENVELOPE + cost > max_frame:
             out.append(Send(dest, msg))
             continue
-        if group and (size + cost > max_frame or len(group) >= wire.MAX_STRINGS):
+        if group and (size + cost > max_frame or len(group) >= wire.MAX_PAYLOADS):
             close()
             size = _ENVELOPE
         group.append((msg, payload))
