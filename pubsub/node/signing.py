@@ -8,7 +8,8 @@ stays unsigned (nothing here runs).  The batch signatures and their check are
 * **The key is the TLS key.**  A node's certificate (``--tls-cert``, `pubsub certs`) carries
   an Ed25519 key; the node signs with the matching ``--tls-key``.  A key is named by its
   *fingerprint*, the hex SHA-256 of its 32 raw bytes (``pubsub certs fingerprint CERT``); the
-  key id in a proof is the same 32 bytes.  A node with a key of another kind does not start.
+  key id in a proof is its first 16 bytes (`pubsub.skipring.signatures.key_id_of`).  A node
+  with a key of another kind does not start.
 * **One signature per batch.**  The group commit (`pubsub.node.commits`) hands each batch's
   rows to `Signing.sign_rows` just before writing them: the publications this node issued
   in that batch are signed together and stored with their proofs.  A publication of ours
@@ -24,8 +25,8 @@ stays unsigned (nothing here runs).  The batch signatures and their check are
   reference.  A node that gets publications signed by a key it does not know (it restarted,
   say) drops them, counts ``unknown_key`` and asks the peer they came from
   (`KeyRequest`, at most once a second per key and peer); anti-entropy brings them back.
-  With a data directory the certificates are kept in ``<data>/keys/<fingerprint>.der``
-  beside the store, so that a restarted node can still vouch for what it stores.
+  With a data directory the certificates are kept in ``<data>/keys/<key id>.der``
+  (the fingerprint's first 32 hex digits) beside the store, so that a restarted node can still vouch for what it stores.
 * **Refusals** are counted by reason (`pubsub.skipring.signatures.REASONS`), shown in the
   status (``publications.signatures``) and as ``pubsub_signature_rejections_total``.  A
   HandOver whose publication is refused is answered ``bad_signature``.
@@ -80,7 +81,7 @@ from pubsub.skipring.messages import (
     PublishNew,
     Spread,
 )
-from pubsub.skipring.signatures import KEY_ID, REASONS, Verifier, sign_batch
+from pubsub.skipring.signatures import MAX_BATCH, REASONS, SALT, Verifier, key_id_of, key_of, sign_batch
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,8 @@ class Signing:
         public = key.public_key()
         if certificate.public_key() != public:
             raise SigningError("the TLS key does not belong to the TLS certificate")
-        self.key_id = bytes.fromhex(fingerprint(public))
+        self.fingerprint = fingerprint(public)
+        self.key_id = key_id_of(bytes.fromhex(self.fingerprint))
         problem = self.learn(certificate.public_bytes(serialization.Encoding.DER), persist=False)
         if problem is not None:
             raise SigningError(f"this node's own certificate cannot sign publications: {problem}")
@@ -178,7 +180,7 @@ class Signing:
             cert = x509.load_der_x509_certificate(der)
             cert.verify_directly_issued_by(self.ca)
             identity = identity_of(cert)
-            key_id = bytes.fromhex(fingerprint(cert))
+            key_id = key_id_of(bytes.fromhex(fingerprint(cert)))
         except (ValueError, TypeError, IdentityError) as exc:
             return f"not a node certificate of this cluster: {exc}"
         except Exception as exc:  # noqa: BLE001 - InvalidSignature and the like
@@ -227,7 +229,7 @@ class Signing:
     def revoke(self, fingerprints: Iterable[str]) -> None:
         """Refuse the keys with these fingerprints (hex SHA-256 of the raw public key) from now
         on (the permissions file's ``[revoked] keys``)."""
-        ids = [bytes.fromhex(f) for f in parse_fingerprints(" ".join(fingerprints))]
+        ids = [key_id_of(bytes.fromhex(f)) for f in parse_fingerprints(" ".join(fingerprints))]
         self.verifier.revoke(ids)
         for key_id in ids:
             self.certificates.pop(key_id, None)
@@ -240,12 +242,12 @@ class Signing:
     # ------------------------------------------------------------------ signing
     def sign(self, items: Sequence[tuple[Topic, Publication]]) -> None:
         """Sign our publications `items` as one batch (one Ed25519 signature)."""
-        if not items:
-            return
-        root = sign_batch(items, self.key_id, self._sign)
-        self.verifier.remember(self.key_id, (root,))
-        self.counters["batches_signed"] += 1
-        self.counters["publications_signed"] += len(items)
+        for start in range(0, len(items), MAX_BATCH):
+            chunk = items[start : start + MAX_BATCH]
+            root = sign_batch(chunk, self.key_id, self._sign, os.urandom(SALT))
+            self.verifier.remember(self.key_id, (root,))
+            self.counters["batches_signed"] += 1
+            self.counters["publications_signed"] += len(chunk)
 
     def sign_rows(self, rows: list[NewRow]) -> None:
         """(Before a group commit.)  Sign the unsigned publications we issued among `rows`."""
@@ -271,21 +273,18 @@ class Signing:
         if carried is None:
             return msg, []
         topic, publications = carried
-        check = self.verifier.check
+        results = self.verifier.check_all(topic, publications)
+        if not any(results):
+            return msg, []
         kept: list[Publication] = []
         unknown: set[bytes] = set()
-        refused = False
-        for p in publications:
-            reason = check(topic, p)
+        for p, reason in zip(publications, results, strict=True):
             if reason is None:
                 kept.append(p)
                 continue
-            refused = True
             self.rejected[reason] += 1
             if reason == "unknown_key":
-                unknown.add(p.proof[:KEY_ID])
-        if not refused:
-            return msg, []
+                unknown.add(key_of(p.proof))
         sends = self._ask(peer, unknown, now)
         if isinstance(msg, HandOver):
             return None, [*sends, Send(msg.sender, HandOverAck(msg.topic, self.ref, msg.request, False,
@@ -329,6 +328,7 @@ class Signing:
         before each message carrying publications the certificates its peer has not had."""
         out: list[Send] | None = None
         me = self.ref
+        known: dict[int, set[bytes]] = {}  # id of a publication list (alive all along) -> its keys
         for i, send in enumerate(sends):
             carried = _carried(send.msg)
             if carried is None:
@@ -336,17 +336,20 @@ class Signing:
                     out.append(send)
                 continue
             topic, publications = carried
-            keys: set[bytes] = set()
-            unsigned: list[tuple[Topic, Publication]] = []
-            for p in publications:
-                proof = p.proof
-                if proof:
-                    keys.add(proof[:KEY_ID])
-                elif p.publisher == me:
-                    unsigned.append((topic, p))
-            if unsigned:
-                self.sign(unsigned)
-                keys.add(self.key_id)
+            keys = known.get(id(publications))  # one batch is often sent to several peers
+            if keys is None:
+                keys = set()
+                unsigned: list[tuple[Topic, Publication]] = []
+                for p in publications:
+                    proof = p.proof
+                    if proof:
+                        keys.add(key_of(proof))
+                    elif p.publisher == me:
+                        unsigned.append((topic, p))
+                if unsigned:
+                    self.sign(unsigned)
+                    keys.add(self.key_id)
+                known[id(publications)] = keys
             sent = self._sent.get(send.dest)
             missing = keys if sent is None else keys - sent
             if missing:
@@ -364,7 +367,7 @@ class Signing:
     def status(self) -> dict[str, Any]:
         """The status section ``publications.signatures``."""
         return {
-            "key": self.key_id.hex(),
+            "key": self.fingerprint,
             "own_key_revoked": self.own_key_revoked,
             "keys_known": len(self.verifier.keys),
             "revoked": len(self.verifier.revoked),

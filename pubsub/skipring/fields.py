@@ -21,7 +21,7 @@ annotation                on the wire
                           `MAX_PROOF_BYTES` (`pubsub.skipring.signatures`, sent only when
                           not empty); the last four are optional on input
 ``CertificateDer``        bin of at most `MAX_CERTIFICATE_BYTES`
-``KeyId``                 bin of exactly 32 bytes
+``KeyId``                 bin of exactly 16 bytes
 ``list[KeyId]``           an array of at most `MAX_KEY_IDS` key ids
 ``list[NodeDigest]``      an array of at most `MAX_DIGESTS` (64) digests
 ``list[Publication]``     an array of at most `MAX_PUBLICATIONS` (256) publications
@@ -127,7 +127,7 @@ def validate_publication_key(value: object) -> PublicationKey:
 
 
 def validate_key_id(value: object) -> KeyId:
-    """A key id: bin of exactly 32 bytes."""
+    """A key id: bin of exactly `KEY_ID` (16) bytes."""
     return KeyId(exact_bytes(value, KEY_ID, "a key id"))
 
 

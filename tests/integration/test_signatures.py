@@ -20,6 +20,7 @@ Every wait is bounded; the cluster's processes are stopped by pid.
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 import urllib.request
 from collections.abc import Iterator
@@ -39,7 +40,7 @@ from pubsub.ops.processes import pick_free_ports
 from pubsub.ops.ringview import ring_problems
 from pubsub.runtime.identity import file_stem, fingerprint, issue, load_ca, write_pair
 from pubsub.skipring.messages import KeyCertificate, Publication, PublicationKey, Publish, Spread
-from pubsub.skipring.signatures import sign_batch
+from pubsub.skipring.signatures import key_id_of, sign_batch
 from pubsub.skipring.trie import publication_key
 
 pytestmark = pytest.mark.integration
@@ -90,7 +91,7 @@ def publication(publisher: str, seq: int, payload: bytes) -> Publication:
 
 
 def key_id(cert: x509.Certificate) -> bytes:
-    return bytes.fromhex(fingerprint(cert))
+    return key_id_of(bytes.fromhex(fingerprint(cert)))
 
 
 class Injector:
@@ -135,7 +136,7 @@ def test_altered_in_flight_is_refused_by_every_node(cluster: LocalCluster, tmp_p
     # A batch as node 0 signs one (its key), then altered in flight.
     base = 1_000_000
     genuine = [publication(ref0, base + i, f"batch {i}".encode()) for i in range(5)]
-    sign_batch([(TOPIC, p) for p in genuine], key_id(cert0), key0.sign)
+    sign_batch([(TOPIC, p) for p in genuine], key_id(cert0), key0.sign, os.urandom(16))
     bad_signature, bad_payload, bad_publisher, control = genuine[0], genuine[1], genuine[2], genuine[3]
     bad_signature.proof = bad_signature.proof[:40] + bytes([bad_signature.proof[40] ^ 0xFF]) + bad_signature.proof[41:]
     bad_payload.payload = b"altered in flight"
@@ -144,7 +145,7 @@ def test_altered_in_flight_is_refused_by_every_node(cluster: LocalCluster, tmp_p
     bad_publisher.key = PublicationKey(publication_key(ref1, bad_publisher.seq, bad_publisher.payload))
     # Signed with the injector's own (valid) key in node 0's name; and one not signed at all.
     impersonated = publication(ref0, base + 10, b"in another's name")
-    sign_batch([(TOPIC, impersonated)], key_id(injector.cert), injector.key.sign)
+    sign_batch([(TOPIC, impersonated)], key_id(injector.cert), injector.key.sign, os.urandom(16))
     unsigned = publication(ref0, base + 11, b"unsigned")
     forged = [bad_signature, bad_payload, bad_publisher, impersonated, unsigned]
     der = KeyCertificate(injector.cert.public_bytes(serialization.Encoding.DER))
@@ -224,6 +225,10 @@ def test_key_rotation(cluster: LocalCluster) -> None:
     rotated = 1
     ref = cluster.node_refs[rotated]
     old_cert, _ = key_of(cluster, rotated)
+    # Anti-entropy first brings every node what the others hold (after the revocation test,
+    # node 3's publication): then each knows the key of every publisher it holds.
+    cluster.poll(lambda: [f"node {i}" for i, h in enumerate(held(cluster)) if h != held(cluster)[0]], CONVERGE,
+                 "every node holding the same publications")
     known = [signatures(cluster, i)["keys_known"] for i in range(N)]
     first = cluster.publish(rotated, TOPIC, "before rotation")
     ca_cert, ca_key = load_ca(cluster.certs.directory)

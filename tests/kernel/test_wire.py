@@ -116,7 +116,7 @@ def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
     if annotation is PublicationKey:
         return st.binary(min_size=16, max_size=16)
     if annotation is KeyId:
-        return st.binary(min_size=32, max_size=32)
+        return st.binary(min_size=16, max_size=16)
     if annotation is CertificateDer:
         return st.binary(max_size=600)
     if annotation is Position:

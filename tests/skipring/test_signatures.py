@@ -5,6 +5,7 @@ refused with its reason."""
 from __future__ import annotations
 
 import hashlib
+import os
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -13,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from pubsub.kernel import wire
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import Publication, PublicationKey, Spread
-from pubsub.skipring.signatures import HEAD, Verifier, leaf_digest, merkle, sign_batch
+from pubsub.skipring.signatures import HASH, HEAD, KEY_ID, Verifier, leaf_digest, paths, sign_batch, tree
 from pubsub.skipring.trie import publication_key
 
 T = Topic("news")
@@ -24,7 +25,7 @@ B = Ref("127.0.0.1:1002")
 def key_pair() -> tuple[ed25519.Ed25519PrivateKey, bytes]:
     key = ed25519.Ed25519PrivateKey.generate()
     raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return key, hashlib.sha256(raw).digest()
+    return key, hashlib.sha256(raw).digest()[:KEY_ID]
 
 
 def pubs(n: int, publisher: Ref = A, first: int = 0) -> list[Publication]:
@@ -39,7 +40,7 @@ def pubs(n: int, publisher: Ref = A, first: int = 0) -> list[Publication]:
 def signed(n: int, publisher: Ref = A) -> tuple[list[Publication], Verifier, bytes]:
     key, key_id = key_pair()
     batch = pubs(n, publisher)
-    sign_batch([(T, p) for p in batch], key_id, key.sign)
+    sign_batch([(T, p) for p in batch], key_id, key.sign, os.urandom(16))
     verifier = Verifier()
     assert verifier.add_key(key_id, publisher, key.public_key())
     return batch, verifier, key_id
@@ -51,20 +52,71 @@ def test_every_publication_of_a_batch_verifies_with_one_signature_check(n: int) 
     assert [verifier.check(T, p) for p in batch] == [None] * n
     assert verifier.signature_checks == 1
     depth = max(0, (n - 1).bit_length())
-    assert all(len(p.proof) <= HEAD + 32 * depth for p in batch)
+    assert all(len(p.proof) <= HEAD + HASH * depth for p in batch)
+    if n == 64:
+        assert len(batch[0].proof) == 103 + 16 * 6  # format 2: 199 bytes (format 1: 292)
 
 
-def test_merkle_paths_lead_to_the_root() -> None:
-    leaves = [hashlib.sha256(bytes([i])).digest() for i in range(7)]
-    root, paths = merkle(leaves)
-    for leaf, (bits, siblings) in zip(leaves, paths, strict=True):
-        h = leaf
-        for i, sibling in enumerate(siblings):
-            data = b"\x01" + (sibling + h if bits >> i & 1 else h + sibling)
-            h = hashlib.blake2b(data, digest_size=32).digest()
-        assert h == root
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13, 64, 100])
+def test_a_whole_batch_in_one_message_is_checked_at_once(n: int) -> None:
+    batch, verifier, _ = signed(n)
+    mixed = list(reversed(batch))  # any order
+    assert verifier.check_all(T, mixed) == [None] * n
+    assert verifier.signature_checks == 1 and verifier.checked_in_batches == n and verifier.checked_alone == 0
+    assert verifier.check_all(T, batch[: n // 2 + 1]) == [None] * (n // 2 + 1)  # part of it: alone, root known
+    assert verifier.signature_checks == 1
+
+
+def test_check_all_says_which_publication_of_a_batch_fails() -> None:
+    batch, verifier, _ = signed(8)
+    batch[5].payload = b"forged"
+    assert verifier.check_all(T, batch) == [None] * 5 + ["bad_signature"] + [None] * 2
+    assert "bad_signature" in verifier.check_all(T, batch)  # a second time, with the root known
+
+
+def test_check_all_refuses_an_authentic_publication_whose_siblings_were_altered() -> None:
+    """The batch rebuilds from its leaves, but a proof that would not verify alone is not
+    accepted (it would be stored and sent on by anti-entropy)."""
+    batch, verifier, _ = signed(8)
+    p = batch[2]
+    p.proof = p.proof[:-1] + bytes([p.proof[-1] ^ 1])
+    assert verifier.check_all(T, batch) == [None, None, "bad_proof"] + [None] * 5
+    assert Verifier(keys=dict(verifier.keys)).check(T, p) == "bad_signature"
+
+
+def test_check_all_with_a_duplicate_or_a_missing_index_checks_alone() -> None:
+    batch, verifier, _ = signed(4)
+    assert verifier.check_all(T, [batch[0], batch[0], batch[1], batch[2]]) == [None] * 4
+    assert verifier.checked_in_batches == 0 and verifier.checked_alone == 4
+
+
+def test_a_proof_must_have_exactly_its_path() -> None:
+    batch, verifier, _ = signed(5)
+    p = batch[1]
+    p.proof = p.proof + b"\x00" * HASH  # one sibling too many
+    assert verifier.check(T, p) == "bad_proof"
+    p.proof = p.proof[: -2 * HASH]  # one too few
+    assert verifier.check(T, p) == "bad_proof"
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 8, 9])
+def test_merkle_paths_lead_to_the_root(n: int) -> None:
+    salt = bytes(range(16))
+    leaves = [hashlib.sha256(bytes([i])).digest()[:16] for i in range(n)]
+    levels = tree(leaves, salt)
+    root = levels[-1][0]
+    for index, (leaf, tail) in enumerate(zip(leaves, paths(levels), strict=True)):
+        h, i, size = leaf, index, n
+        siblings = [tail[j : j + 16] for j in range(0, len(tail), 16)]
+        while size > 1:
+            if i ^ 1 < size:
+                sibling = siblings.pop(0)
+                data = b"\x01" + (sibling + h if i & 1 else h + sibling)
+                h = hashlib.blake2b(data, digest_size=16, salt=salt).digest()
+            i, size = i >> 1, (size + 1) >> 1
+        assert h == root and not siblings
     with pytest.raises(ValueError):
-        merkle([])
+        tree([], salt)
 
 
 def test_a_second_verifier_in_another_order_agrees() -> None:
@@ -128,8 +180,8 @@ def test_a_publisher_with_two_keys_rotation() -> None:
     old_key, old_id = key_pair()
     new_key, new_id = key_pair()
     old, new = pubs(3), pubs(3, first=3)
-    sign_batch([(T, p) for p in old], old_id, old_key.sign)
-    sign_batch([(T, p) for p in new], new_id, new_key.sign)
+    sign_batch([(T, p) for p in old], old_id, old_key.sign, os.urandom(16))
+    sign_batch([(T, p) for p in new], new_id, new_key.sign, os.urandom(16))
     verifier = Verifier()
     verifier.add_key(old_id, A, old_key.public_key())
     verifier.add_key(new_id, A, new_key.public_key())
@@ -149,4 +201,5 @@ def test_proofs_travel_on_the_wire_and_the_hot_path() -> None:
 
 def test_leaf_covers_the_topic() -> None:
     p = pubs(1)[0]
-    assert leaf_digest(T, p) != leaf_digest(Topic("x"), p)
+    assert leaf_digest(T, p, bytes(16)) != leaf_digest(Topic("x"), p, bytes(16))
+    assert leaf_digest(T, p, bytes(16)) != leaf_digest(T, p, b"\x01" * 16)  # and the salt
