@@ -25,6 +25,11 @@ SR(n), paper 000 §1.1) or by comparing trie roots:
               supervisor per interval over `--legit-intervals` intervals (Theorem 3.1: < 1) and
               the supervisor's effective budget at the end.  Goal: I(4096)/I(256) <= 2 and
               I(4096) <= 200.
+  (j) join    n processes subscribe at time 0 (`fresh_start`, a mass join); timeout intervals
+              until exactly SR(n), wall and CPU seconds per interval (simulation, and the
+              legitimacy check after each interval), and the process's peak RSS during the
+              row (VmHWM, reset before each row).  What issue 14 item 6 asks: the
+              simulator at 10^5 subscribers in one process.
   (c) spread  With flooding off (Theorem 5.19's setting: anti-entropy alone, §4.2), 40
               publications stored at random subscribers of a legitimate ring; timeout
               intervals until all tries have the same root.  Goal: <= 100 at n = 1,024.
@@ -34,13 +39,23 @@ size that was not run is absent from the JSON and printed as "not run".  The mod
 only the simulator's public surface, so the same file measures an older tree (run it from a
 `git worktree` of that commit).
 
-    python -m bench scale [--tables a b c] [--sizes-a ...] [--sizes-b ...] [--sizes-c ...]
-                          [--seeds k] [--wall-cap s] [--large] [--quick] [--label text]
+Sizes: the default (`make bench`, a few minutes) a: 16..1,024, b and c: 256, 1,024, j: 256,
+1,024, 4,096; `--large` adds 4,096 and 16,384 to a, b, c and 16,384 to j (hours for b);
+`--huge` adds 32,768 and 65,536 to a and c, and 32,768, 65,536 and 100,000 to j, with one
+seed and one leave / crash per seed for a unless `--seeds` / `--events` are given (about an
+hour for a and j at 65,536 / 100,000 on two shared cores; c at 65,536 takes hundreds of
+intervals of ~10 s each).  b is not extended by `--huge`: from corrupted states it takes
+O(n) intervals (I(1,024) >= 233 here), days at 65,536.
+
+    python -m bench scale [--tables a b c j] [--sizes-a ...] [--sizes-b ...] [--sizes-c ...]
+                          [--sizes-j ...] [--seeds k] [--wall-cap s] [--large] [--huge]
+                          [--quick] [--label text]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import random
@@ -53,7 +68,7 @@ from typing import Any
 
 from bench.machine import machine
 from pubsub.kernel.message import Ref, Topic
-from pubsub.sim.scenarios import corrupted_start, legitimate_start
+from pubsub.sim.scenarios import corrupted_start, fresh_start, legitimate_start
 from pubsub.sim.skipring import Simulation
 from pubsub.skipring.antientropy import make_publication
 from tests.simhelpers import is_legitimate
@@ -64,7 +79,10 @@ RESULTS = Path("bench-results")
 DEFAULT_A = [16, 64, 256, 1024]
 DEFAULT_B = [256, 1024]
 DEFAULT_C = [256, 1024]
+DEFAULT_J = [256, 1024, 4096]
 LARGE = [4096, 16384]
+HUGE = [32768, 65536]
+HUGE_J = [32768, 65536, 100000]
 QUICK = [16, 64]
 
 Row = dict[str, Any]
@@ -249,6 +267,77 @@ def legitimate_load(n: int, seeds: int, intervals: int) -> Row:
     }
 
 
+# ---------------------------------------------------------------------- (j) mass join
+def _memory() -> dict[str, int]:
+    """VmRSS and VmHWM (peak) of this process, MB (Linux; {} elsewhere)."""
+    found: dict[str, int] = {}
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "VmHWM"):
+                    found[key] = int(value.split()[0]) // 1024
+    except OSError:
+        pass
+    return found
+
+
+def _reset_peak() -> None:
+    """Start a new VmHWM (Linux >= 4.0: writing 5 to clear_refs resets the peak RSS)."""
+    gc.collect()
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+    except OSError:
+        pass
+
+
+def join_row(n: int, seed: int, wall_cap: float) -> Row:
+    """A mass join of n fresh processes (`fresh_start`): intervals until exactly SR(n), time
+    per interval and peak memory."""
+    _reset_peak()
+    started, cpu_started = time.monotonic(), time.process_time()
+    sim = Simulation(seed)
+    fresh_start(sim, n, TOPIC)
+    setup, setup_cpu = time.monotonic() - started, time.process_time() - cpu_started
+    sim_wall = sim_cpu = check_wall = check_cpu = 0.0
+    reached = False
+    intervals = 0
+    for intervals in range(0, 100 * n + 1):  # noqa: B007 - read after the loop
+        wall, cpu = time.monotonic(), time.process_time()
+        reached = is_legitimate(sim, TOPIC)
+        check_wall += time.monotonic() - wall
+        check_cpu += time.process_time() - cpu
+        if reached or time.monotonic() - started > wall_cap:
+            break
+        wall, cpu = time.monotonic(), time.process_time()
+        sim.run_for(sim.interval)
+        sim_wall += time.monotonic() - wall
+        sim_cpu += time.process_time() - cpu
+    checks = intervals + 1
+    memory = _memory()
+    row: Row = {
+        "n": n,
+        "seed": seed,
+        "intervals": intervals,
+        "reached": reached,
+        "setup_seconds": round(setup, 1),
+        "setup_cpu_seconds": round(setup_cpu, 1),
+        "sim_seconds_per_interval": round(sim_wall / max(intervals, 1), 2),
+        "sim_cpu_per_interval": round(sim_cpu / max(intervals, 1), 2),
+        "check_seconds_per_interval": round(check_wall / checks, 2),
+        "check_cpu_per_interval": round(check_cpu / checks, 2),
+        "seconds": round(time.monotonic() - started, 1),
+        "cpu_seconds": round(time.process_time() - cpu_started, 1),
+        "messages_per_interval": round(sim.traffic.total() / max(intervals, 1)),
+        "peak_rss_mb": memory.get("VmHWM"),
+        "rss_mb": memory.get("VmRSS"),
+    }
+    del sim
+    gc.collect()
+    return row
+
+
 # ---------------------------------------------------------------------- (c) anti-entropy alone
 def spread_row(n: int, seeds: int, publications: int, wall_cap: float) -> Row:
     runs: list[Row] = []
@@ -307,24 +396,37 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench scale", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="n in 16, 64 (table a) / 64 (b, c), one seed")
-    parser.add_argument("--large", action="store_true", help=f"add n = {LARGE} to every table")
-    parser.add_argument("--tables", nargs="+", choices=("a", "b", "c"), default=["a", "b", "c"])
+    parser.add_argument("--large", action="store_true",
+                        help=f"add n = {LARGE} to tables a, b, c and {LARGE[-1]} to j")
+    parser.add_argument("--huge", action="store_true",
+                        help=f"add n = {HUGE} to tables a and c and {HUGE_J} to j (not b); "
+                        "one seed and one event per seed unless --seeds / --events say otherwise")
+    parser.add_argument("--tables", nargs="+", choices=("a", "b", "c", "j"), default=["a", "b", "c", "j"])
     parser.add_argument("--sizes-a", type=int, nargs="+")
     parser.add_argument("--sizes-b", type=int, nargs="+")
     parser.add_argument("--sizes-c", type=int, nargs="+")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--events", type=int, default=2, help="leaves and crashes per seed (table a)")
+    parser.add_argument("--sizes-j", type=int, nargs="+")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds per size (default 3; 1 with --huge)")
+    parser.add_argument("--events", type=int, default=None,
+                        help="leaves and crashes per seed, table a (default 2; 1 with --huge)")
     parser.add_argument("--budget", type=int, default=1, help="supervisor config budget (table b)")
     parser.add_argument("--legit-intervals", type=int, default=20)
-    parser.add_argument("--wall-cap", type=float, default=300.0, help="seconds per run")
+    parser.add_argument("--wall-cap", type=float, default=None,
+                        help="seconds per run (default 300; 7,200 with --huge)")
     parser.add_argument("--label", default="", help="names the JSON file (e.g. before / after)")
     args = parser.parse_args(argv)
     extra = LARGE if args.large else []
-    seeds = 1 if args.quick else args.seeds
+    huge = HUGE if args.huge else []
+    seeds = 1 if args.quick else (args.seeds or (1 if args.huge else 3))
+    events = args.events or (1 if args.huge else 2)
+    if args.wall_cap is None:
+        args.wall_cap = 7200.0 if args.huge else 300.0
+    join_extra = ([LARGE[-1]] if args.large else []) + (HUGE_J if args.huge else [])
     sizes = {
-        "a": args.sizes_a or (QUICK if args.quick else DEFAULT_A + extra),
+        "a": args.sizes_a or (QUICK if args.quick else DEFAULT_A + extra + huge),
         "b": args.sizes_b or ([64] if args.quick else DEFAULT_B + extra),
-        "c": args.sizes_c or ([64] if args.quick else DEFAULT_C + extra),
+        "c": args.sizes_c or ([64] if args.quick else DEFAULT_C + extra + huge),
+        "j": args.sizes_j or ([64] if args.quick else sorted(set(DEFAULT_J + join_extra))),
     }
     RESULTS.mkdir(exist_ok=True)
     info = machine()
@@ -339,7 +441,7 @@ def main(argv: list[str]) -> None:
         print("-" * len(header))
         result["repair"] = []
         for n in sizes["a"]:
-            row = repair_row(n, seeds, args.events, args.wall_cap)
+            row = repair_row(n, seeds, events, args.wall_cap)
             result["repair"].append(row)
             for action in ("leave", "crash"):
                 r = row[action]
@@ -382,6 +484,23 @@ def main(argv: list[str]) -> None:
             print(f"{n:>6}{seeds:>6}{row['reached']:>4}{fmt(row['median_intervals']):>8}"
                   f"{fmt(row['max_intervals']):>7}{fmt(row['unreached_at_least']):>7}"
                   f"{fmt(row['median_messages_per_node_interval']):>14}", flush=True)
+    if "j" in args.tables:
+        print(f"\n(j) mass join: n processes subscribe at time 0, intervals to exactly SR(n) (seed 0..{seeds - 1})")
+        header = (f"{'n':>7}{'seed':>5}{'ok':>4}{'intervals':>10}{'sim s/int':>11}{'cpu':>7}"
+                  f"{'check s':>9}{'cpu':>7}{'setup s':>9}{'total s':>9}{'msg/int':>10}{'peak MB':>9}")
+        print(header)
+        print("-" * len(header))
+        result["join"] = []
+        for n in sizes["j"]:
+            for seed in range(seeds):
+                row = join_row(n, seed, args.wall_cap)
+                result["join"].append(row)
+                shown = row["intervals"] if row["reached"] else f"> {row['intervals']}"
+                print(f"{n:>7}{seed:>5}{int(row['reached']):>4}{shown:>10}"
+                      f"{row['sim_seconds_per_interval']:>11}{row['sim_cpu_per_interval']:>7}"
+                      f"{row['check_seconds_per_interval']:>9}{row['check_cpu_per_interval']:>7}"
+                      f"{row['setup_seconds']:>9}{row['seconds']:>9}{row['messages_per_interval']:>10}"
+                      f"{fmt(row['peak_rss_mb']):>9}", flush=True)
     label = f"-{args.label}" if args.label else ""
     out = RESULTS / f"scale{label}.json"
     out.write_text(json.dumps(result, indent=2, default=str))

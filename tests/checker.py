@@ -123,7 +123,20 @@ def _sorted_refs(members: Mapping[str, str]) -> list[str]:
         if bits in seen:
             raise ValueError(f"label {bits!r} is held by both {seen[bits]} and {ref}")
         seen[bits] = ref
-    return sorted(members, key=lambda ref: _order_key(members[ref]))
+    key = _ring_key(members.values())
+    return sorted(members, key=lambda ref: key(members[ref]))
+
+
+def _ring_key(labels: Iterable[str]) -> Any:
+    """A sort key equal in order to `_order_key` over `labels`, in integers: with L the
+    longest length, r(b) = int(b, 2) * 2^(L - |b|) / 2^L, so comparing int(b, 2) << (L - |b|)
+    compares r exactly (no Fraction per label; the oracle's cost at n = 10^5)."""
+    top = max((len(bits) for bits in labels), default=0)
+
+    def key(bits: str) -> tuple[int, int]:
+        return (int(bits, 2) << (top - len(bits)), len(bits))
+
+    return key
 
 
 def ideal_skip_ring(members: Mapping[str, str]) -> dict[str, NodeState]:
@@ -141,6 +154,7 @@ def ideal_skip_ring(members: Mapping[str, str]) -> dict[str, NodeState]:
     def contact(ref: str) -> Contact:
         return (members[ref], ref)
 
+    position = {ref: p for p, ref in enumerate(order)}
     top = max(len(bits) for bits in members.values())
     # The sorted cycle over K_i is the global order restricted to short-enough labels.
     levels: dict[int, tuple[list[str], dict[str, int]]] = {}
@@ -177,9 +191,7 @@ def ideal_skip_ring(members: Mapping[str, str]) -> dict[str, NodeState]:
             "left": contact(order[p - 1]) if p > 0 else None,
             "right": contact(order[p + 1]) if p < n - 1 else None,
             "ring": ring,
-            "shortcuts": {
-                members[u]: u for u in sorted(targets, key=lambda u: _order_key(members[u]))
-            },
+            "shortcuts": {members[u]: u for u in sorted(targets, key=position.__getitem__)},
         }
     return ideal
 
@@ -304,7 +316,9 @@ def compare(
             diffs.append(f"{ref}: shortcuts is not a mapping: {table!r}")
             continue
         expected = want["shortcuts"]
-        for bits in sorted(expected, key=_order_key):
+        if table == expected:
+            continue
+        for bits in expected:  # built in ring order
             if bits not in table:
                 diffs.append(f"{ref}: missing shortcut ({bits}, {expected[bits]})")
             elif table[bits] is None:

@@ -16,7 +16,16 @@ from typing import Any
 
 
 class EventQueue:
-    """The clock (`now`, seconds) and the pending events of one simulation."""
+    """The clock (`now`, seconds) and the pending events of one simulation.
+
+    An event is one tuple (time, sequence number, kind, payload) on a binary heap; the
+    sequence number breaks ties in scheduling order (0 for ``first=True``), so the payload
+    is never compared.  `until` is the loop a simulation runs on: at 10^5 subscribers the
+    engine pops about six events per subscriber per interval, so it avoids a method call
+    per event.
+    """
+
+    __slots__ = ("now", "_heap", "_seq")
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -44,6 +53,21 @@ class EventQueue:
         when, _, kind, payload = heapq.heappop(self._heap)
         self.now = max(self.now, when)
         return kind, payload
+
+    def until(self, deadline: float) -> Iterator[tuple[int, Any]]:
+        """The events up to `deadline` (inclusive) as (kind, payload), in the order `pop`
+        gives them, including those scheduled while the loop runs; the clock moves to each
+        event's time and, once none is left before the deadline, to the deadline (never
+        back).  Stopping the loop early leaves the rest pending."""
+        heap = self._heap
+        heappop = heapq.heappop
+        while heap and heap[0][0] <= deadline:
+            when, _, kind, payload = heappop(heap)
+            if when > self.now:
+                self.now = when
+            yield kind, payload
+        if deadline > self.now:
+            self.now = deadline
 
     def pending(self, kind: int) -> Iterator[Any]:
         """The payloads of the pending events of `kind`, in no particular order."""

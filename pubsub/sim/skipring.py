@@ -184,12 +184,12 @@ class Simulation:
 
     def run_until(self, deadline: float) -> None:
         events = self.events
-        while (when := events.next_time()) is not None and when <= deadline:
-            kind, (target, payload) = events.pop()
+        deliver, tick = self._deliver, self._tick
+        for kind, (target, payload) in events.until(deadline):
             if kind == _DELIVER:
-                self._deliver(target, payload)
+                deliver(target, payload)
             elif kind == _TIMER:
-                self._tick(target)
+                tick(target)
             elif kind == _COMMIT:
                 self._commit(target)
             else:
@@ -212,10 +212,11 @@ class Simulation:
         return self.now + self.interval + self.rng.uniform(-spread, spread)
 
     def _tick(self, ref: Ref) -> None:
+        now = self.events.now
         if ref == SUPERVISOR:
-            self._dispatch(SUPERVISOR, self.supervisor.timeout(self.now))
-        elif ref in self.nodes:
-            self._dispatch(ref, self.nodes[ref].timeout(self.now))
+            self._dispatch(SUPERVISOR, self.supervisor.timeout(now))
+        elif (node := self.nodes.get(ref)) is not None:
+            self._dispatch(ref, node.timeout(now))
         else:
             return  # crashed: its timer dies with it
         self._schedule(self._next_tick(), _TIMER, ref, None)
@@ -223,12 +224,12 @@ class Simulation:
     def _deliver(self, dest: Ref, payload: tuple[Ref, Message]) -> None:
         src, msg = payload
         if dest == SUPERVISOR:
-            self._dispatch(SUPERVISOR, self.supervisor.handle(msg, self.now))
+            self._dispatch(SUPERVISOR, self.supervisor.handle(msg, self.events.now))
             return
         node = self.nodes.get(dest)
         if node is not None:
-            self._dispatch(dest, node.handle(msg, self.now))
-        elif (src, dest) not in self._pending_unreachable and src in self._alive_refs():
+            self._dispatch(dest, node.handle(msg, self.events.now))
+        elif (src, dest) not in self._pending_unreachable and self._alive(src):
             self._pending_unreachable.add((src, dest))
             self._schedule(self.now + self.detect_delay, _UNREACHABLE, src, dest)
 
@@ -239,8 +240,10 @@ class Simulation:
         elif src in self.nodes:
             self._dispatch(src, self.nodes[src].peer_unreachable(dest, self.now))
 
-    def _alive_refs(self) -> set[Ref]:
-        return {SUPERVISOR, *self.nodes}
+    def _alive(self, ref: Ref) -> bool:
+        """Whether `ref` is the supervisor or a live node (asked once per message to a
+        crashed node, so no set of every live node is built for it)."""
+        return ref == SUPERVISOR or ref in self.nodes
 
     def _dispatch(self, src: Ref, effects: Sequence[Effect]) -> None:
         store = self.stores.get(src)
@@ -250,9 +253,25 @@ class Simulation:
                 store.unwritten.extend(arrivals)
                 self._commit_soon(src, store)
         low, high = self.delay
+        width = high - low
         traffic = self.traffic
         log = self.log
+        schedule = self.events.schedule
+        random = self.rng.random
         for effect in effects:
+            if effect.__class__ is Send and log is None:  # the common case, in short
+                dest, msg = effect
+                kind = msg.kind
+                traffic.by_kind[kind] += 1
+                if src == SUPERVISOR:
+                    traffic.from_supervisor[kind] += 1
+                elif dest == SUPERVISOR:
+                    traffic.to_supervisor[kind] += 1
+                if self.drop_rate and random() < self.drop_rate:
+                    continue
+                # = self.rng.uniform(low, high), the same draw
+                schedule(self.now + (low + width * random()), _DELIVER, (dest, (src, msg)))
+                continue
             if isinstance(effect, Answer):
                 self.answers.append((self.now, src, effect))
                 continue
