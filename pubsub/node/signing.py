@@ -372,6 +372,8 @@ class Signing:
             "keys_known": len(self.verifier.keys),
             "revoked": len(self.verifier.revoked),
             "signature_checks": self.verifier.signature_checks,
+            "checked_in_batches": self.verifier.checked_in_batches,
+            "checked_alone": self.verifier.checked_alone,
             "rejected": {reason: self.rejected.get(reason, 0) for reason in REASONS},
             **{k: v for k, v in sorted(self.counters.items()) if v},
         }

@@ -74,6 +74,7 @@ def test_certificates_travel_once_per_peer_then_publications_verify() -> None:
         else:
             assert kept is send.msg and out == []  # nothing refused: the same message, bytes kept
     assert b.status()["rejected"]["unknown_key"] == 0 and b.verifier.signature_checks == 1
+    assert b.status()["checked_in_batches"] == 4 and b.status()["checked_alone"] == 0  # the whole batch at once
     a.forget_peer(B)
     assert [type(s.msg) for s in a.outgoing([spread])] == [KeyCertificate, Spread]
 
