@@ -39,7 +39,9 @@ pytestmark = pytest.mark.integration
 #: Seconds one short CLI command may take on a loaded 2-core machine (interpreter start included).
 COMMAND_TIMEOUT = 60.0
 #: Seconds the interpreter and the command's imports may take to start, on a loaded machine.
-STARTUP_ALLOWANCE = 2.5
+#: The request timeout the commands below are given: far longer than any wait they should
+#: make, so that ending well before it shows the bound at work (no speed is asserted).
+LONG_TIMEOUT = 120.0
 
 
 def pubsub(*args: str, stdin: str | None = None, timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess[str]:
@@ -135,15 +137,16 @@ def silent_port() -> Iterator[str]:
         ("publish", "news", "hello", "--node", "{addr}"),
     ],
 )
-def test_a_port_that_does_not_speak_pubsub_fails_within_about_a_second(silent_port: str, args: tuple[str, ...]) -> None:
+def test_a_port_that_does_not_speak_pubsub_fails_at_the_handshake_bound(silent_port: str, args: tuple[str, ...]) -> None:
     command = [a.format(addr=silent_port) for a in args]
     started = time.monotonic()
-    done = pubsub(*command, "--timeout", "20")
+    done = pubsub(*command, "--timeout", str(LONG_TIMEOUT))
     took = time.monotonic() - started
     assert done.returncode == 1, done.stderr
     assert f"{silent_port} accepted the connection but sent no reply within 1 s" in done.stderr
     assert "does not speak pubsub" in done.stderr
-    assert took < 1.0 + STARTUP_ALLOWANCE, f"{command} took {took:.1f} s"
+    # It gave up at the 1 s handshake bound, not at the request timeout.
+    assert took < LONG_TIMEOUT / 2, f"{command} took {took:.1f} s"
 
 
 # ------------------------------------------------------------------------------ unsubscribe
@@ -159,12 +162,9 @@ def test_unsubscribing_a_topic_never_joined_is_an_error(cluster: LocalCluster) -
 def test_one_command_joins_49_topics(cluster: LocalCluster) -> None:
     node = cluster.node_refs[1]
     topics = [f"bulk-{i:02d}" for i in range(49)]
-    started = time.monotonic()
     done = pubsub("subscribe", *topics, "--node", node, "--detach")
-    took = time.monotonic() - started
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [f"{node}: subscribing {t}" for t in topics]
-    assert took < 20, f"joining 49 topics took {took:.1f} s"
     joined = cluster.node_status(1)["topics"]
     assert set(topics) <= set(joined)
     done = pubsub("unsubscribe", "bulk-*", "--node", node)
@@ -340,13 +340,14 @@ def test_each_acknowledgement_is_printed_before_the_next_line_is_read(
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_stops_a_stdin_publish_within_two_seconds_with_an_honest_summary(
+def test_a_signal_stops_a_stdin_publish_at_once_with_an_honest_summary(
     cluster: LocalCluster, publishers: list[Publisher], sig: int
 ) -> None:
     """The node stops answering (SIGSTOP) with two lines in flight: the signal ends the
-    command within 2 s, the summary counts what was acknowledged and names the lines
-    whose fate is unknown, and the exit status is 1."""
-    p = Publisher(cluster.node_refs[0], "news")
+    command without waiting for answers that cannot come (its acknowledgement timeout is
+    far longer than the test waits), the summary counts what was acknowledged and names the
+    lines whose fate is unknown, and the exit status is 1."""
+    p = Publisher(cluster.node_refs[0], "news", "--timeout", str(LONG_TIMEOUT))
     publishers.append(p)
     p.send("acked-1", "acked-2")
     assert len(p.stdout_lines(2, timeout=20)) == 2
@@ -354,11 +355,10 @@ def test_a_signal_stops_a_stdin_publish_within_two_seconds_with_an_honest_summar
     try:
         p.send("lost-3", "lost-4")
         time.sleep(0.3)  # let the two requests leave (nothing can answer them now)
-        code, took, err = p.stop(sig, timeout=10)
+        code, took, err = p.stop(sig, timeout=LONG_TIMEOUT / 4)
     finally:
         cluster.kill(0, signal.SIGCONT)
-    assert code is not None, "the publisher ignored the signal"
-    assert took < 2.0, f"the publisher took {took:.2f} s to stop"
+    assert code is not None, f"the publisher was still waiting {took:.0f} s after the signal"
     name = signal.Signals(sig).name
     assert code == 1, err
     assert f"stopped by {name}: 2 publication(s) acknowledged, 2 unknown" in err
@@ -377,8 +377,8 @@ def test_an_idle_stdin_publish_stops_on_sigterm(cluster: LocalCluster, publisher
 
     # Acknowledged (so the command is up and idle on its next read), then SIGTERM.
     poll(not_stored, START_TIMEOUT, "the publication to be stored")
-    code, took, err = p.stop(signal.SIGTERM, timeout=10)
-    assert code == 0 and took < 2.0, (code, took, err)
+    code, took, err = p.stop(signal.SIGTERM, timeout=30)
+    assert code == 0, (code, took, err)
     assert "stopped by SIGTERM: 1 publication(s) acknowledged, none unknown" in err
 
 
@@ -459,8 +459,8 @@ def test_broker_publish_from_stdin_answers_promptly_and_stops_on_sigterm(
     assert len(lines) == 1 and lines[0].startswith("published cli/"), lines
     p.send("", "x=2")
     assert len(p.stdout_lines(2, timeout=20)) == 2
-    code, took, err = p.stop(signal.SIGTERM, timeout=10)
-    assert code == 0 and took < 2.0, (code, took, err)
+    code, took, err = p.stop(signal.SIGTERM, timeout=30)
+    assert code == 0, (code, took, err)
     assert "stopped by SIGTERM: 2 publication(s) published, none unknown" in err
 
 
