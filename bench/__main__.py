@@ -5,7 +5,8 @@
     python -m bench skipring [options]            BuildSR convergence and churn only
     python -m bench scale [options]               issue 14: messages per leave / crash repair,
                                                   intervals from corrupted states, anti-entropy
-                                                  spread with flooding off (--large: n to 16,384)
+                                                  spread with flooding off, mass join (--large:
+                                                  n to 16,384; --huge: 65,536, join 100,000)
     python -m bench antientropy [options]         anti-entropy repair cost only
     python -m bench dissemination [options]       arc broadcast vs flooding: messages and hops per publication
     python -m bench endtoend [options]            pubsub vs NATS, JetStream, Redis: latency, throughput, CPU, idle
