@@ -23,7 +23,8 @@ topic.  Whether the members' publication tries agree is shown beside it
 The log (`LOG_LENGTH` entries, newest last) records what changed between two polls:
 ``fault`` (a member stops answering, or the supervisor removes a member as crashed),
 ``recovered`` (it answers again), ``joined`` / ``left`` (membership), ``converged`` (a topic
-is legitimate again) and ``diverged`` (it no longer is); ``topic`` when a topic is first seen.
+is legitimate again, or legitimate with a new membership) and ``diverged`` (it no longer
+is); ``topic`` when a topic is first seen.
 """
 
 from __future__ import annotations
@@ -270,7 +271,9 @@ class RingWatch:
                     self._add("fault", f"{ref} removed from {topic} as crashed", topic=topic, ref=ref)
                 else:
                     self._add("left", f"{ref} left {topic}", topic=topic, ref=ref)
-            if view["legitimate"] and not before["legitimate"]:
+            # A repair may complete between two looks (a loaded machine looks seldom): a new
+            # membership seen legitimate at once has converged too.
+            if view["legitimate"] and (not before["legitimate"] or now_refs != old_refs):
                 self._add("converged", f"{topic} is legitimate again: SR({view['n']})", topic=topic)
             elif before["legitimate"] and not view["legitimate"]:
                 first = view["problems"][0] if view["problems"] else "?"

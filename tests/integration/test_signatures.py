@@ -241,6 +241,10 @@ def test_key_rotation(cluster: LocalCluster) -> None:
     wanted = {(ref, first["seq"]), (ref, second["seq"])}
     cluster.poll(lambda: [f"node {i}" for i, h in enumerate(held(cluster)) if not wanted <= h], CONVERGE,
                  "both publications everywhere")
-    for i in range(N):  # every node holds both keys of the rotated node
+    # Every node checks a publication before it stores it: holding both (one signed with the
+    # old key, one with the new) means each node took both keys.  The count grows by the new
+    # key at least (and by another publisher's key if anti-entropy was still bringing one,
+    # which made an exact count flaky under load).
+    for i in range(N):
         if i != rotated:
-            assert signatures(cluster, i)["keys_known"] == known[i] + 1
+            assert signatures(cluster, i)["keys_known"] >= known[i] + 1

@@ -177,8 +177,12 @@ def test_brokers_link_over_tls_and_refuse_a_sender_that_is_not_the_peer(tmp_path
 
         poll(silent_links, CONVERGE, "heartbeats on every broker link")
         assert brokers.certs is not None
-        target, own = brokers.address("a,0"), brokers.address("a,1")
-        forged = BrokerHeartbeat(sender="b,0")  # a,1 speaking for b,0
+        # A broker certificate of the cluster for a reference of its own (not a member's: a
+        # second connection claiming a member's reference would race with that member's
+        # link, which the runtime keeps one of per pair), speaking for b,0.
+        target, (own,) = brokers.address("a,0"), [f"127.0.0.1:{p}" for p in pick_free_ports(1)]
+        brokers.certs.issue("broker", own)
+        forged = BrokerHeartbeat(sender="b,0")
         got = asyncio.run(exchange(target, tls_context(brokers.certs, own), Hello(ref=own, role="peer"), forged))
         assert [m.code for m in got if isinstance(m, ErrorReply)] == ["forbidden_sender"]
         status = brokers.broker_status("a,0", via_cli=True)
