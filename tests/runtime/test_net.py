@@ -88,7 +88,8 @@ def bound_socket(port: int = 0) -> socket.socket:
 
 
 def dead_ref() -> Ref:
-    """A 127.0.0.1 reference on which nothing listens (a port just released)."""
+    """A 127.0.0.1 reference on which nothing listens (a port just released; take it while
+    the runtimes of the test hold their ports, or it may be one of theirs)."""
     with bound_socket() as sock:
         return Ref(f"127.0.0.1:{sock.getsockname()[1]}")
 
@@ -239,9 +240,9 @@ def test_reconnects_after_the_peer_restarts(run: Any) -> None:
 
 def test_frames_queued_while_the_peer_is_down_arrive_when_it_returns(run: Any) -> None:
     async def scenario() -> None:
-        ref = dead_ref()
-        port = int(ref.rsplit(":", 1)[1])
         async with running(unreachable_after=10_000) as (a, _):
+            ref = dead_ref()  # taken while a's port is bound: never a's own
+            port = int(ref.rsplit(":", 1)[1])
             for n in range(10):
                 a.send(ref, Ping(nonce=n))
             await wait_until(lambda: a.stats.connect_failures >= 2, what="failed connects")
@@ -253,8 +254,8 @@ def test_frames_queued_while_the_peer_is_down_arrive_when_it_returns(run: Any) -
 
 def test_unreachable_peer_is_reported_once_per_episode(run: Any) -> None:
     async def scenario() -> None:
-        ref = dead_ref()
         async with running(unreachable_after=3) as (a, app):
+            ref = dead_ref()  # taken while a's port is bound: never a's own
             for n in range(5):
                 a.send(ref, Ping(nonce=n))
             await wait_until(lambda: app.unreachable == [ref], what="unreachable report")
@@ -273,8 +274,8 @@ def test_unreachable_peer_is_reported_once_per_episode(run: Any) -> None:
 
 def test_send_queue_is_bounded_and_drops_are_counted(run: Any) -> None:
     async def scenario() -> None:
-        ref = dead_ref()
         async with running(unreachable_after=10_000, send_queue_bound=5) as (a, _):
+            ref = dead_ref()  # taken while a's port is bound: never a's own
             for n in range(20):
                 a.send(ref, Ping(nonce=n))
             assert a.queued(ref) == 5
@@ -461,8 +462,8 @@ def test_rate_limited_link_keeps_order_holds_back_and_flushes_when_lifted(run: A
 
 def test_link_counters_count_drops_of_a_full_queue(run: Any) -> None:
     async def scenario() -> None:
-        ref = dead_ref()
         async with running(unreachable_after=10_000, send_queue_bound=5) as (a, _):
+            ref = dead_ref()  # taken while a's port is bound: never a's own
             a.set_rate(ref, 1.0)
             for n in range(7):
                 a.send(ref, Ping(nonce=n))
