@@ -211,7 +211,7 @@ def test_4_hello_claiming_the_supervisor(ring: Ring) -> None:
         got = asyncio.run(exchange(target, ctx, hello, ping))
         assert codes(got) == ["identity_mismatch"] and not any(isinstance(m, Pong) for m in got)
     assert ring.errors(target).get("identity_mismatch", 0) == before + 2
-    assert ring.exact() == []
+    ring.wait_exact("the ring exact after the refused attack")  # bounded; earlier tests may still be settling
 
 
 # --- 5: a Publish attributed to another node -----------------------------------------------------
@@ -241,7 +241,7 @@ def test_5_publish_in_another_nodes_name(ring: Ring) -> None:
     ring.cluster.poll(lambda: [f"node {i}" for i, h in enumerate(held(ring)) if mark not in h], CONVERGE,
                       "the genuine publication everywhere")
     assert all((owner, seq) not in h for h in held(ring))
-    assert ring.exact() == []
+    ring.wait_exact("the ring exact after the refused attack")  # bounded; earlier tests may still be settling
 
 
 # --- 6: forged publications pile up on every disk ------------------------------------------------
@@ -274,7 +274,7 @@ def test_6_forged_publications_pile_up(ring: Ring) -> None:
     assert [stored_count(ring, i) for i in range(3)] == stored
     for i, d in enumerate(ring.cluster.nodes):
         assert disk_bytes(d.data_dir) - disks[i] < sent // 4, f"node {i}'s data grew"
-    assert ring.exact() == []
+    ring.wait_exact("the ring exact after the refused attack")  # bounded; earlier tests may still be settling
 
 
 # --- 1: a forged SetData ---------------------------------------------------------------------------
@@ -339,7 +339,7 @@ def test_3_client_leavetopic_makes_a_node_leave(ring: Ring) -> None:
     assert codes(got) == ["permission_denied"]
     assert ring.errors(target).get("permission_denied", 0) == before + 1
     assert TOPIC in ring.cluster.node_status(2)["topics"]
-    assert ring.exact() == []
+    ring.wait_exact("the ring exact after the refused attack")  # bounded; earlier tests may still be settling
 
 
 # --- 7: made-up references subscribe ---------------------------------------------------------------
