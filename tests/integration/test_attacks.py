@@ -127,7 +127,7 @@ class Ring:
                     if now.get(c, 0) - before.get(c, 0) < n]
 
         self.cluster.poll(uncounted, WAIT, "the refusals counted")
-        assert self.exact() == []
+        self.wait_exact("the ring exact after the refused frames")
 
 
 @pytest.fixture(scope="module", params=MODES)
