@@ -63,7 +63,7 @@ from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import ClusterError
 from pubsub.ops.ringview import members_of, ring_problems
 from pubsub.runtime.client import RequestError, request
-from pubsub.skipring.shards import owner
+from pubsub.skipring.shards import merged_topics
 
 DEFAULT_DIR = ".pubsub-cluster"
 #: Seconds one status request may take in `status`.
@@ -159,12 +159,7 @@ def _merged_supervisors(bodies: Mapping[str, dict[str, Any]]) -> dict[str, Any] 
     its owner in the live set the first one reports); None if none answers."""
     if len(bodies) <= 1:
         return next(iter(bodies.values()), None)
-    live = next((b.get("supervisors", {}).get("live") for b in bodies.values()), None) or list(bodies)
-    topics: dict[str, Any] = {}
-    for ref, body in bodies.items():
-        for topic, entry in (body.get("topics") or {}).items():
-            if topic not in topics or owner(topic, live) == ref:
-                topics[topic] = entry
+    topics, _ = merged_topics(bodies)
     return {"topics": topics}
 
 

@@ -84,7 +84,7 @@ from pubsub.ops.ringview import members_of
 from pubsub.ops.tlsfiles import ClusterCerts
 from pubsub.runtime.client import RequestError, request
 from pubsub.skipring.messages import JoinTopic, LeaveTopic
-from pubsub.skipring.shards import owner
+from pubsub.skipring.shards import merged_topics
 
 
 # --- the cluster ---------------------------------------------------------------------------------
@@ -448,12 +448,7 @@ class LocalCluster(DaemonGroup):
         bodies = self.supervisor_statuses(via_cli)
         if len(self.supervisors) == 1:
             return next(iter(bodies.values()), {"topics": {}})
-        live = next((b.get("supervisors", {}).get("live") for b in bodies.values()), None) or list(bodies)
-        topics: dict[str, Any] = {}
-        for ref, body in bodies.items():
-            for topic, entry in (body.get("topics") or {}).items():
-                if topic not in topics or owner(topic, live) == ref:
-                    topics[topic] = entry
+        topics, live = merged_topics(bodies)
         return {"topics": topics, "supervisors": {"live": live}}
 
     def node_status(self, which: int | str, via_cli: bool = False) -> dict[str, Any]:

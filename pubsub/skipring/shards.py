@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import bisect
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import xxhash
 
@@ -76,6 +77,19 @@ def ring_of(refs: frozenset[str]) -> HashRing:
 def owner(topic: str, live: Iterable[str]) -> Ref:
     """The supervisor of `live` that owns `topic`."""
     return ring_of(frozenset(live)).owner(topic)
+
+
+def merged_topics(bodies: Mapping[str, Mapping[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """Several supervisors' status bodies (by reference) as one topic table -- a topic several
+    hold is taken from its owner in the live set the first body reports -- and that live set
+    (the answering supervisors when none reports one)."""
+    live = next((b.get("supervisors", {}).get("live") for b in bodies.values()), None) or list(bodies)
+    topics: dict[str, Any] = {}
+    for ref, body in bodies.items():
+        for topic, entry in (body.get("topics") or {}).items():
+            if topic not in topics or owner(topic, live) == ref:
+                topics[topic] = entry
+    return topics, live
 
 
 class SupervisorSet:
