@@ -44,16 +44,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.e2e.common import (
-    CLIENT_FRAME_KINDS,
-    Contention,
-    cpu_delta_seconds,
-    cpu_snapshot,
-    frame_kinds,
     kinds_delta,
     rnd,
     run_async,
 )
-from bench.e2e.idle import peers_of
+from bench.e2e.idle import observe, peer_frames, peers_of
 from bench.e2e.pubsub_system import default_interval
 from bench.machine import machine
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
@@ -190,23 +185,14 @@ def ring_ready_problems(cluster: LocalCluster, n: int, topics: list[str]) -> lis
 
 # --- one window -----------------------------------------------------------------------------
 async def window(refs: list[str], pids: dict[str, int], seconds: float, interval: float) -> dict[str, Any]:
-    before = await statuses(refs)
-    cpu_before = cpu_snapshot(pids)
-    contention = Contention({**pids, "harness": os.getpid()})
-    t0 = time.monotonic()
-    await asyncio.sleep(seconds)
-    cpu_after = cpu_snapshot(pids)
-    elapsed = time.monotonic() - t0
-    others = contention.result()
+    seen = await observe(refs, pids, seconds)
     conns = peer_connections(pids)
-    after = await statuses(refs)
-    cpu = cpu_delta_seconds(cpu_before, cpu_after)
+    cpu, elapsed, others = seen.cpu, seen.elapsed, seen.contention
     intervals = elapsed / interval
     nodes: list[dict[str, Any]] = []
     by_kind: dict[str, int] = {}
-    for i, (b, a) in enumerate(zip(before, after, strict=True)):
-        delta = kinds_delta(frame_kinds(b), frame_kinds(a))
-        sent = {k: v for k, v in delta.items() if k not in CLIENT_FRAME_KINDS and v}
+    for i, (b, a) in enumerate(zip(seen.before, seen.after, strict=True)):
+        sent = peer_frames(b, a)
         for kind, count in sent.items():
             by_kind[kind] = by_kind.get(kind, 0) + count
         frames = sum(sent.values())

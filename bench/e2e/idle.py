@@ -16,6 +16,7 @@ import os
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,38 @@ def peers_of(status: dict[str, Any]) -> set[str]:
     return refs
 
 
+@dataclass
+class Observed:
+    """Daemon statuses and CPU before and after one measured window (`observe`)."""
+
+    before: list[dict[str, Any]]
+    after: list[dict[str, Any]]
+    cpu: dict[str, float | None]
+    elapsed: float
+    contention: Any
+
+
+async def observe(refs: list[str], pids: dict[str, int], seconds: float) -> Observed:
+    """The nodes' statuses and the processes' CPU seconds around `seconds` of waiting, and
+    what else ran on the machine meanwhile."""
+    before = await statuses(refs)
+    cpu_before = cpu_snapshot(pids)
+    contention = Contention({**pids, "harness": os.getpid()})
+    t0 = time.monotonic()
+    await asyncio.sleep(seconds)
+    cpu_after = cpu_snapshot(pids)
+    elapsed = time.monotonic() - t0
+    others = contention.result()
+    after = await statuses(refs)
+    return Observed(before, after, cpu_delta_seconds(cpu_before, cpu_after), elapsed, others)
+
+
+def peer_frames(before: dict[str, Any], after: dict[str, Any]) -> dict[str, int]:
+    """Frames a node sent to its peers between two statuses, by kind (client frames left out)."""
+    delta = kinds_delta(frame_kinds(before), frame_kinds(after))
+    return {k: v for k, v in delta.items() if k not in CLIENT_FRAME_KINDS and v}
+
+
 def idle_run(
     label: str, n: int, topics: int, window: float, interval: float, store_sync: str | None, keep: Path | None = None
 ) -> dict[str, Any]:
@@ -77,22 +110,13 @@ def idle_run(
 
 
 async def measure(refs: list[str], pids: dict[str, int], window: float, interval: float) -> dict[str, Any]:
-    before = await statuses(refs)
-    cpu_before = cpu_snapshot(pids)
-    contention = Contention({**pids, "harness": os.getpid()})
-    t0 = time.monotonic()
-    await asyncio.sleep(window)
-    cpu_after = cpu_snapshot(pids)
-    others = contention.result()
-    elapsed = time.monotonic() - t0
-    after = await statuses(refs)
-    cpu = cpu_delta_seconds(cpu_before, cpu_after)
+    seen = await observe(refs, pids, window)
+    cpu, elapsed, others = seen.cpu, seen.elapsed, seen.contention
     intervals = elapsed / interval
     per_node: list[dict[str, Any]] = []
     by_kind: dict[str, int] = {}
-    for i, (b, a) in enumerate(zip(before, after, strict=True)):
-        delta = kinds_delta(frame_kinds(b), frame_kinds(a))
-        peer = {k: v for k, v in delta.items() if k not in CLIENT_FRAME_KINDS and v}
+    for i, (b, a) in enumerate(zip(seen.before, seen.after, strict=True)):
+        peer = peer_frames(b, a)
         for kind, count in peer.items():
             by_kind[kind] = by_kind.get(kind, 0) + count
         frames = sum(peer.values())
