@@ -139,7 +139,9 @@ def _run(
                 fail(admin, str(exc))
             refs.append(str(info.get("ref")))
         for i, admin in enumerate(admins):
-            request = dict(params, marker_id=marker, record=i == 0)
+            # a crash marker is written by the last daemon asked, once the others are down
+            writer = len(admins) - 1 if action == "crash" else 0
+            request = dict(params, marker_id=marker, record=i == writer)
             if members:
                 request["members"] = refs
             elif len(admins) > 1:
@@ -213,8 +215,9 @@ def info(admins: list[str], as_json: bool, timeout: float) -> None:
 @chaos.command()
 @_common()
 def crash(admins: list[str], marker_id: str | None, as_json: bool, timeout: float) -> None:
-    """Crash daemons: each writes the marker, moves its event file into place, answers,
-    then kills itself with SIGKILL (no clean-up, like a power cut of one process)."""
+    """Crash daemons, one after the other: each closes its event stream (the last one asked
+    writes the marker first), answers, then kills itself with SIGKILL (no clean-up, like a
+    power cut of one process)."""
     _run("crash", admins, {}, marker_id, as_json, timeout, lambda b: f"pid {b.get('pid')} killed")
 
 

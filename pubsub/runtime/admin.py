@@ -17,8 +17,11 @@ refused with code ``bad_params``, ``unsupported``, ``unknown_topic`` or
 ``info``
     who this is: reference, role, pid, the faults in force (no marker).
 ``crash``
-    write the marker, move the event file into place (so the marker survives), answer, then
-    SIGKILL this process: a real crash, nothing else is cleaned up, closed or flushed.
+    write the marker, close the event stream (the file moves into place, so the marker
+    survives; nothing this process does afterwards is written, so no event of a crashed
+    daemon is later than its crash marker), answer, then SIGKILL this process: a real
+    crash, nothing else is cleaned up, closed or flushed.  When several daemons crash under
+    one marker, the last one asked writes it (`pubsub chaos crash`, `pubsub experiment`).
 ``corrupt_node`` (nodes; params ``topic``, ``seed``, ``pool``, ``junk``)
     replace the BuildSR variables of one topic (or of every topic the node runs) by an
     arbitrary state -- a random label or ⊥, and random left/right/ring/shortcut pointers
@@ -79,7 +82,7 @@ class EventSink(Protocol):
     """The part of the daemon's event writer (`pubsub.telemetry.events.EventWriter`) used here."""
 
     def emit(self, kind: str, **fields: Any) -> None: ...
-    def rotate(self) -> None: ...
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -183,7 +186,7 @@ class Chaos:
         written = self.marker(record, marker, "crash", targets, {})
         if self.events is not None:
             try:
-                self.events.rotate()  # the marker's file is moved into place before the kill
+                self.events.close()  # the marker's file moves into place; later events drop
             except Exception:  # noqa: BLE001 - crash anyway; the failure is counted
                 self.runtime.stats.error("event_error")
                 log.exception("%s: cannot flush the event stream before the crash", self.ref)

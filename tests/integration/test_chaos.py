@@ -62,16 +62,19 @@ def settle(c: LocalCluster, gone: list[str] | None = None) -> None:
     c.poll(lambda: ring_problems(c, members(c), gone or []), CONVERGE, what)
 
 
+def events(c: LocalCluster) -> list[dict[str, Any]]:
+    """Every event in the run directory (whole files only)."""
+    assert c.events_dir is not None
+    return [
+        json.loads(line)
+        for path in sorted(c.events_dir.glob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
+
+
 def markers(c: LocalCluster) -> dict[str, dict[str, Any]]:
     """Every marker event in the run directory (whole files only), by id."""
-    assert c.events_dir is not None
-    found: dict[str, dict[str, Any]] = {}
-    for path in sorted(c.events_dir.glob("*.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            event = json.loads(line)
-            if event.get("kind") == "marker":
-                found[event["id"]] = event
-    return found
+    return {e["id"]: e for e in events(c) if e.get("kind") == "marker"}
 
 
 def wait_marker(c: LocalCluster, marker_id: str) -> dict[str, Any]:
@@ -279,21 +282,31 @@ def test_partition_stops_traffic_across_the_cut_then_heals(cluster: LocalCluster
     assert sum(m["id"] == out["marker"] for m in markers(cluster).values()) == 1
 
 
-def test_crash_kills_the_process_and_the_supervisor_removes_it(cluster: LocalCluster) -> None:
-    victim = cluster.node(3)
-    out = chaos_cli(cluster, "crash", "--admin", cluster.admin_ref(3))
-    assert out["results"][0]["pid"] == victim.pid
-    assert victim.process is not None
-    try:
-        code = victim.process.wait(timeout=CONVERGE)
-    except Exception as exc:  # noqa: BLE001 - report as a failure, not a hang
-        raise AssertionError(f"{victim.name} is still running after the crash request") from exc
-    assert code == -signal.SIGKILL
-    settle(cluster, gone=[victim.ref])
+def test_crash_kills_the_processes_and_the_supervisor_removes_them(cluster: LocalCluster) -> None:
+    """Two daemons crash under one marker; the supervisor removes both, and neither wrote
+    an event later than the marker (the analysis ends a crashed node's state there)."""
+    victims = [cluster.node(2), cluster.node(3)]
+    out = chaos_cli(
+        cluster, "crash", "--admin", cluster.admin_ref(2), "--admin", cluster.admin_ref(3)
+    )
+    assert [r["pid"] for r in out["results"]] == [v.pid for v in victims]
+    for victim in victims:
+        assert victim.process is not None
+        try:
+            code = victim.process.wait(timeout=CONVERGE)
+        except Exception as exc:  # noqa: BLE001 - report as a failure, not a hang
+            raise AssertionError(f"{victim.name} is still running after the crash request") from exc
+        assert code == -signal.SIGKILL
+    refs = [v.ref for v in victims]
+    settle(cluster, gone=refs)
     listed = cluster.supervisor_status()["topics"][TOPIC]["members"]
-    assert victim.ref not in {m["ref"] for m in listed}
+    assert not set(refs) & {m["ref"] for m in listed}
     event = wait_marker(cluster, out["marker"])
-    assert event["action"] == "crash" and event["targets"] == [victim.ref]
-    with pytest.raises(ClusterError):  # the admin listener died with it
-        cluster.cli("chaos", "info", "--admin", cluster.admin_ref(3), "--timeout", "2")
+    assert event["action"] == "crash" and event["targets"] == refs
+    assert event["source"] == refs[-1], "the last daemon asked writes the crash marker"
+    later = [e for e in events(cluster) if e.get("source") in refs and e["ts"] > event["ts"]]
+    assert not later, f"crashed daemons wrote events after their crash marker: {later[:3]}"
+    for admin in (cluster.admin_ref(2), cluster.admin_ref(3)):
+        with pytest.raises(ClusterError):  # the admin listeners died with them
+            cluster.cli("chaos", "info", "--admin", admin, "--timeout", "2")
     assert Path(cluster.events_dir or "").is_dir()

@@ -316,7 +316,10 @@ class Experiment:
         for k, index in enumerate(chosen):
             daemon = self.cluster.nodes[index]
             self._admin(
-                daemon.admin_ref, "crash", {"marker_id": marker, "record": k == 0, "targets": refs}
+                daemon.admin_ref,
+                "crash",
+                # the last one writes the marker: no target's event is later than it
+                {"marker_id": marker, "record": k == len(chosen) - 1, "targets": refs},
             )
         for index in chosen:
             self.cluster.wait_exited(index)
