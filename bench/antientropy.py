@@ -226,7 +226,7 @@ def repair(
         if cost.rounds >= max_rounds:
             return cost
         starter, other = order[cost.rounds % 2], order[(cost.rounds + 1) % 2]
-        first = starter.publish_timeout(rng, [other.ref])
+        first = starter.publish_timeout([other.ref])
         cost.rounds += 1
         hops = run_round(cores, first, cost)
         cost.hops += hops

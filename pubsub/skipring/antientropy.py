@@ -41,6 +41,15 @@ The arc broadcast (``tree``, beyond the paper)
     (``spread_fallbacks``).  Anti-entropy stays the guarantee either way, as Plumtree's lazy
     push backs its eager tree.
 
+Eager rounds (beyond the paper)
+    Alg. 5 sends one CheckTrie per Timeout.  A node that has just seen evidence that tries
+    differ around it -- it stored a publication by anti-entropy (it lacked it), it served a
+    CheckAndPublish (someone lacked what it holds), or it published while flooding is off
+    (nobody else holds it) -- is `eager` for the next `EAGER_ROUNDS` Timeouts, and its
+    owner then hands `publish_timeout` several partners (`pubsub.skipring.partners`).  A
+    ring whose tries agree produces none of these, so it goes back to one CheckTrie per
+    node and Timeout; with flooding on they are rare (a race between a flood and a round).
+
 The empty trie
     Its root is reported as (⊥, `EMPTY_HASH`).  A receiver whose own trie is empty treats
     that exact pair as equal (case (i)).  One deliberate departure from Alg. 5 l.1-4: a
@@ -68,7 +77,6 @@ here raises on a message.
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
@@ -109,6 +117,8 @@ MAX_LEVELS = 64
 
 #: Default size of one Publish batch: publications, and bytes of payload (plus overhead).
 DEFAULT_BATCH_PUBLICATIONS = 64
+#: Timeouts a node stays eager after it saw a difference (see "Eager rounds").
+EAGER_ROUNDS = 4
 DEFAULT_BATCH_BYTES = 256 * 1024
 #: Per-publication overhead assumed when filling a batch (key, reference, seq, framing).
 PUBLICATION_OVERHEAD = 64
@@ -167,6 +177,8 @@ class AntiEntropy:
         #: The topic's retention window, None while it has no settings (`NodeRetention`).
         self.retention: Window | None = None
         self._out: list[Send] = []
+        #: Timeouts left in the eager state (`eager`).
+        self._eager_rounds = 0
 
     # ------------------------------------------------------------------ keys and storage
     def trie_key(self, publication: Publication) -> int:
@@ -227,24 +239,37 @@ class AntiEntropy:
         return [item for _, item in self.trie.enumerate(prefix)]
 
     # ------------------------------------------------------------------ entry points
-    def publish_timeout(self, rng: random.Random, ring_neighbours: Sequence[Ref]) -> list[Send]:
-        """PublishTimeout (Alg. 5 l.1-4): our root to one random ring neighbour.
+    @property
+    def eager(self) -> bool:
+        """Whether this round should talk to more than one partner: a difference between
+        tries was seen here within the last `EAGER_ROUNDS` Timeouts (see "Eager rounds")."""
+        return self._eager_rounds > 0
+
+    def publish_timeout(self, targets: Sequence[Ref]) -> list[Send]:
+        """PublishTimeout (Alg. 5 l.1-4): our root to each of `targets` -- one random ring
+        neighbour in the paper; the partners `pubsub.skipring.partners` chose here.
 
         An empty trie sends nothing (see "The empty trie" in the module docstring): its
         owner has nothing to offer, and any neighbour's own round fills it completely.
         """
+        if self._eager_rounds:
+            self._eager_rounds -= 1
         if len(self.trie) == 0:
             self.counters["rounds_skipped_empty"] += 1
             return []
-        choices = sorted({ref for ref in ring_neighbours if ref != self.ref})
-        if not choices:
+        chosen = sorted({ref for ref in targets if ref != self.ref})
+        if not chosen:
             return []
         counters = self.counters
         counters["rounds"] += 1
-        counters["sent_check_trie"] += 1
+        counters["sent_check_trie"] += len(chosen)
         label, digest = self.trie.root()
-        target = choices[0] if len(choices) == 1 else rng.choice(choices)
-        return [Send(target, CheckTrie(self.topic, self.ref, [NodeDigest(label, NodeHash(digest))]))]
+        root = [NodeDigest(label, NodeHash(digest))]
+        return [Send(target, CheckTrie(self.topic, self.ref, root)) for target in chosen]
+
+    def _saw_difference(self) -> None:
+        """Evidence that some neighbour's trie differs from ours: be eager for a while."""
+        self._eager_rounds = EAGER_ROUNDS
 
     def publish_local(
         self,
@@ -264,6 +289,8 @@ class AntiEntropy:
             self.counters["publish_local_duplicates"] += 1
             return []
         self.counters["published"] += 1
+        if not self.flooding:
+            self._saw_difference()  # nobody else holds it, and nothing spreads it but us
         if self.flooding:
             view = self._view() if self.tree and flood_targets is None else None
             if view is not None:
@@ -314,7 +341,8 @@ class AntiEntropy:
             self._reject("prefix_too_long")
             return
         self._compare(sender, digests)
-        self._send_publications(sender, self.trie.enumerate(prefix))
+        if self._send_publications(sender, self.trie.enumerate(prefix)):
+            self._saw_difference()  # we hold what a neighbour lacks
 
     def publish(self, publications: object) -> None:
         """Publish (Alg. 5 l.6-9): store every publication we do not hold yet."""
@@ -326,6 +354,7 @@ class AntiEntropy:
                 continue  # one corrupted publication must not block the rest of the batch
             if self.store(publication, ANTI_ENTROPY):
                 self.counters["repairs"] += 1
+                self._saw_difference()  # we lacked it: our neighbours may lack it too
             else:
                 self.counters["publish_duplicates"] += 1
 
@@ -446,8 +475,9 @@ class AntiEntropy:
         for start in range(0, len(children), MAX_DIGESTS):
             self._send(sender, CheckTrie(self.topic, self.ref, children[start : start + MAX_DIGESTS]))
 
-    def _send_publications(self, dest: Ref, items: Iterable[tuple[int, Publication]]) -> None:
-        """Publish batches of at most `batch_publications` and about `batch_bytes` each.
+    def _send_publications(self, dest: Ref, items: Iterable[tuple[int, Publication]]) -> bool:
+        """Publish batches of at most `batch_publications` and about `batch_bytes` each;
+        whether there was anything to send.
 
         A single publication larger than `batch_bytes` still travels, alone.
         """
@@ -460,8 +490,10 @@ class AntiEntropy:
                 batch, size = [], 0
             batch.append(publication)
             size += cost
-        if batch:
-            self._send(dest, Publish(self.topic, batch))
+        if not batch:
+            return False
+        self._send(dest, Publish(self.topic, batch))
+        return True
 
     def _flood(
         self, publication: Publication, hops: int, flood_targets: Iterable[Ref] | None

@@ -552,6 +552,33 @@ class SkipRingNode:
             self._level_partner(right_chain, self.cyclic_right()),
         )
 
+    def next_level_neighbours(self) -> tuple[Contact | None, Contact | None]:
+        """Our neighbours on level |label| + 1 (left, right), as far as we know them: on
+        each side the nearest node whose label has at most |label| + 1 bits -- the ring
+        neighbour or the first such link of the shortcut chain.  In SR(n) this is the
+        nearest node on that side that has us as a level partner, or, where level
+        |label| + 1 holds no node on that side, our level partner itself."""
+        if self.label is None:
+            return None, None
+        limit = self.label.length + 1
+        left_chain, right_chain = self._side_chains()
+        return (
+            self._nearest_within(limit, left_chain, self.cyclic_left()),
+            self._nearest_within(limit, right_chain, self.cyclic_right()),
+        )
+
+    def _nearest_within(
+        self, limit: int, chain: tuple[Label, ...], neighbour: Contact | None
+    ) -> Contact | None:
+        """On one side, the nearest node with a label of at most `limit` bits we know."""
+        if neighbour is None or neighbour.label.length <= limit:
+            return neighbour
+        for label in chain:  # lengths strictly decrease along the chain
+            if label.length <= limit:
+                holder = self.shortcuts.get(label)
+                return None if holder is None else Contact(label, holder)
+        return None
+
     def _introduce_shortcut_partners(self) -> None:
         """Alg. 4 l.12-14: introduce our two level-|label| neighbours to each other."""
         a, b = self.level_partners()

@@ -99,7 +99,7 @@ from pubsub.skipring.messages import (
 )
 from pubsub.skipring.buildsr import SkipRingNode
 from pubsub.skipring.shards import GetSupervisors, HashRing, Supervisors, ring_of
-from pubsub.skipring.partners import anti_entropy_partners
+from pubsub.skipring.partners import anti_entropy_targets
 from pubsub.kernel.wire import MAX_PAYLOAD_BYTES
 
 
@@ -348,8 +348,8 @@ class NodeCore:
             sends.extend(instance.timeout(self.rng))
             if instance.label is not None:
                 core = self.anti_entropy(topic)
-                partners = anti_entropy_partners(instance, self.rng) if len(core.trie) else []
-                sends.extend(core.publish_timeout(self.rng, partners))
+                targets = anti_entropy_targets(instance, self.rng, core.eager) if len(core.trie) else []
+                sends.extend(core.publish_timeout(targets))
         return sends
 
     # ------------------------------------------------------------------ publications

@@ -10,7 +10,14 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pubsub.skipring.antientropy import ANTI_ENTROPY, FLOOD, LOCAL, AntiEntropy, make_publication
+from pubsub.skipring.antientropy import (
+    ANTI_ENTROPY,
+    EAGER_ROUNDS,
+    FLOOD,
+    LOCAL,
+    AntiEntropy,
+    make_publication,
+)
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.skipring.messages import (
     CheckAndPublish,
@@ -91,7 +98,7 @@ H10 = h(HP3 + HP4)
 
 def test_figure_2_u_starts() -> None:
     u, v = figure_2()
-    first = u.publish_timeout(random.Random(0), [V])
+    first = u.publish_timeout([V])
     assert first == [Send(V, CheckTrie(TOPIC, U, [digest("", u.trie.root()[1])]))]
     log = run({U: u, V: v}, U, first)
     assert [(src, dest, msg) for src, dest, msg in log[1:]] == [
@@ -102,7 +109,7 @@ def test_figure_2_u_starts() -> None:
 
 def test_figure_2_v_starts() -> None:
     u, v = figure_2()
-    first = v.publish_timeout(random.Random(0), [U])
+    first = v.publish_timeout([U])
     log = run({U: u, V: v}, V, first)
     assert log == [
         (V, U, CheckTrie(TOPIC, V, [digest("", h(H0 + HP3))])),
@@ -119,7 +126,7 @@ def test_equal_tries_exchange_only_the_root() -> None:
     u, v = figure_2()
     v.store(P4)
     for starter, other in ((u, V), (v, U)):
-        log = run({U: u, V: v}, starter.ref, starter.publish_timeout(random.Random(0), [other]))
+        log = run({U: u, V: v}, starter.ref, starter.publish_timeout([other]))
         assert len(log) == 1 and isinstance(log[0][2], CheckTrie)
 
 
@@ -127,13 +134,13 @@ def test_empty_tries() -> None:
     u = AntiEntropy(U, TOPIC, key_bits=3, verify_keys=False)
     v = AntiEntropy(V, TOPIC, key_bits=3, verify_keys=False)
     assert u.trie.root() == (EMPTY_LABEL, EMPTY_HASH)
-    assert u.publish_timeout(random.Random(0), [V]) == []  # nothing to offer: no round
+    assert u.publish_timeout([V]) == []  # nothing to offer: no round
     assert u.counters["rounds_skipped_empty"] == 1 and u.counters["rounds"] == 0
     empty_root = CheckTrie(TOPIC, V, [digest("", EMPTY_HASH)])
     assert u.handle(empty_root) == []  # two empty tries are equal: no answer
     for p in (P1, P2):  # u's root label is now "0"
         u.store(p)
-    log = run({U: u, V: v}, U, u.publish_timeout(random.Random(0), [V]))
+    log = run({U: u, V: v}, U, u.publish_timeout([V]))
     assert log[1:] == [
         (V, U, CheckAndPublish(TOPIC, V, [], B("0"))),  # (iii) without extension
         (U, V, Publish(TOPIC, [P1, P2])),
@@ -143,12 +150,32 @@ def test_empty_tries() -> None:
     assert w.trie.root() == u.trie.root() == v.trie.root()  # an empty root asks for all
 
 
-def test_publish_timeout_picks_a_ring_neighbour() -> None:
+def test_publish_timeout_sends_the_root_to_each_target_once() -> None:
     u, _ = figure_2()
-    assert u.publish_timeout(random.Random(0), []) == [] and u.counters["rounds"] == 0
-    assert u.publish_timeout(random.Random(0), [U]) == []  # never ourselves
-    seen = {u.publish_timeout(random.Random(seed), [V, W, V])[0].dest for seed in range(40)}
-    assert seen == {V, W}
+    assert u.publish_timeout([]) == [] and u.counters["rounds"] == 0
+    assert u.publish_timeout([U]) == []  # never ourselves
+    sends = u.publish_timeout([V, W, V, U])
+    assert sorted(s.dest for s in sends) == [V, W]
+    assert all(s.msg == CheckTrie(TOPIC, U, [digest("", u.trie.root()[1])]) for s in sends)
+    assert u.counters["rounds"] == 1 and u.counters["sent_check_trie"] == 2
+
+
+def test_differences_make_a_node_eager_for_a_few_rounds() -> None:
+    u, v = figure_2()  # u holds P4, v does not
+    assert not u.eager and not v.eager
+    run({U: u, V: v}, V, v.publish_timeout([U]))
+    assert u.eager and v.eager  # v was repaired; u served the repair
+    for _ in range(EAGER_ROUNDS):
+        u.publish_timeout([V])
+    assert not u.eager  # nothing new since: back to one partner
+    run({U: u, V: v}, U, u.publish_timeout([V]))
+    assert not u.eager  # equal tries: the exchange shows no difference
+    quiet = AntiEntropy(W, TOPIC, key_bits=3, verify_keys=False)
+    quiet.publish_local(P1)
+    assert not quiet.eager  # flooding spreads it
+    alone = AntiEntropy(W, TOPIC, key_bits=3, verify_keys=False, flooding=False)
+    alone.publish_local(P1)
+    assert alone.eager  # nobody else holds it and nothing else spreads it
 
 
 # --- convergence between two nodes ----------------------------------------------------------
@@ -184,7 +211,6 @@ def test_two_nodes_converge_without_redundant_publications(key_bits: int, data: 
     union = {p.key for p in mine} | {p.key for p in theirs}
     missing = 2 * len(union) - len(mine) - len(theirs)
     first = data.draw(st.sampled_from([U, V]))
-    rng = random.Random(0)
     cores = {U: u, V: v}
     rounds = 0
     while u.trie.root() != v.trie.root():
@@ -192,7 +218,7 @@ def test_two_nodes_converge_without_redundant_publications(key_bits: int, data: 
         # (Claim 1 in the proof of Theorem 5.19), so the starters alternate.
         starter = first if rounds % 2 == 0 else (V if first == U else U)
         other = V if starter == U else U
-        run(cores, starter, cores[starter].publish_timeout(rng, [other]))
+        run(cores, starter, cores[starter].publish_timeout([other]))
         rounds += 1
         # Lemma 5.24: every two rounds fix at least one missing subtree on some side.
         assert rounds <= 2 * missing + 2, rounds
@@ -210,7 +236,7 @@ def test_publications_travel_in_bounded_batches() -> None:
     big = [make_publication(U, 100 + i, b"B" * 5000) for i in range(2)]
     for p in small + big:
         u.store(p)
-    log = run({U: u, V: v}, U, u.publish_timeout(random.Random(0), [V]))
+    log = run({U: u, V: v}, U, u.publish_timeout([V]))
     batches = [m for _, _, m in log if isinstance(m, Publish)]
     assert sum(len(b.publications) for b in batches) == 37
     for batch in batches:
