@@ -655,7 +655,7 @@ class SkipRingNode:
             self.introduce(beyond, CYC)  # Alg. 2 l.30-34: keep the farther candidate
 
     def _hop_budget(self) -> int:
-        """How many hops a delegated contact may take before we use list neighbours only:
+        """How many hops a delegated contact may take before we hand it back to its owner:
         twice the longest label we know plus slack (greedy routing in SR(n) takes at most
         about two hops per level)."""
         assert self.label is not None
@@ -680,26 +680,42 @@ class SkipRingNode:
         us and c replaces the edge (us, c) by a shorter one, as the paper's delegation to
         the neighbour does (the linearization potential of Lemma 2.4 only falls faster);
         a CYC candidate still travels away from us towards the end it is meant for.
-        Beliefs in shortcuts can be wrong in arbitrary states, so routing could circle;
-        `hops` counts every hop, and once it exceeds `_hop_budget` the contact goes to the
-        list neighbour only: every contact's journey is the paper's after finitely many
-        extra hops.
+        Beliefs in shortcuts can be wrong in arbitrary states, so routing could circle,
+        and a contact whose label its owner no longer holds (a stale belief) has no place
+        to reach: walking it one list neighbour per message took hundreds of intervals
+        after the labels were right (docs/measurements/issue14.md, (b)).  `hops` counts
+        every hop; once it reaches `_hop_budget` we drop c and hand the edge back to its
+        owner instead (`_hand_back`: Introduce(us, LIN) with our own, certainly right,
+        label), and the owner places us from its side.
+
+        Why this still converges.  The graph stays weakly connected (the edge is only
+        reversed).  Once the supervisor has given every node its label -- which happens
+        in finite time whatever contacts do (§3.2.1) -- no new stale belief appears (a
+        hand-back carries the sender's true label; delegation moves a contact, it never
+        copies one), and each hand-back of a stale contact removes one: finitely many.
+        A hand-back of a true contact follows `_hop_budget` >= 1 delegations, each of
+        which replaced the edge by a strictly shorter one between true positions (the
+        linearization potential of Lemma 2.4 falls), and the reversal leaves the edge's
+        length unchanged: the potential falls between hand-backs, so they are finitely
+        many too, and after the last one every journey is a delegation chain as above.
         """
         assert self.label is not None
+        if hops >= self._hop_budget():
+            self._hand_back(c.ref)
+            return
         me = self.label
         best = self.left if toward_left else self.right
-        if hops < self._hop_budget():
-            bound = c.label if flag == LIN else None
-            for label, ref in self.labelled_contacts():
-                if ref == c.ref or ref == self.ref:
-                    continue
-                if toward_left:
-                    if label < me and (bound is None or bound <= label):
-                        if best is None or label < best.label:
-                            best = Contact(label, ref)
-                elif me < label and (bound is None or label <= bound):
-                    if best is None or best.label < label:
+        bound = c.label if flag == LIN else None
+        for label, ref in self.labelled_contacts():
+            if ref == c.ref or ref == self.ref:
+                continue
+            if toward_left:
+                if label < me and (bound is None or bound <= label):
+                    if best is None or label < best.label:
                         best = Contact(label, ref)
+            elif me < label and (bound is None or label <= bound):
+                if best is None or best.label < label:
+                    best = Contact(label, ref)
         if best is None:
             return
         neighbour = self.left if toward_left else self.right
