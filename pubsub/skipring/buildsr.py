@@ -690,9 +690,11 @@ class SkipRingNode:
 
         Why this still converges.  The graph stays weakly connected (the edge is only
         reversed).  Once the supervisor has given every node its label -- which happens
-        in finite time whatever contacts do (§3.2.1) -- no new stale belief appears (a
-        hand-back carries the sender's true label; delegation moves a contact, it never
-        copies one), and each hand-back of a stale contact removes one: finitely many.
+        in finite time whatever contacts do (§3.2.1) -- stale beliefs only decrease: a
+        hand-back carries the sender's true label, delegation moves a contact without
+        copying it, a stored stale belief is corrected by the next Check to its owner
+        (Alg. 1 l.8-12) before it can be copied for long (introductions copy stored
+        beliefs), and each hand-back of a travelling stale contact removes one.
         A hand-back of a true contact follows `_hop_budget` >= 1 delegations, each of
         which replaced the edge by a strictly shorter one between true positions (the
         linearization potential of Lemma 2.4 falls), and the reversal leaves the edge's
