@@ -39,13 +39,12 @@ size that was not run is absent from the JSON and printed as "not run".  The mod
 only the simulator's public surface, so the same file measures an older tree (run it from a
 `git worktree` of that commit).
 
-Sizes: the default (`make bench`, a few minutes) a: 16..1,024, b and c: 256, 1,024, j: 256,
-1,024, 4,096; `--large` adds 4,096 and 16,384 to a, b, c and 16,384 to j (hours for b);
-`--huge` adds 32,768 and 65,536 to a and c, and 32,768, 65,536 and 100,000 to j, with one
-seed and one leave / crash per seed for a unless `--seeds` / `--events` are given (about an
-hour for a and j at 65,536 / 100,000 on two shared cores; c at 65,536 takes hundreds of
-intervals of ~10 s each).  b is not extended by `--huge`: from corrupted states it takes
-O(n) intervals (I(1,024) >= 233 here), days at 65,536.
+Sizes: the default (`make bench`, about half an hour) a: 16..1,024, b and c: 256, 1,024,
+4,096 (so that I(4,096) / I(256) is in the default tables), j: 256, 1,024, 4,096; `--large`
+adds 4,096 and 16,384 to a, b, c and 16,384 to j; `--huge` adds 32,768 and 65,536 to a, b and
+c, and 32,768, 65,536 and 100,000 to j, with one seed and one leave / crash per seed for a
+unless `--seeds` / `--events` are given (about an hour for a and j at 65,536 / 100,000 on two
+shared cores; b and c take a few dozen intervals of ~10-20 s each at 65,536).
 
     python -m bench scale [--tables a b c j] [--sizes-a ...] [--sizes-b ...] [--sizes-c ...]
                           [--sizes-j ...] [--seeds k] [--wall-cap s] [--large] [--huge]
@@ -77,8 +76,8 @@ TOPIC = Topic("bench")
 RESULTS = Path("bench-results")
 
 DEFAULT_A = [16, 64, 256, 1024]
-DEFAULT_B = [256, 1024]
-DEFAULT_C = [256, 1024]
+DEFAULT_B = [256, 1024, 4096]
+DEFAULT_C = [256, 1024, 4096]
 DEFAULT_J = [256, 1024, 4096]
 LARGE = [4096, 16384]
 HUGE = [32768, 65536]
@@ -399,7 +398,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--large", action="store_true",
                         help=f"add n = {LARGE} to tables a, b, c and {LARGE[-1]} to j")
     parser.add_argument("--huge", action="store_true",
-                        help=f"add n = {HUGE} to tables a and c and {HUGE_J} to j (not b); "
+                        help=f"add n = {HUGE} to tables a, b and c and {HUGE_J} to j; "
                         "one seed and one event per seed unless --seeds / --events say otherwise")
     parser.add_argument("--tables", nargs="+", choices=("a", "b", "c", "j"), default=["a", "b", "c", "j"])
     parser.add_argument("--sizes-a", type=int, nargs="+")
@@ -424,8 +423,8 @@ def main(argv: list[str]) -> None:
     join_extra = ([LARGE[-1]] if args.large else []) + (HUGE_J if args.huge else [])
     sizes = {
         "a": args.sizes_a or (QUICK if args.quick else DEFAULT_A + extra + huge),
-        "b": args.sizes_b or ([64] if args.quick else DEFAULT_B + extra),
-        "c": args.sizes_c or ([64] if args.quick else DEFAULT_C + extra + huge),
+        "b": args.sizes_b or ([64] if args.quick else sorted(set(DEFAULT_B + extra + huge))),
+        "c": args.sizes_c or ([64] if args.quick else sorted(set(DEFAULT_C + extra + huge))),
         "j": args.sizes_j or ([64] if args.quick else sorted(set(DEFAULT_J + join_extra))),
     }
     RESULTS.mkdir(exist_ok=True)
@@ -465,6 +464,11 @@ def main(argv: list[str]) -> None:
                   f"{fmt(row['max_intervals']):>7}{fmt(row['unreached_at_least']):>7}"
                   f"{fmt(row['requests_per_interval']):>9}{fmt(row['set_data_per_interval']):>12}"
                   f"{fmt(row['budget_at_end']):>8}", flush=True)
+        medians = {r["n"]: r["median_intervals"] for r in result["corrupted"]}
+        if medians.get(256) and medians.get(4096):
+            ratio = medians[4096] / medians[256]
+            result["corrupted_ratio_4096_256"] = round(ratio, 2)
+            print(f"    I(4096) / I(256) = {ratio:.2f} (goal <= 2), I(4096) = {medians[4096]} (goal <= 200)")
         print(f"\n    legitimate state (legitimate_start), {args.legit_intervals * 10} intervals, mean over seeds")
         result["legitimate_load"] = []
         for n in sizes["b"]:
