@@ -185,7 +185,7 @@ def ring_ready_problems(cluster: LocalCluster, n: int, topics: list[str]) -> lis
 
 # --- one window -----------------------------------------------------------------------------
 async def window(refs: list[str], pids: dict[str, int], seconds: float, interval: float) -> dict[str, Any]:
-    seen = await observe(refs, pids, seconds)
+    seen = await observe(refs, pids, seconds, statuses)  # our patient requests (`ask`)
     conns = peer_connections(pids)
     cpu, elapsed, others = seen.cpu, seen.elapsed, seen.contention
     intervals = elapsed / interval

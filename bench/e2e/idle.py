@@ -16,6 +16,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,10 +63,16 @@ class Observed:
     contention: Any
 
 
-async def observe(refs: list[str], pids: dict[str, int], seconds: float) -> Observed:
-    """The nodes' statuses and the processes' CPU seconds around `seconds` of waiting, and
-    what else ran on the machine meanwhile."""
-    before = await statuses(refs)
+async def observe(
+    refs: list[str],
+    pids: dict[str, int],
+    seconds: float,
+    ask: Callable[[list[str]], Awaitable[list[dict[str, Any]]]] = statuses,
+) -> Observed:
+    """The nodes' statuses (`ask`: a harness whose nodes are slow to answer passes a more
+    patient one) and the processes' CPU seconds around `seconds` of waiting, and what else
+    ran on the machine meanwhile."""
+    before = await ask(refs)
     cpu_before = cpu_snapshot(pids)
     contention = Contention({**pids, "harness": os.getpid()})
     t0 = time.monotonic()
@@ -73,7 +80,7 @@ async def observe(refs: list[str], pids: dict[str, int], seconds: float) -> Obse
     cpu_after = cpu_snapshot(pids)
     elapsed = time.monotonic() - t0
     others = contention.result()
-    after = await statuses(refs)
+    after = await ask(refs)
     return Observed(before, after, cpu_delta_seconds(cpu_before, cpu_after), elapsed, others)
 
 
