@@ -263,6 +263,7 @@ class AntiEntropy:
         counters = self.counters
         counters["rounds"] += 1
         counters["sent_check_trie"] += len(chosen)
+        counters["sent_root_check_trie"] += len(chosen)  # a round's own, not a comparison's
         label, digest = self.trie.root()
         root = [NodeDigest(label, NodeHash(digest))]
         return [Send(target, CheckTrie(self.topic, self.ref, root)) for target in chosen]

@@ -96,7 +96,7 @@ def test_theorem_5_19_and_5_28_anti_entropy_alone(n: int) -> None:
     sizes = [len(core.trie) for core in cores]
     before = sim.traffic.by_kind.copy()
     rounds = sum(core.counters["rounds"] for core in cores)
-    check_tries = sum(core.counters["sent_check_trie"] for core in cores)
+    roots_sent = sum(core.counters["sent_root_check_trie"] for core in cores)
     for _ in range(25):
         sim.run_for(sim.interval)
         assert only_root_check_tries_in_flight(sim)
@@ -105,12 +105,12 @@ def test_theorem_5_19_and_5_28_anti_entropy_alone(n: int) -> None:
     assert delta["check_trie"] >= 20 * n
     assert delta["check_and_publish"] == delta["publish"] == delta["publish_new"] == 0
     # every CheckTrie sent was a PublishTimeout's root CheckTrie (no child comparisons)
-    assert delta["check_trie"] == sum(core.counters["sent_check_trie"] for core in cores) - check_tries
+    assert delta["check_trie"] == sum(core.counters["sent_root_check_trie"] for core in cores) - roots_sent
     # and the ring is quiet again: one root per round, nobody eager (partners module)
     assert not any(core.eager for core in cores)
-    rounds, check_tries = (sum(core.counters[k] for core in cores) for k in ("rounds", "sent_check_trie"))
+    rounds, roots_sent = (sum(core.counters[k] for core in cores) for k in ("rounds", "sent_root_check_trie"))
     sim.run_for(sim.interval)
-    assert sum(core.counters["sent_check_trie"] for core in cores) - check_tries == (
+    assert sum(core.counters["sent_root_check_trie"] for core in cores) - roots_sent == (
         sum(core.counters["rounds"] for core in cores) - rounds
     ) >= n - 1
     assert [len(core.trie) for core in cores] == sizes

@@ -157,7 +157,7 @@ def test_publish_timeout_sends_the_root_to_each_target_once() -> None:
     sends = u.publish_timeout([V, W, V, U])
     assert sorted(s.dest for s in sends) == [V, W]
     assert all(s.msg == CheckTrie(TOPIC, U, [digest("", u.trie.root()[1])]) for s in sends)
-    assert u.counters["rounds"] == 1 and u.counters["sent_check_trie"] == 2
+    assert u.counters["rounds"] == 1 and u.counters["sent_root_check_trie"] == 2
 
 
 def test_differences_make_a_node_eager_for_a_few_rounds() -> None:
