@@ -117,9 +117,9 @@ MAX_LEVELS = 64
 
 #: Default size of one Publish batch: publications, and bytes of payload (plus overhead).
 DEFAULT_BATCH_PUBLICATIONS = 64
+DEFAULT_BATCH_BYTES = 256 * 1024
 #: Timeouts a node stays eager after it saw a difference (see "Eager rounds").
 EAGER_ROUNDS = 4
-DEFAULT_BATCH_BYTES = 256 * 1024
 #: Per-publication overhead assumed when filling a batch (key, reference, seq, framing).
 PUBLICATION_OVERHEAD = 64
 
@@ -292,13 +292,13 @@ class AntiEntropy:
         self.counters["published"] += 1
         if not self.flooding:
             self._saw_difference()  # nobody else holds it, and nothing spreads it but us
-        if self.flooding:
-            view = self._view() if self.tree and flood_targets is None else None
-            if view is not None:
-                start, end = origin_arc(view.me)
-                self._spread([publication], start, end, view.levels, 1, view)
-            else:
-                self._flood(publication, 1, flood_targets)
+            return self._flush()
+        view = self._view() if self.tree and flood_targets is None else None
+        if view is not None:
+            start, end = origin_arc(view.me)
+            self._spread([publication], start, end, view.levels, 1, view)
+        else:
+            self._flood(publication, 1, flood_targets)
         return self._flush()
 
     def handle(self, msg: Message, flood_targets: Iterable[Ref] | None = None) -> list[Send]:
