@@ -74,7 +74,8 @@ def decode_spread(payload: bytes) -> Spread | None:
 
 
 def _checked(fields: dict[str, object], raw: bytes) -> Spread | None:
-    if fields["v"] != wire.PROTOCOL_VERSION or fields["t"] != "spread":
+    version = fields["v"]  # True == 1 in Python: the type is checked as the generic decoder does
+    if type(version) is not int or version != wire.PROTOCOL_VERSION or fields["t"] != "spread":
         return None
     start, end, levels, hops = fields["start"], fields["end"], fields["levels"], fields["hops"]
     for position in (start, end):
