@@ -259,29 +259,17 @@ class Simulation:
         schedule = self.events.schedule
         random = self.rng.random
         for effect in effects:
-            if effect.__class__ is Send and log is None:  # the common case, in short
-                dest, msg = effect
-                kind = msg.kind
-                traffic.by_kind[kind] += 1
-                if src == SUPERVISOR:
-                    traffic.from_supervisor[kind] += 1
-                elif dest == SUPERVISOR:
-                    traffic.to_supervisor[kind] += 1
-                if self.drop_rate and random() < self.drop_rate:
+            if effect.__class__ is not Send:
+                if isinstance(effect, Answer):
+                    self.answers.append((self.now, src, effect))
                     continue
-                # = self.rng.uniform(low, high), the same draw
-                schedule(self.now + (low + width * random()), _DELIVER, (dest, (src, msg)))
-                continue
-            if isinstance(effect, Answer):
-                self.answers.append((self.now, src, effect))
-                continue
-            if isinstance(effect, Persist):
-                if store is None:
-                    self._persisted(src, effect)
-                else:
-                    store.waiting.append(effect)
-                    self._commit_soon(src, store)
-                continue
+                if isinstance(effect, Persist):
+                    if store is None:
+                        self._persisted(src, effect)
+                    else:
+                        store.waiting.append(effect)
+                        self._commit_soon(src, store)
+                    continue
             dest, msg = effect
             if log is not None:
                 log.append((self.now, "send", src, (dest, msg)))
@@ -291,9 +279,10 @@ class Simulation:
                 traffic.from_supervisor[kind] += 1
             elif dest == SUPERVISOR:
                 traffic.to_supervisor[kind] += 1
-            if self.drop_rate and self.rng.random() < self.drop_rate:
+            if self.drop_rate and random() < self.drop_rate:
                 continue
-            self._schedule(self.now + self.rng.uniform(low, high), _DELIVER, dest, (src, msg))
+            # = self.rng.uniform(low, high), the same draw
+            schedule(self.now + (low + width * random()), _DELIVER, (dest, (src, msg)))
 
     def _commit_soon(self, ref: Ref, store: SimStore) -> None:
         if not store.commit_pending:
