@@ -66,14 +66,16 @@ def anti_entropy_targets(instance: SkipRingNode, rng: random.Random, eager: bool
     with probability 1/4 a random ring neighbour (or one whenever we know none of the
     others)."""
     ring = _refs(instance.cyclic_left(), instance.cyclic_right())
-    partners = _refs(*instance.level_partners())
     if eager:
-        targets = partners + _refs(*instance.next_level_neighbours())
+        targets = _refs(*instance.level_partners(), *instance.next_level_neighbours())
         if ring and (not targets or rng.random() >= LEVEL_PARTNER_PROBABILITY):
             targets.append(rng.choice(ring))
         return sorted(set(targets))
-    choices = partners if partners and rng.random() < LEVEL_PARTNER_PROBABILITY else ring
-    return [rng.choice(choices)] if choices else []
+    if rng.random() < LEVEL_PARTNER_PROBABILITY:  # the level partners only when drawn
+        partners = _refs(*instance.level_partners())
+        if partners:
+            return [rng.choice(partners)]
+    return [rng.choice(ring)] if ring else []
 
 
 def _refs(*contacts: Contact | None) -> list[Ref]:
