@@ -105,13 +105,17 @@ def short(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+#: A control character: C0 (below 32), DEL, or C1 (127..159).
+_CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
 def validate_topic(value: object) -> Topic:
     """A topic name: 1..256 characters, none of them a control character."""
     if not isinstance(value, str):
         raise WireError("bad_field", f"topic must be a string, got {short(value)}")
     if not 1 <= len(value) <= MAX_TOPIC_CHARS:
         raise WireError("bad_field", f"topic must have 1..{MAX_TOPIC_CHARS} characters")
-    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
+    if _CONTROL_CHARACTER.search(value):
         raise WireError("bad_field", f"topic contains a control character: {short(value)}")
     return Topic(value)
 

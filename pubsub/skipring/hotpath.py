@@ -20,7 +20,7 @@ import msgpack
 
 from pubsub.kernel import wire
 from pubsub.kernel.wire import MAX_PAYLOAD_BYTES, WireError, validate_ref, validate_topic
-from pubsub.skipring.fields import MAX_MSG_ID_CHARS, MAX_PUBLICATIONS
+from pubsub.skipring.fields import MAX_MSG_ID_CHARS, MAX_PUBLICATIONS, msg_id_characters
 from pubsub.skipring.signatures import MAX_PROOF_BYTES
 from pubsub.skipring.messages import (
     Payload,
@@ -106,7 +106,7 @@ def _checked(fields: dict[str, object], raw: bytes) -> Spread | None:
             return None
         if type(prev) is not int or not -1 <= prev < _INT64 or type(msg_id) is not str:
             return None
-        if msg_id and (len(msg_id) > MAX_MSG_ID_CHARS or not all("!" <= c <= "~" for c in msg_id)):
+        if msg_id and (len(msg_id) > MAX_MSG_ID_CHARS or not msg_id_characters(msg_id)):
             return None
         publications.append(
             Publication(PublicationKey(key), validate_ref(publisher), seq, Payload(body), stamp, prev, msg_id, proof)
