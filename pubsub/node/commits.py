@@ -175,6 +175,8 @@ class GroupCommit:
             self.batches += 1
             self.rows_written += len(written)
             self._on_written(written)
+        if not batch.actions:
+            return  # a member's batch of others' publications: nobody waits for the numbers
         local: Written = {(s.topic, s.publication.key): s.local_seq for s in written}
         for action in batch.actions:
             self._run(action, True, local)

@@ -250,22 +250,29 @@ class PublicationStore:
         self.commits += 1
         return written
 
-    def _numbered(self, batch: list[NewRow], stamp: int) -> tuple[dict[Topic, int], list[Stored]]:
+    def _numbered(
+        self, batch: list[NewRow], stamp: int
+    ) -> tuple[dict[Topic, int], list[Stored], list[tuple[object, ...]]]:
+        """Each row numbered in its topic: the new latest numbers, the rows as stored, and
+        their column values (one pass: this runs for every publication a node stores)."""
         latest = dict(self._latest)
         out: list[Stored] = []
-        for row in batch:
-            local_seq = latest[row.topic] = latest.get(row.topic, 0) + 1
-            out.append(Stored(row.topic, local_seq, row.publication, row.via, row.hops, stamp))
-        return latest, out
+        values: list[tuple[object, ...]] = []
+        for topic, p, via, hops in batch:
+            local_seq = latest[topic] = latest.get(topic, 0) + 1
+            stored = Stored(topic, local_seq, p, via, hops, stamp)
+            out.append(stored)
+            values.append(_values(stored))
+        return latest, out, values
 
     def _append_all(self, batch: list[NewRow], stamp: int) -> list[Stored] | None:
         """The whole batch in one statement; None (rolled back) if any row was a duplicate."""
-        latest, numbered = self._numbered(batch, stamp)
+        latest, numbered, values = self._numbered(batch, stamp)
         db = self._db
         db.execute("BEGIN")
         try:
             before = db.total_changes
-            db.executemany(_INSERT, [_values(s) for s in numbered])
+            db.executemany(_INSERT, values)
             if db.total_changes - before != len(numbered):
                 db.execute("ROLLBACK")
                 return None
