@@ -138,9 +138,9 @@ def _run(
             except (ChaosError, RequestError) as exc:
                 fail(admin, str(exc))
             refs.append(str(info.get("ref")))
+        # a crash marker is written by the last daemon asked, once the others are down
+        writer = len(admins) - 1 if action == "crash" else 0
         for i, admin in enumerate(admins):
-            # a crash marker is written by the last daemon asked, once the others are down
-            writer = len(admins) - 1 if action == "crash" else 0
             request = dict(params, marker_id=marker, record=i == writer)
             if members:
                 request["members"] = refs
