@@ -11,8 +11,20 @@ What it keeps
 Tables::
 
     publications(topic, local_seq, key, publisher, seq, payload, via, hops, stored_at_ms,
-                 published_ms, prev, msg_id, proof, PRIMARY KEY (topic, local_seq), UNIQUE (topic, key))
+                 published_ms, prev, msg_id, proof, PRIMARY KEY (topic, local_seq),
+                 UNIQUE (topic, publisher, seq, key))
     meta(name PRIMARY KEY, value)            -- "seq_reserved", "incarnation"
+
+The unique index is what makes `append` skip a publication the topic already holds.  It
+starts with the publisher and its sequence number, which grow, so that a batch's entries
+land on the last pages of the index; a key alone is a hash, and indexing by it made every
+row of a batch dirty a page of its own (a commit of 31 rows wrote about 22 index pages,
+and more as the store grew: 11 µs per row at 5,000 rows, 15.5 µs at 30,000, against 8 and
+9 µs with this order; `docs/measurements/issue11.md`).  A publication's key is a hash of
+its publisher, sequence number and payload, so "the same publication" means the same four
+values either way; two *different* publications with one key never reach the store, the
+node core's trie holds only one of them.  Stores made before this order keep their
+``UNIQUE (topic, key)``: they behave the same, only slower.
 
 Incarnation.  A store has a random *incarnation* (16 hex digits), made when the store is
 created and kept in ``meta``; a store in memory gets a new one with every process.  Local
@@ -152,7 +164,7 @@ class PublicationStore:
                 " publisher TEXT NOT NULL, seq INTEGER NOT NULL, payload BLOB NOT NULL,"
                 " via TEXT NOT NULL, hops INTEGER, stored_at_ms INTEGER NOT NULL,"
                 " published_ms INTEGER NOT NULL DEFAULT 0,"
-                " PRIMARY KEY (topic, local_seq), UNIQUE (topic, key))"
+                " PRIMARY KEY (topic, local_seq), UNIQUE (topic, publisher, seq, key))"
             )
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(publications)")}
             for name, declaration in _ADDED_COLUMNS:  # a store written before they existed

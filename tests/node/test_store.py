@@ -184,3 +184,37 @@ def test_supervisor_names_a_random_member_or_none() -> None:
     assert answer.member == M1  # type: ignore[attr-defined]
     [(_, none)] = core.handle(GetMember(Topic("empty"), ME, 1), 0.0)
     assert isinstance(none, MemberIs) and none.member is None
+
+
+def test_the_unique_index_leads_with_publisher_and_seq(tmp_path: Path) -> None:
+    """The index that skips duplicates grows at its end (publisher, then its increasing
+    sequence numbers), instead of at a random place per row (a key is a hash): see the
+    store's module docstring.  Same publication, same four values: still skipped."""
+    with PublicationStore(tmp_path) as store:
+        (a,) = pubs(1)
+        assert len(store.append([NewRow(T, a, "local")])) == 1
+        assert store.append([NewRow(T, a, "flood", 1)]) == []
+    db = sqlite3.connect(tmp_path / "publications.sqlite3")
+    unique = [name for _, name, is_unique, *_ in db.execute("PRAGMA index_list(publications)") if is_unique]
+    columns = {tuple(row[2] for row in db.execute(f"PRAGMA index_info('{name}')")) for name in unique}
+    db.close()
+    assert ("topic", "publisher", "seq", "key") in columns
+    assert ("topic", "key") not in columns
+
+
+def test_a_store_with_the_first_unique_index_still_skips_duplicates(tmp_path: Path) -> None:
+    """Stores made before the index changed keep UNIQUE (topic, key) and behave the same."""
+    db = sqlite3.connect(tmp_path / "publications.sqlite3")
+    db.execute(
+        "CREATE TABLE publications (topic TEXT NOT NULL, local_seq INTEGER NOT NULL, key BLOB NOT NULL,"
+        " publisher TEXT NOT NULL, seq INTEGER NOT NULL, payload BLOB NOT NULL, via TEXT NOT NULL,"
+        " hops INTEGER, stored_at_ms INTEGER NOT NULL, PRIMARY KEY (topic, local_seq), UNIQUE (topic, key))"
+    )
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    a, b = pubs(2)
+    with PublicationStore(tmp_path) as store:
+        assert [s.local_seq for s in store.append([NewRow(T, a, "local"), NewRow(T, b, "flood", 1)])] == [1, 2]
+        assert [s.publication for s in store.append([NewRow(T, a, "anti-entropy")])] == []
+        assert [s.publication for s in store.read(T)] == [a, b]
