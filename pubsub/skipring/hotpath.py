@@ -1,4 +1,5 @@
-"""The hot path's decoder: Spread frames without the generic per-field machinery (issue 11).
+"""The hot path's codecs: Spread frames, and the Delivery frames of client streams, without
+the generic per-field machinery (issue 11).
 
 Every node decodes every Spread it receives -- one per batch of new publications -- and
 forwards the same batch to its children.  `decode_spread` reads such a frame with a
@@ -7,11 +8,17 @@ codec applies, `pubsub.kernel.wire` and `pubsub.skipring.fields`), and keeps the
 publications arrived as, so that forwarding them re-encodes nothing
 (`pubsub.skipring.messages.PublicationList`).
 
-It only ever accepts what the generic decoder accepts: for anything it does not recognise
-at once -- a missing or extra field, a wrong type, a bound exceeded, garbage -- it returns
-None and the generic decoder takes the frame, accepting it or raising the precise
+Every node also writes, and every following client reads, one Delivery frame per
+publication and stream.  `encode_delivery` builds the payload the generic encoder would
+(the same bytes: "v", "t", then the fields in their declared order), and `decode_delivery`
+reads the full form of the frame with direct type tests.
+
+A fast decoder only ever accepts what the generic decoder accepts: for anything it does not
+recognise at once -- a missing or extra field, a wrong type, a bound exceeded, garbage -- it
+returns None and the generic decoder takes the frame, accepting it or raising the precise
 `WireError` that the runtime counts.  Hostile input therefore meets the same checks and the
-same error codes as before; only well-formed frames are faster.
+same error codes as before; only well-formed frames are faster.  Tests compare both
+directions with the generic codec on random messages.
 """
 
 from __future__ import annotations
@@ -19,10 +26,20 @@ from __future__ import annotations
 import msgpack
 
 from pubsub.kernel import wire
-from pubsub.kernel.wire import MAX_PAYLOAD_BYTES, WireError, validate_ref, validate_topic
+from pubsub.kernel.wire import (
+    INT64_MAX,
+    INT64_MIN,
+    MAX_PAYLOAD_BYTES,
+    WireError,
+    generic_payload,
+    validate_ref,
+    validate_topic,
+)
 from pubsub.skipring.fields import MAX_MSG_ID_CHARS, MAX_PUBLICATIONS, msg_id_characters
 from pubsub.skipring.signatures import MAX_PROOF_BYTES
 from pubsub.skipring.messages import (
+    Delivery,
+    MsgId,
     Payload,
     Position,
     Publication,
@@ -122,6 +139,62 @@ def _checked(fields: dict[str, object], raw: bytes) -> Spread | None:
     )
 
 
+_DELIVERY_FIELDS = frozenset((
+    "v", "t", "topic", "local_seq", "publisher", "seq", "key", "payload", "stored_at_ms", "published_ms", "msg_id",
+))
+_packb = msgpack.Packer(use_bin_type=True).pack
+
+
+def encode_delivery(msg: Delivery) -> bytes:
+    """The generic encoder's payload for `msg`, built in one step."""
+    try:
+        packed: bytes = _packb({
+            "v": wire.PROTOCOL_VERSION, "t": "delivery", "topic": msg.topic, "local_seq": msg.local_seq,
+            "publisher": msg.publisher, "seq": msg.seq, "key": msg.key, "payload": msg.payload,
+            "stored_at_ms": msg.stored_at_ms, "published_ms": msg.published_ms, "msg_id": msg.msg_id,
+        })
+        return packed
+    except (TypeError, ValueError, OverflowError):
+        return generic_payload(msg)  # raises the precise WireError
+
+
+def decode_delivery(payload: bytes) -> Delivery | None:
+    """The Delivery in `payload` (all its fields present), or None to leave the frame to the
+    generic decoder."""
+    n = len(payload)
+    try:
+        obj = msgpack.unpackb(
+            payload, raw=False, strict_map_key=True, max_str_len=n, max_bin_len=n, max_array_len=n,
+            max_map_len=n // 2, max_ext_len=0,
+        )
+    except Exception:  # noqa: BLE001 - anything odd: the generic decoder decides
+        return None
+    if type(obj) is not dict or obj.keys() != _DELIVERY_FIELDS:
+        return None
+    version, local_seq, seq = obj["v"], obj["local_seq"], obj["seq"]
+    stored_at_ms, published_ms = obj["stored_at_ms"], obj["published_ms"]
+    key, body, msg_id = obj["key"], obj["payload"], obj["msg_id"]
+    if type(version) is not int or version != wire.PROTOCOL_VERSION or obj["t"] != "delivery":
+        return None
+    for number in (local_seq, seq, stored_at_ms, published_ms):
+        if type(number) is not int or not INT64_MIN <= number <= INT64_MAX:
+            return None
+    if type(key) is not bytes or len(key) != 16 or type(body) is not bytes or len(body) > MAX_PAYLOAD_BYTES:
+        return None
+    if type(msg_id) is not str or (msg_id and (len(msg_id) > MAX_MSG_ID_CHARS or not msg_id_characters(msg_id))):
+        return None
+    try:
+        return Delivery(
+            validate_topic(obj["topic"]), local_seq, validate_ref(obj["publisher"]), seq, PublicationKey(key),
+            Payload(body), stored_at_ms, published_ms, MsgId(msg_id),
+        )
+    except WireError:
+        return None
+
+
 def register() -> None:
-    """Make the codec try `decode_spread` first on Spread frames."""
+    """Make the codec try `decode_spread` first on Spread frames, and `decode_delivery` on
+    Delivery frames; encode Delivery frames with `encode_delivery`."""
     wire.register_fast_decoder("spread", decode_spread)
+    wire.register_fast_decoder("delivery", decode_delivery)
+    wire.register_fast_encoder(Delivery, encode_delivery)
