@@ -175,6 +175,9 @@ class HttpSession(ClientSession):
     def buffered(self) -> int:
         return 0
 
+    def backlogged(self) -> bool:
+        return not self._room.is_set()
+
     async def drain(self) -> None:
         """Wait until the handler has taken enough from the queue, or the session ended."""
         await self._room.wait()

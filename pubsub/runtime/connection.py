@@ -175,6 +175,14 @@ class ClientSession:
             return 0
         return self._conn.writer.transport.get_write_buffer_size()
 
+    def backlogged(self) -> bool:
+        """Whether `drain` would wait: more is buffered for the client than its connection's
+        high-water mark."""
+        if self.closed:
+            return False
+        transport = self._conn.writer.transport
+        return bool(transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1])
+
     async def drain(self) -> None:
         """Wait until the client has read enough of what was sent (returns at once when
         the connection is gone)."""

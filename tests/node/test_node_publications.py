@@ -165,6 +165,45 @@ def _no_streams(app: NodeApp):  # type: ignore[no-untyped-def]
     return check
 
 
+def test_a_follower_that_keeps_up_is_served_at_the_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A live stream parked at the topic's end gets each commit's publications written by
+    the commit itself: its task never wakes to look for rows (`Deliveries._deliver_now`).
+    Every publication still arrives once, in order."""
+    from pubsub.node.delivery import Deliveries
+
+    looked: list[int] = []
+    rows = Deliveries._rows
+
+    async def counted(self: Deliveries, stream: object, limit: int) -> object:
+        looked.append(limit)
+        return await rows(self, stream, limit)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Deliveries, "_rows", counted)
+
+    async def scenario() -> None:
+        async with supervisor(tmp_path / "sup") as (srt, _), pnode(srt.ref, None) as (rt, app):
+            client = Client(rt.ref)
+            await client.join(T)
+            async with client.subscribe(T, new_only=True) as live:
+                [stream] = app.deliveries.streams[T]
+                await wait_until(_parked(stream), what="the stream's task waits at the end")
+                for i in range(5):
+                    await client.publish(T, f"m{i}")
+                    delivery = await anext(live)
+                    assert (delivery.local_seq, delivery.payload) == (i + 1, f"m{i}".encode())
+                assert looked == [] and stream.parked and stream.delivered == 5
+            await client.close()
+
+    run(scenario())
+
+
+def _parked(stream):  # type: ignore[no-untyped-def]
+    async def check() -> bool:
+        return bool(stream.parked)
+
+    return check
+
+
 def test_a_slow_reader_costs_one_batch_and_loses_nothing(tmp_path: Path) -> None:
     """2,000 publications of 8 KiB (16 MB) while a follower does not read: the node keeps
     at most about one batch beyond the socket buffers for it, and the follower, once it
