@@ -142,12 +142,10 @@ class GroupCommit:
             return
         self._in_flight = batch
         if self.inline:
-            batch.future = concurrent.futures.Future()
-            try:
-                batch.future.set_result(self.store.append(batch.rows))
-            except StoreError as exc:
-                batch.future.set_exception(exc)
-            self._finish(batch)
+            self._write_now(batch)
+            self._in_flight = None
+            if self._rows or self._actions:
+                self._kick()
             return
         loop = asyncio.get_running_loop()
         batch.future = self.thread.submit(self.store.append, batch.rows)
@@ -201,8 +199,12 @@ class GroupCommit:
             concurrent.futures.wait([batch.future])
             self._finish(batch)
         batch = self._take()
-        if batch is None:
-            return
+        if batch is not None:
+            self._write_now(batch)
+
+    def _write_now(self, batch: _Batch) -> None:
+        """Write `batch` at once: on this thread when inline, else on the store's thread,
+        waiting for it; then hand over what it wrote and run its actions."""
         batch.done = True
         try:
             written = self.store.append(batch.rows) if self.inline else self.thread.call(self.store.append, batch.rows)
