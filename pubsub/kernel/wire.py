@@ -36,6 +36,7 @@ runtime calls `decode` on each.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import re
 import struct
 import types
@@ -316,7 +317,7 @@ def _schema_for(annotation: Any) -> tuple[Validator, Encoder]:
     if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
         inner = args[0] if args[1] is type(None) else args[1]
         check, enc = _schema_for(inner)
-        return _optional(check), _optional_encoder(enc)
+        return _optional(check), (identity if enc is identity else _optional_encoder(enc))
     if isinstance(annotation, NewType):
         raise TypeError(f"no wire schema for NewType {annotation.__name__}")
     raise TypeError(f"no wire schema for annotation {annotation!r}")
@@ -340,6 +341,21 @@ class MessageSpec:
     cls: type[Message]
     fields: tuple[FieldSpec, ...]
     names: frozenset[str]
+    #: The field names in declared order, a function that reads their values (a tuple, in
+    #: that order), and the (name, encoder) of the fields whose encoder is not `identity`.
+    order: tuple[str, ...]
+    values: Callable[[Any], tuple[Any, ...]]
+    encoders: tuple[tuple[str, Encoder], ...]
+
+
+def _reader(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """A function returning the tuple of `names`' attribute values of its argument."""
+    if not names:
+        return lambda obj: ()
+    if len(names) == 1:
+        name = names[0]
+        return lambda obj: (getattr(obj, name),)
+    return operator.attrgetter(*names)
 
 
 def _build_spec(kind: str, cls: type) -> MessageSpec:
@@ -349,7 +365,9 @@ def _build_spec(kind: str, cls: type) -> MessageSpec:
         check, enc = _schema_for(hints[f.name])
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         specs.append(FieldSpec(f.name, check, enc, required))
-    return MessageSpec(kind, cls, tuple(specs), frozenset(s.name for s in specs))
+    order = tuple(s.name for s in specs)
+    encoders = tuple((s.name, s.encode) for s in specs if s.encode is not identity)
+    return MessageSpec(kind, cls, tuple(specs), frozenset(order), order, _reader(order), encoders)
 
 
 _SPECS: dict[str, MessageSpec] = {}
@@ -393,34 +411,20 @@ def _map_header(n: int) -> bytes:
     return bytes((0x80 | n,)) if n < 16 else b"\xde" + n.to_bytes(2, "big")
 
 
-#: Fast encoders of hot message kinds, by class: each returns exactly the bytes the generic
-#: encoder below makes for a message of that class (tested), without its per-field machinery.
-_FAST_ENCODERS: dict[type, Callable[[Any], bytes]] = {}
-
-
-def register_fast_encoder(cls: type[Message], encoder: Callable[[Any], bytes]) -> None:
-    """Encode messages of exactly `cls` with `encoder` (same bytes as the generic encoder)."""
-    _FAST_ENCODERS[cls] = encoder
-
-
 def encode_payload(msg: Message) -> bytes:
-    """The msgpack payload of `msg` (no length prefix)."""
-    fast = _FAST_ENCODERS.get(type(msg))
-    if fast is not None:
-        return fast(msg)
-    return generic_payload(msg)
-
-
-def generic_payload(msg: Message) -> bytes:
-    """`encode_payload` through the message's schema, field by field (every kind)."""
+    """The msgpack payload of `msg` (no length prefix): "v", "t", then the fields in their
+    declared order.  The field values are read in one C-level step (`MessageSpec.values`)
+    and only the fields whose encoder is not the identity are passed through it -- this
+    runs for every frame a node sends (issue 11)."""
     s = spec(msg.kind)
     if type(msg) is not s.cls:
         raise WireError("unencodable", f"{type(msg).__name__} is not the {s.kind!r} message")
     body: dict[str, Any] = {"v": PROTOCOL_VERSION, "t": s.kind}
     try:
+        body.update(zip(s.order, s.values(msg), strict=True))
         has_packed = False
-        for f in s.fields:
-            value = body[f.name] = f.encode(getattr(msg, f.name))
+        for name, encode in s.encoders:
+            value = body[name] = encode(body[name])
             if type(value) is Packed:
                 has_packed = True
         if has_packed:

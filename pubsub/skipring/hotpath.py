@@ -1,4 +1,4 @@
-"""The hot path's codecs: Spread frames, and the Delivery frames of client streams, without
+"""The hot path's decoders: Spread frames, and the Delivery frames of client streams, without
 the generic per-field machinery (issue 11).
 
 Every node decodes every Spread it receives -- one per batch of new publications -- and
@@ -8,17 +8,16 @@ codec applies, `pubsub.kernel.wire` and `pubsub.skipring.fields`), and keeps the
 publications arrived as, so that forwarding them re-encodes nothing
 (`pubsub.skipring.messages.PublicationList`).
 
-Every node also writes, and every following client reads, one Delivery frame per
-publication and stream.  `encode_delivery` builds the payload the generic encoder would
-(the same bytes: "v", "t", then the fields in their declared order), and `decode_delivery`
-reads the full form of the frame with direct type tests.
+Every following client reads one Delivery frame per publication; `decode_delivery` reads
+the full form of that frame with direct type tests.  (Encoding needs no fast path of its
+own: `pubsub.kernel.wire.encode_payload` reads a message's fields in one step.)
 
 A fast decoder only ever accepts what the generic decoder accepts: for anything it does not
 recognise at once -- a missing or extra field, a wrong type, a bound exceeded, garbage -- it
 returns None and the generic decoder takes the frame, accepting it or raising the precise
 `WireError` that the runtime counts.  Hostile input therefore meets the same checks and the
-same error codes as before; only well-formed frames are faster.  Tests compare both
-directions with the generic codec on random messages.
+same error codes as before; only well-formed frames are faster.  Tests compare them with the
+generic decoder on random and mutated frames.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from pubsub.kernel.wire import (
     INT64_MIN,
     MAX_PAYLOAD_BYTES,
     WireError,
-    generic_payload,
     validate_ref,
     validate_topic,
 )
@@ -142,22 +140,6 @@ def _checked(fields: dict[str, object], raw: bytes) -> Spread | None:
 _DELIVERY_FIELDS = frozenset((
     "v", "t", "topic", "local_seq", "publisher", "seq", "key", "payload", "stored_at_ms", "published_ms", "msg_id",
 ))
-_packb = msgpack.Packer(use_bin_type=True).pack
-
-
-def encode_delivery(msg: Delivery) -> bytes:
-    """The generic encoder's payload for `msg`, built in one step."""
-    try:
-        packed: bytes = _packb({
-            "v": wire.PROTOCOL_VERSION, "t": "delivery", "topic": msg.topic, "local_seq": msg.local_seq,
-            "publisher": msg.publisher, "seq": msg.seq, "key": msg.key, "payload": msg.payload,
-            "stored_at_ms": msg.stored_at_ms, "published_ms": msg.published_ms, "msg_id": msg.msg_id,
-        })
-        return packed
-    except (TypeError, ValueError, OverflowError):
-        return generic_payload(msg)  # raises the precise WireError
-
-
 def decode_delivery(payload: bytes) -> Delivery | None:
     """The Delivery in `payload` (all its fields present), or None to leave the frame to the
     generic decoder."""
@@ -194,7 +176,6 @@ def decode_delivery(payload: bytes) -> Delivery | None:
 
 def register() -> None:
     """Make the codec try `decode_spread` first on Spread frames, and `decode_delivery` on
-    Delivery frames; encode Delivery frames with `encode_delivery`."""
+    Delivery frames."""
     wire.register_fast_decoder("spread", decode_spread)
     wire.register_fast_decoder("delivery", decode_delivery)
-    wire.register_fast_encoder(Delivery, encode_delivery)
