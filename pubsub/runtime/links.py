@@ -161,7 +161,10 @@ class Links:
     # --- connections -------------------------------------------------------------------------
     def active(self, link: Link) -> Connection | None:
         """The connection frames to the link's peer go out on (None: not connected)."""
-        usable = [c for c in link.conns if c.writable]
+        conns = link.conns
+        if len(conns) == 1:  # the usual case, on every frame sent
+            return conns[0] if conns[0].writable else None
+        usable = [c for c in conns if c.writable]
         if not usable:
             return None
         lower = min(self.me, link.ref)
