@@ -90,7 +90,7 @@ def test_mutated_frames_are_never_accepted_differently(data: st.DataObject) -> N
 INT64 = st.integers(-(1 << 63), (1 << 63) - 1)
 deliveries = st.builds(
     Delivery,
-    topic=st.text(st.characters(blacklist_categories=("Cc",), blacklist_characters="\x7f"), min_size=1, max_size=40),
+    topic=st.text(st.characters(blacklist_categories=("Cc", "Cs")), min_size=1, max_size=40),
     local_seq=INT64,
     publisher=st.sampled_from([A, Ref("node-3.example:65535"), Ref("h:1")]),
     seq=INT64,
