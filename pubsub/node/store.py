@@ -17,10 +17,10 @@ Tables::
 
 The unique index is what makes `append` skip a publication the topic already holds.  It
 starts with the publisher and its sequence number, which grow, so that a batch's entries
-land on the last pages of the index; a key alone is a hash, and indexing by it made every
-row of a batch dirty a page of its own (a commit of 31 rows wrote about 22 index pages,
-and more as the store grew: 11 µs per row at 5,000 rows, 15.5 µs at 30,000, against 8 and
-9 µs with this order; `docs/measurements/issue11.md`).  A publication's key is a hash of
+land on the last pages of the index; a key alone is a hash, and indexing by it sends the
+rows of a batch to as many different index pages, each written to the log at the commit
+(11 µs per row at 5,000 rows, 15.5 µs at 30,000, in batches of 31, against 8 and 9 µs with
+this order; `docs/measurements/issue11.md`).  A publication's key is a hash of
 its publisher, sequence number and payload, so "the same publication" means the same four
 values either way; two *different* publications with one key never reach the store, the
 node core's trie holds only one of them.  Stores made before this order keep their

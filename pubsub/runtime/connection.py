@@ -176,8 +176,8 @@ class ClientSession:
         return self._conn.writer.transport.get_write_buffer_size()
 
     def backlogged(self) -> bool:
-        """Whether `drain` would wait: more is buffered for the client than its connection's
-        high-water mark."""
+        """Whether more is buffered for the client than its connection's high-water mark
+        (the point at which `drain` starts to wait)."""
         if self.closed:
             return False
         transport = self._conn.writer.transport

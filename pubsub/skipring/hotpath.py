@@ -140,6 +140,8 @@ def _checked(fields: dict[str, object], raw: bytes) -> Spread | None:
 _DELIVERY_FIELDS = frozenset((
     "v", "t", "topic", "local_seq", "publisher", "seq", "key", "payload", "stored_at_ms", "published_ms", "msg_id",
 ))
+
+
 def decode_delivery(payload: bytes) -> Delivery | None:
     """The Delivery in `payload` (all its fields present), or None to leave the frame to the
     generic decoder."""
