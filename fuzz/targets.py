@@ -9,9 +9,10 @@ target         what one input is, and what must hold
                equal those of a plain reference parser of the whole stream.
 ``codec``      one frame payload (raw bytes, or a body of any registered kind):
                `wire.decode` accepts it or raises `WireError`, nothing else; what it
-               accepts re-encodes and decodes to the same bytes; the Spread fast path
-               (`pubsub.skipring.hotpath`) accepts nothing the generic decoder refuses and
-               decodes what it accepts identically; a Bundle's payloads decode the same way.
+               accepts re-encodes and decodes to the same bytes; the Spread and Delivery
+               fast paths (`pubsub.skipring.hotpath`) accept nothing the generic decoder
+               refuses and decode what they accept identically; a Bundle's payloads decode
+               the same way.
 ``node``       a `NodeCore` (BuildSR per topic, anti-entropy, publishing, hand-over) driven
                by decoded messages from arbitrary senders, client publish requests, write
                outcomes, timeouts, joins and leaves, unreachable peers.
@@ -134,22 +135,31 @@ def _spread_fields(msg: Spread) -> tuple[Any, ...]:
     return (msg.topic, msg.sender, msg.start, msg.end, msg.levels, msg.hops, pubs)
 
 
+def _fast_decoded(payload: bytes) -> Message | None:
+    """What a fast decoder (`pubsub.skipring.hotpath`) makes of `payload`, if one accepts it."""
+    return hotpath.decode_spread(payload) or hotpath.decode_delivery(payload)
+
+
 def _one_payload(payload: bytes) -> Message | None:
     """Decode one payload as the runtime does, checking the codec's promises."""
-    fast = hotpath.decode_spread(payload)
+    fast = _fast_decoded(payload)
     try:
         msg = wire.decode(payload)
     except WireError as exc:
         require(exc.code in wire.ERROR_CODES, f"unknown error code {exc.code!r}")
         if fast is not None:
-            raise Broken(f"the Spread fast path accepts what the codec refuses: {exc}") from None
+            raise Broken(f"the {fast.kind} fast path accepts what the codec refuses: {exc}") from None
         return None
     if fast is not None:
         generic = _generic_decode(payload)
-        if not isinstance(generic, Spread):
-            raise Broken("the fast path decoded a Spread the codec does not see")
-        same = _spread_fields(fast) == _spread_fields(generic)
-        require(same, "the Spread fast path and the generic decoder disagree")
+        if type(generic) is not type(fast):
+            raise Broken(f"the fast path decoded a {fast.kind} the codec does not see")
+        if isinstance(fast, Spread):
+            assert isinstance(generic, Spread)
+            same = _spread_fields(fast) == _spread_fields(generic)
+        else:
+            same = fast == generic
+        require(same, f"the {fast.kind} fast path and the generic decoder disagree")
     roundtrip(msg)
     return msg
 
