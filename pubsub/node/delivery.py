@@ -211,8 +211,13 @@ class Deliveries:
             if len(tail) > 2 * self.recent_limit:
                 del tail[: len(tail) - self.recent_limit]
             for stream in self.streams.get(topic, ()):
-                if not self._deliver_now(stream, rows):
-                    stream.wake.set()
+                try:
+                    served = self._deliver_now(stream, rows)
+                except Exception:  # noqa: BLE001 - the commit's acknowledgements must still go out
+                    log.exception("stream of %s to %s: writing at the commit failed", topic, stream.session.address)
+                    served = False
+                if not served:
+                    stream.wake.set()  # its task takes over, as for any stream not at its end
 
     def _deliver_now(self, stream: Stream, rows: list[Stored]) -> bool:
         """Write `rows`, what one commit just wrote for the stream's topic, to a stream that

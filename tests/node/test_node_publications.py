@@ -197,6 +197,34 @@ def test_a_follower_that_keeps_up_is_served_at_the_commit(tmp_path: Path, monkey
     run(scenario())
 
 
+def test_a_failure_while_serving_at_the_commit_leaves_the_stream_to_its_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If writing to a stream at the commit raises, the commit's other work still happens
+    (the publisher is acknowledged) and the stream's task delivers instead."""
+    from pubsub.runtime.connection import ClientSession
+
+    def broken(self: ClientSession) -> bool:
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(ClientSession, "backlogged", broken)
+
+    async def scenario() -> None:
+        async with supervisor(tmp_path / "sup") as (srt, _), pnode(srt.ref, None) as (rt, app):
+            client = Client(rt.ref)
+            await client.join(T)
+            async with client.subscribe(T, new_only=True) as live:
+                [stream] = app.deliveries.streams[T]
+                await wait_until(_parked(stream), what="the stream's task waits at the end")
+                for i in range(3):
+                    ack = await client.publish(T, f"m{i}")
+                    assert ack.local_seq == i + 1
+                    assert (await anext(live)).local_seq == i + 1
+            await client.close()
+
+    run(scenario())
+
+
 def _parked(stream):  # type: ignore[no-untyped-def]
     async def check() -> bool:
         return bool(stream.parked)
