@@ -10,6 +10,7 @@ import random
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvloop
@@ -181,18 +182,12 @@ def test_a_follower_that_keeps_up_is_served_at_the_commit(tmp_path: Path, monkey
     monkeypatch.setattr(Deliveries, "_rows", counted)
 
     async def scenario() -> None:
-        async with supervisor(tmp_path / "sup") as (srt, _), pnode(srt.ref, None) as (rt, app):
-            client = Client(rt.ref)
-            await client.join(T)
-            async with client.subscribe(T, new_only=True) as live:
-                [stream] = app.deliveries.streams[T]
-                await wait_until(_parked(stream), what="the stream's task waits at the end")
-                for i in range(5):
-                    await client.publish(T, f"m{i}")
-                    delivery = await anext(live)
-                    assert (delivery.local_seq, delivery.payload) == (i + 1, f"m{i}".encode())
-                assert looked == [] and stream.parked and stream.delivered == 5
-            await client.close()
+        async with _parked_follower(tmp_path) as (client, live, stream):
+            for i in range(5):
+                await client.publish(T, f"m{i}")
+                delivery = await anext(live)
+                assert (delivery.local_seq, delivery.payload) == (i + 1, f"m{i}".encode())
+            assert looked == [] and stream.parked and stream.delivered == 5
 
     run(scenario())
 
@@ -210,26 +205,31 @@ def test_a_failure_while_serving_at_the_commit_leaves_the_stream_to_its_task(
     monkeypatch.setattr(ClientSession, "backlogged", broken)
 
     async def scenario() -> None:
-        async with supervisor(tmp_path / "sup") as (srt, _), pnode(srt.ref, None) as (rt, app):
-            client = Client(rt.ref)
-            await client.join(T)
-            async with client.subscribe(T, new_only=True) as live:
-                [stream] = app.deliveries.streams[T]
-                await wait_until(_parked(stream), what="the stream's task waits at the end")
-                for i in range(3):
-                    ack = await client.publish(T, f"m{i}")
-                    assert ack.local_seq == i + 1
-                    assert (await anext(live)).local_seq == i + 1
-            await client.close()
+        async with _parked_follower(tmp_path) as (client, live, _stream):
+            for i in range(3):
+                ack = await client.publish(T, f"m{i}")
+                assert ack.local_seq == i + 1
+                assert (await anext(live)).local_seq == i + 1
 
     run(scenario())
 
 
-def _parked(stream):  # type: ignore[no-untyped-def]
-    async def check() -> bool:
-        return bool(stream.parked)
+@contextlib.asynccontextmanager
+async def _parked_follower(tmp_path: Path) -> AsyncIterator[tuple[Client, Any, Any]]:
+    """A node with a member client and a live new-only follow stream whose task waits at
+    the topic's end: (the client, the subscription, the node's `Stream`)."""
+    async with supervisor(tmp_path / "sup") as (srt, _), pnode(srt.ref, None) as (rt, app):
+        client = Client(rt.ref)
+        await client.join(T)
+        async with client.subscribe(T, new_only=True) as live:
+            [stream] = app.deliveries.streams[T]
 
-    return check
+            async def parked() -> bool:
+                return bool(stream.parked)
+
+            await wait_until(parked, what="the stream's task waits at the end")
+            yield client, live, stream
+        await client.close()
 
 
 def test_a_slow_reader_costs_one_batch_and_loses_nothing(tmp_path: Path) -> None:
