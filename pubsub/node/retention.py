@@ -7,10 +7,10 @@ store (`pubsub.node.store`), one more table in the same SQLite file::
     retention(topic PRIMARY KEY, max_age_ms, max_count, max_bytes, purged_ms,
               through_ms, through_key, removed_local)
 
-* **Pruning.**  When a topic's settings or horizon change, the rows at or before the
-  horizon -- ``published_ms < through_ms``, or equal with ``key <= through_key``, the order
-  of `pubsub.skipring.retention` -- are deleted and the topic's row is written, in one
-  transaction.  It runs after the group commit that holds every row queued so far
+* **Pruning.**  When a topic's settings or horizon change, the publications at or before
+  the horizon -- ``published_ms < through_ms``, or equal with ``key <= through_key``, the
+  order of `pubsub.skipring.retention` -- are deleted (`PublicationStore.remove_at_or_before`)
+  and the topic's row is written, in one transaction.  It runs after the group commit that holds every row queued so far
   (`pubsub.node.commits`), so a publication stored just before it expired is written and
   then deleted, never left behind.
 * **Restart.**  At start the settings and horizons are handed to the core before any topic's
@@ -47,7 +47,6 @@ _TABLE = (
     " purged_ms INTEGER NOT NULL, through_ms INTEGER NOT NULL, through_key BLOB NOT NULL,"
     " removed_local INTEGER NOT NULL)"
 )
-_AT_OR_BEFORE = "topic = ? AND (published_ms < ? OR (published_ms = ? AND key <= ?))"
 
 
 class RetentionRecords:
@@ -88,18 +87,14 @@ class RetentionRecords:
 
     def prune(self, topic: Topic, policy: Policy, through: Order) -> int:
         """Delete what lies at or before `through` and record the settings and horizon, in
-        one transaction; how many rows went (StoreError, nothing changed, on failure)."""
+        one transaction; how many publications went (StoreError, nothing changed, on failure)."""
         ms, key = through
-        args = (topic, ms, ms, key)
         db = self._db
         try:
             db.execute("BEGIN")
             try:
-                found = db.execute(f"SELECT MAX(local_seq), COUNT(*) FROM publications WHERE {_AT_OR_BEFORE}", args)
-                highest, count = found.fetchone()
-                removed = max(self._removed.get(topic, 0), highest or 0)
-                if count:
-                    db.execute(f"DELETE FROM publications WHERE {_AT_OR_BEFORE}", args)
+                count, highest = self.store.remove_at_or_before(topic, ms, key)
+                removed = max(self._removed.get(topic, 0), highest)
                 db.execute(
                     "INSERT OR REPLACE INTO retention (topic, max_age_ms, max_count, max_bytes, purged_ms,"
                     " through_ms, through_key, removed_local) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -109,6 +104,7 @@ class RetentionRecords:
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
+                self.store.drop_keys(topic)  # its keys in memory may miss rows that stay
                 raise
         except sqlite3.Error as exc:
             raise StoreError(f"cannot prune {topic!r} in {self.store.location}: {exc}") from None

@@ -4,27 +4,34 @@ What it keeps
     Every publication the node stores, per topic, numbered by a *local sequence number*
     1, 2, 3, ... in the order this node stored them (`append`).  That number is what
     clients resume from (``Follow(since=N)``), so it is assigned once, inside the
-    transaction that writes the row, and never reused.  Alongside: the node's publication
+    transaction that writes it, and never reused.  Alongside: the node's publication
     sequence-number *reservation* (`reserve_seq`), so that a restarted node never issues a
     (publisher, seq) pair twice.
 
-Tables::
+Tables (layout 2)::
 
-    publications(topic, local_seq, key, publisher, seq, payload, via, hops, stored_at_ms,
-                 published_ms, prev, msg_id, proof, PRIMARY KEY (topic, local_seq),
-                 UNIQUE (topic, publisher, seq, key))
+    batches(topic, last_seq, first_seq, entries, stored_at_ms, oldest_ms, body,
+            PRIMARY KEY (topic, last_seq)) WITHOUT ROWID
     meta(name PRIMARY KEY, value)            -- "seq_reserved", "incarnation"
 
-The unique index is what makes `append` skip a publication the topic already holds.  It
-starts with the publisher and its sequence number, which grow, so that a batch's entries
-land on the last pages of the index; a key alone is a hash, and indexing by it sends the
-rows of a batch to as many different index pages, each written to the log at the commit
-(11 µs per row at 5,000 rows, 15.5 µs at 30,000, in batches of 31, against 8 and 9 µs with
-this order; `docs/measurements/issue11.md`).  A publication's key is a hash of
-its publisher, sequence number and payload, so "the same publication" means the same four
-values either way; two *different* publications with one key never reach the store, the
-node core's trie holds only one of them.  Stores made before this order keep their
-``UNIQUE (topic, key)``: they behave the same, only slower.
+One row per topic and commit: ``body`` is a msgpack array with one entry per publication,
+``[local_seq, key, publisher, seq, payload, via, hops, published_ms, prev, msg_id, proof]``,
+in local order; ``first_seq`` and ``last_seq`` are its first and last local numbers,
+``entries`` their count, ``oldest_ms`` the smallest ``published_ms`` (what retention looks
+at), ``stored_at_ms`` the commit's time.  Writing a publication as its own row with its
+own index entries cost 8-14 µs per publication on this project's 2-core machine, a quarter
+of a node's work under load; one row per commit costs 2-3 µs per publication
+(`docs/measurements/issue11.md`).
+
+Duplicates.  `append` skips a publication the topic already holds (same key), so that a
+duplicate takes no local number.  The store keeps each topic's keys in memory to know
+that, read from the file the first time the topic is written to (about 80 bytes per
+publication held; the node core's trie, which never hands the store a publication twice,
+holds far more).
+
+Layout 1 (one row per publication, ``publications(topic, local_seq, key, ...)``) is
+converted when such a store is opened, in one transaction; older code refuses a converted
+store (it reads layout 1 only) with a clear error.
 
 Incarnation.  A store has a random *incarnation* (16 hex digits), made when the store is
 created and kept in ``meta``; a store in memory gets a new one with every process.  Local
@@ -36,9 +43,8 @@ served the wrong publications.
 ``published_ms`` (the publication's own timestamp, `Publication.published_ms`), ``prev``,
 ``msg_id`` and ``proof`` (`Publication.prev`, `Publication.msg_id`, `Publication.proof`: its
 publisher's signature, kept so that whoever gets it later from here can check it) were added
-after the first layout; a store without them gets them (defaults 0, -1, "" and empty) when
-it is opened, and older code,
-which names its columns, still reads and writes such a store.
+to layout 1 after its first version; a layout-1 store without them is converted with their
+defaults (0, -1, "" and empty).
 
 Durability
     `append` writes a batch in one transaction.  With ``sync="full"`` SQLite syncs the
@@ -49,7 +55,7 @@ Durability
     wrote it.
 
 Threads (`pubsub.node.commits` decides who calls what)
-    Writes (`append`, `reserve_seq`) go through one connection, used by one thread at a
+    Writes (`append`, `reserve_seq`, `remove_at_or_before`) go through one connection, used by one thread at a
     time.  Reads (`read`, `publications`, `count`) and `checkpoint` use a second connection
     of their own when the store has a file, so that they can run on the store's thread
     while the event loop writes; WAL mode lets that reader see every committed row.  Under
@@ -60,8 +66,8 @@ Threads (`pubsub.node.commits` decides who calls what)
 Without a data directory the same tables live in an in-memory SQLite database: nothing
 survives the process, everything else behaves the same.
 
-Rows read back are validated (a hand-edited or damaged file); bad rows are skipped with
-a warning, never handed to the trie.
+What is read back is validated (a hand-edited or damaged file): a bad entry is skipped with
+a warning, and so is a whole row whose body is not an array; nothing bad reaches the trie.
 """
 
 from __future__ import annotations
@@ -73,7 +79,9 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeGuard
+
+import msgpack
 
 from pubsub.runtime.datadir import StoreError, prepare_data_dir
 from pubsub.kernel.message import Ref, Topic
@@ -86,7 +94,7 @@ log = logging.getLogger(__name__)
 DB_NAME = "publications.sqlite3"
 _INCARNATION = re.compile(r"[0-9a-f]{16}")
 #: Layout version, in SQLite's user_version.
-FORMAT = 1
+FORMAT = 2
 
 SyncMode = Literal["full", "normal"]
 
@@ -116,25 +124,90 @@ class NewRow(NamedTuple):
     hops: int | None = None
 
 
-_INSERT = (
-    "INSERT OR IGNORE INTO publications (topic, local_seq, key, publisher, seq, payload, via,"
-    " hops, stored_at_ms, published_ms, prev, msg_id, proof) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_BATCHES = (
+    "CREATE TABLE IF NOT EXISTS batches (topic TEXT NOT NULL, last_seq INTEGER NOT NULL,"
+    " first_seq INTEGER NOT NULL, entries INTEGER NOT NULL, stored_at_ms INTEGER NOT NULL,"
+    " oldest_ms INTEGER NOT NULL, body BLOB NOT NULL, PRIMARY KEY (topic, last_seq)) WITHOUT ROWID"
 )
-#: Columns added after the first layout: (name, declaration).
-_ADDED_COLUMNS = (
-    ("published_ms", "INTEGER NOT NULL DEFAULT 0"),
-    ("prev", "INTEGER NOT NULL DEFAULT -1"),
-    ("msg_id", "TEXT NOT NULL DEFAULT ''"),
-    ("proof", "BLOB NOT NULL DEFAULT x''"),
+_INSERT = "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)"
+#: Layout 1's columns, in the order of a body entry (`_entry`), with the defaults of those
+#: added to it later.
+_LAYOUT1_COLUMNS = (
+    ("local_seq", None), ("key", None), ("publisher", None), ("seq", None), ("payload", None),
+    ("via", None), ("hops", None), ("published_ms", "0"), ("prev", "-1"), ("msg_id", "''"), ("proof", "x''"),
 )
+#: Layout 1 rows per converted batch row.
+_CONVERT_ROWS = 512
+_packb = msgpack.Packer(use_bin_type=True, autoreset=True).pack
 
 
-def _values(s: Stored) -> tuple[object, ...]:
-    p = s.publication
-    return (
-        s.topic, s.local_seq, p.key, p.publisher, p.seq, p.payload, s.via, s.hops, s.stored_at_ms,
-        p.published_ms, p.prev, p.msg_id, p.proof,
-    )
+def _entry(local_seq: int, p: Publication, via: str, hops: int | None) -> list[Any]:
+    """A publication as one entry of a row's body (module docstring)."""
+    return [local_seq, p.key, p.publisher, p.seq, p.payload, via, hops, p.published_ms, p.prev, p.msg_id, p.proof]
+
+
+def _sound(entry: object) -> TypeGuard[list[Any]]:
+    """Whether a body entry has the shape of one and a local number (its values are checked
+    when it is read, `PublicationStore._decode`)."""
+    return type(entry) is list and len(entry) == len(_LAYOUT1_COLUMNS) and type(entry[0]) is int
+
+
+def _at_or_before(entry: list[object], ms: int, key: bytes) -> bool:
+    """Whether a sound entry lies at or before the retention horizon (`ms`, `key`)."""
+    published, own = entry[7], entry[1]
+    if type(published) is not int or type(own) is not bytes:
+        return False
+    return published < ms or (published == ms and own <= key)
+
+
+def _entries(location: str, topic: object, body: object) -> list[object]:
+    """A row's body unpacked: its entries, or none with a warning if it is not an array."""
+    try:
+        entries = msgpack.unpackb(body, raw=False, strict_map_key=True) if type(body) is bytes else None
+    except Exception:  # noqa: BLE001 - whatever is wrong with the bytes, the row is damaged
+        entries = None
+    if type(entries) is not list:
+        log.warning("%s: skipping a damaged row of %r (its body is not an array)", location, topic)
+        return []
+    return entries
+
+
+def _convert_layout1(db: sqlite3.Connection) -> None:
+    """Turn a layout-1 store's ``publications`` table into batch rows, in one transaction:
+    one row per topic and commit as layout 1 wrote them (same ``stored_at_ms``), at most
+    `_CONVERT_ROWS` publications each.  Values are copied as they are (a damaged one is
+    still skipped when read); columns that store never had get their defaults."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'publications'").fetchone() is None:
+        return
+    columns = {row[1] for row in db.execute("PRAGMA table_info(publications)")}
+    picked = ", ".join(name if name in columns else f"{default} AS {name}" for name, default in _LAYOUT1_COLUMNS)
+    db.execute("BEGIN")
+    try:
+        rows = db.execute(f"SELECT topic, stored_at_ms, {picked} FROM publications ORDER BY topic, local_seq")
+        group: list[list[object]] = []
+        place: tuple[object, object] | None = None
+        for topic, stamp, *entry in rows:
+            if group and ((topic, stamp) != place or len(group) >= _CONVERT_ROWS):
+                _insert_converted(db, place, group)
+                group = []
+            place = (topic, stamp)
+            group.append(entry)
+        if group:
+            _insert_converted(db, place, group)
+        db.execute("DROP TABLE publications")
+        db.execute(f"PRAGMA user_version = {FORMAT}")
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
+def _insert_converted(db: sqlite3.Connection, place: tuple[object, object] | None, group: list[list[object]]) -> None:
+    assert place is not None
+    topic, stamp = place
+    oldest = min((e[7] for e in group if type(e[7]) is int), default=0)
+    db.execute(_INSERT, (topic, group[-1][0], group[0][0], len(group), stamp, oldest, msgpack.packb(group)))
 
 
 class PublicationStore:
@@ -156,23 +229,13 @@ class PublicationStore:
                 if sync == "normal":
                     self._db.execute("PRAGMA wal_autocheckpoint=0")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, FORMAT):
+            if version not in (0, 1, FORMAT):
                 raise StoreError(f"{where} has layout version {version}, this node reads {FORMAT}")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS publications ("
-                " topic TEXT NOT NULL, local_seq INTEGER NOT NULL, key BLOB NOT NULL,"
-                " publisher TEXT NOT NULL, seq INTEGER NOT NULL, payload BLOB NOT NULL,"
-                " via TEXT NOT NULL, hops INTEGER, stored_at_ms INTEGER NOT NULL,"
-                " published_ms INTEGER NOT NULL DEFAULT 0,"
-                " PRIMARY KEY (topic, local_seq), UNIQUE (topic, publisher, seq, key))"
-            )
-            columns = {row[1] for row in self._db.execute("PRAGMA table_info(publications)")}
-            for name, declaration in _ADDED_COLUMNS:  # a store written before they existed
-                if name not in columns:
-                    self._db.execute(f"ALTER TABLE publications ADD COLUMN {name} {declaration}")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value NOT NULL)"
             )
+            self._db.execute(_BATCHES)
+            _convert_layout1(self._db)
             # kept as "i<hex>" so that an all-digit incarnation is not turned into a number
             found = self._db.execute("SELECT value FROM meta WHERE name = 'incarnation'").fetchone()
             if found is not None and isinstance(found[0], str) and _INCARNATION.fullmatch(found[0][1:]):
@@ -187,7 +250,7 @@ class PublicationStore:
             self._latest: dict[Topic, int] = {
                 Topic(topic): int(latest)
                 for topic, latest in self._db.execute(
-                    "SELECT topic, MAX(local_seq) FROM publications GROUP BY topic"
+                    "SELECT topic, MAX(last_seq) FROM batches GROUP BY topic"
                 )
             }
             row = self._db.execute("SELECT value FROM meta WHERE name = 'seq_reserved'").fetchone()
@@ -198,6 +261,8 @@ class PublicationStore:
         self.commits = 0
         self.checkpoints = 0
         self._reader_db: sqlite3.Connection | None = None
+        #: Each topic's keys, read the first time the topic is written to (`_held`).
+        self._keys: dict[Topic, set[bytes]] = {}
 
     # ------------------------------------------------------------------ properties
     @property
@@ -241,81 +306,101 @@ class PublicationStore:
 
     def append(self, rows: Iterable[NewRow], now_ms: int | None = None) -> list[Stored]:
         """Write `rows` in one transaction, numbering each new one with the next local
-        sequence number of its topic.  A publication the topic already holds (same key) is
-        skipped.  Returns what was written, in order.  StoreError (and nothing written) on
-        failure.
-
-        The common case -- nothing in the batch is stored already -- is one `executemany`;
-        if the insert count shows a duplicate, the batch is rolled back and written row by
-        row, so that duplicates take no local number.
-        """
+        sequence number of its topic: one row per topic (module docstring).  A publication
+        the topic already holds (same key) is skipped and takes no number.  Returns what
+        was written, in order.  StoreError (and nothing written) on failure."""
         batch = list(rows)
         if not batch:
             return []
         stamp = int(time.time() * 1000) if now_ms is None else now_ms
+        latest = dict(self._latest)
+        written: list[Stored] = []
+        bodies: dict[Topic, list[list[Any]]] = {}
+        added: list[tuple[set[bytes], bytes]] = []
         try:
-            written = self._append_all(batch, stamp)
-            if written is None:
-                written = self._append_each(batch, stamp)
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot write {self.location}: {exc}") from None
+            for topic, p, via, hops in batch:
+                held = self._keys.get(topic)
+                if held is None:
+                    held = self._held(topic)
+                key: bytes = p.key
+                if key in held:
+                    continue
+                held.add(key)
+                added.append((held, key))
+                local_seq = latest[topic] = latest.get(topic, 0) + 1
+                written.append(Stored(topic, local_seq, p, via, hops, stamp))
+                entries = bodies.get(topic)
+                if entries is None:
+                    entries = bodies[topic] = []
+                entries.append(_entry(local_seq, p, via, hops))
+            if bodies:
+                self._write(
+                    (topic, e[-1][0], e[0][0], len(e), stamp, min(entry[7] for entry in e), msgpack.packb(e))
+                    for topic, e in bodies.items()
+                )
+        except BaseException as exc:
+            for held, key in added:
+                held.discard(key)
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"cannot write {self.location}: {exc}") from None
+            raise
+        self._latest = latest
         self.commits += 1
         return written
 
-    def _numbered(
-        self, batch: list[NewRow], stamp: int
-    ) -> tuple[dict[Topic, int], list[Stored], list[tuple[object, ...]]]:
-        """Each row numbered in its topic: the new latest numbers, the rows as stored, and
-        their column values (one pass: this runs for every publication a node stores)."""
-        latest = dict(self._latest)
-        out: list[Stored] = []
-        values: list[tuple[object, ...]] = []
-        for topic, p, via, hops in batch:
-            local_seq = latest[topic] = latest.get(topic, 0) + 1
-            stored = Stored(topic, local_seq, p, via, hops, stamp)
-            out.append(stored)
-            values.append(_values(stored))
-        return latest, out, values
-
-    def _append_all(self, batch: list[NewRow], stamp: int) -> list[Stored] | None:
-        """The whole batch in one statement; None (rolled back) if any row was a duplicate."""
-        latest, numbered, values = self._numbered(batch, stamp)
+    def _write(self, values: Iterable[tuple[object, ...]]) -> None:
+        """Insert batch rows in one transaction."""
         db = self._db
         db.execute("BEGIN")
         try:
-            before = db.total_changes
             db.executemany(_INSERT, values)
-            if db.total_changes - before != len(numbered):
-                db.execute("ROLLBACK")
-                return None
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
-        self._latest = latest
-        return numbered
 
-    def _append_each(self, batch: list[NewRow], stamp: int) -> list[Stored]:
-        """Row by row, skipping duplicates (the rare path)."""
-        latest = dict(self._latest)
-        written: list[Stored] = []
+    def _held(self, topic: Topic) -> set[bytes]:
+        """The keys `topic` holds (read from the file the first time)."""
+        held: set[bytes] = set()
+        for (body,) in self._db.execute("SELECT body FROM batches WHERE topic = ?", (topic,)):
+            for entry in _entries(self.location, topic, body):
+                if type(entry) is list and len(entry) > 1 and type(entry[1]) is bytes:
+                    held.add(entry[1])
+        self._keys[topic] = held
+        return held
+
+    def remove_at_or_before(self, topic: Topic, ms: int, key: bytes) -> tuple[int, int]:
+        """Delete the publications of `topic` published before `ms`, or at `ms` with a key
+        up to `key` (the order of `pubsub.skipring.retention`), inside the caller's
+        transaction on the writing connection: how many went and the highest local number
+        among them (0: none).  A caller whose transaction fails calls `drop_keys`."""
         db = self._db
-        db.execute("BEGIN")
-        try:
-            for row in batch:
-                local_seq = latest.get(row.topic, 0) + 1
-                stored = Stored(row.topic, local_seq, row.publication, row.via, row.hops, stamp)
-                if db.execute(_INSERT, _values(stored)).rowcount == 1:
-                    latest[row.topic] = local_seq
-                    written.append(stored)
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        self._latest = latest
-        return written
+        removed, highest = 0, 0
+        held = self._keys.get(topic)
+        rows = db.execute(
+            "SELECT last_seq, stored_at_ms, body FROM batches WHERE topic = ? AND oldest_ms <= ?", (topic, ms)
+        ).fetchall()
+        for last_seq, stamp, body in rows:
+            # a rewritten row keeps only sound entries (the others cannot be read anyway)
+            entries = [entry for entry in _entries(self.location, topic, body) if _sound(entry)]
+            gone = [e for e in entries if _at_or_before(e, ms, key)]
+            if not gone:
+                continue
+            keep = [e for e in entries if not _at_or_before(e, ms, key)]
+            db.execute("DELETE FROM batches WHERE topic = ? AND last_seq = ?", (topic, last_seq))
+            if keep:
+                oldest = min((e[7] for e in keep if type(e[7]) is int), default=0)
+                db.execute(_INSERT, (topic, keep[-1][0], keep[0][0], len(keep), stamp, oldest, msgpack.packb(keep)))
+            removed += len(gone)
+            highest = max(highest, max(int(e[0]) for e in gone))
+            if held is not None:
+                held.difference_update(e[1] for e in gone)
+        return removed, highest
+
+    def drop_keys(self, topic: Topic) -> None:
+        """Forget the keys of `topic` kept in memory (read again when next needed)."""
+        self._keys.pop(topic, None)
 
     # ------------------------------------------------------------------ reading
     def read(
@@ -324,28 +409,32 @@ class PublicationStore:
         """Publications of `topic` with local sequence number > `after`, in that order.
 
         At most `limit` of them, and no more once their payloads reach `max_bytes` (at
-        least one is returned if any exists).  Damaged rows are skipped with a warning.
+        least one is returned if any exists).  Damaged entries are skipped with a warning.
         """
+        out: list[Stored] = []
+        size = 0
         try:
             cursor = self._reader().execute(
-                "SELECT local_seq, key, publisher, seq, payload, via, hops, stored_at_ms,"
-                " published_ms, prev, msg_id, proof FROM publications"
-                " WHERE topic = ? AND local_seq > ? ORDER BY local_seq LIMIT ?",
-                (topic, after, limit),
+                "SELECT stored_at_ms, body FROM batches WHERE topic = ? AND last_seq > ? ORDER BY last_seq",
+                (topic, after),
             )
-            out: list[Stored] = []
-            size = 0
-            for row in cursor:
-                stored = self._decode(topic, row)
-                if stored is None:
-                    continue
-                out.append(stored)
-                size += len(stored.publication.payload)
-                if size >= max_bytes:
-                    break
-            return out
+            try:
+                for stamp, body in cursor:
+                    for entry in _entries(self.location, topic, body):
+                        if _sound(entry) and entry[0] <= after:
+                            continue
+                        stored = self._decode(topic, entry, stamp)
+                        if stored is None:
+                            continue
+                        out.append(stored)
+                        size += len(stored.publication.payload)
+                        if len(out) >= limit or size >= max_bytes:
+                            return out
+            finally:
+                cursor.close()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot read {self.location}: {exc}") from None
+        return out
 
     def publications(self, topic: Topic) -> Iterator[Publication]:
         """Every stored publication of `topic` (for rebuilding its trie), in local order."""
@@ -363,25 +452,25 @@ class PublicationStore:
         id and was stored at or after `since_ms` (to refill the de-duplication window)."""
         try:
             rows = self._reader().execute(
-                "SELECT topic, local_seq, key, publisher, seq, payload, via, hops, stored_at_ms,"
-                " published_ms, prev, msg_id, proof FROM publications"
-                " WHERE msg_id != '' AND stored_at_ms >= ?",
-                (since_ms,),
+                "SELECT topic, stored_at_ms, body FROM batches WHERE stored_at_ms >= ?", (since_ms,)
             ).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot read {self.location}: {exc}") from None
         out: list[tuple[Topic, Publication, int]] = []
-        for topic, *rest in rows:
-            stored = self._decode(topic, tuple(rest))
-            if stored is not None:
-                out.append((stored.topic, stored.publication, stored.stored_at_ms))
+        for topic, stamp, body in rows:
+            for entry in _entries(self.location, topic, body):
+                if not _sound(entry) or not entry[9]:
+                    continue
+                stored = self._decode(topic, entry, stamp)
+                if stored is not None:
+                    out.append((stored.topic, stored.publication, stored.stored_at_ms))
         return out
 
     def count(self, topic: Topic) -> int:
         """How many publications of `topic` are stored."""
         try:
             row = self._reader().execute(
-                "SELECT COUNT(*) FROM publications WHERE topic = ?", (topic,)
+                "SELECT COALESCE(SUM(entries), 0) FROM batches WHERE topic = ?", (topic,)
             ).fetchone()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot read {self.location}: {exc}") from None
@@ -407,8 +496,12 @@ class PublicationStore:
             raise StoreError(f"cannot checkpoint {self.location}: {exc}") from None
         self.checkpoints += 1
 
-    def _decode(self, topic: Topic, row: tuple[object, ...]) -> Stored | None:
-        local_seq, key, publisher, seq, payload, via, hops, stamp, published_ms, prev, msg_id, proof = row
+    def _decode(self, topic: object, entry: object, stamp: object) -> Stored | None:
+        """A body entry (module docstring) as a `Stored`, or None with a warning."""
+        if not _sound(entry):
+            log.warning("%s: skipping a damaged entry of %r: %.80r", self.location, topic, entry)
+            return None
+        local_seq, key, publisher, seq, payload, via, hops, published_ms, prev, msg_id, proof = entry
         try:
             if type(key) is not bytes or len(key) != HASH_BYTES:
                 raise ValueError("key is not 16 bytes")

@@ -7,13 +7,14 @@ import random
 import sqlite3
 from pathlib import Path
 
+import msgpack
 import pytest
 
 from pubsub.skipring.antientropy import make_publication
 from pubsub.skipring.handover import HandOverClient
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import GetMember, HandOver, HandOverAck, MemberIs
-from pubsub.node.store import NewRow, PublicationStore, StoreError
+from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
 from supervisor.core import SupervisorCore
 
 T, U = Topic("news"), Topic("sports")
@@ -22,6 +23,14 @@ ME, SUP, M1, M2 = Ref("h:1"), Ref("h:9"), Ref("h:2"), Ref("h:3")
 
 def pubs(n: int, publisher: str = "h:5", start: int = 0) -> list:
     return [make_publication(Ref(publisher), start + i, f"p{start + i}".encode()) for i in range(n)]
+
+
+#: The first layout of the store (one row per publication), as stores made before layout 2 have it.
+LAYOUT_1 = (
+    "CREATE TABLE publications (topic TEXT NOT NULL, local_seq INTEGER NOT NULL, key BLOB NOT NULL,"
+    " publisher TEXT NOT NULL, seq INTEGER NOT NULL, payload BLOB NOT NULL, via TEXT NOT NULL,"
+    " hops INTEGER, stored_at_ms INTEGER NOT NULL, PRIMARY KEY (topic, local_seq), UNIQUE (topic, key))"
+)
 
 
 # --- store ---------------------------------------------------------------------------------------
@@ -73,17 +82,42 @@ def test_memory_store_forgets(tmp_path: Path) -> None:
     assert PublicationStore(None).latest(T) == 0
 
 
-def test_damaged_rows_are_skipped(tmp_path: Path) -> None:
+def test_damaged_entries_and_rows_are_skipped(tmp_path: Path) -> None:
     with PublicationStore(tmp_path) as store:
         store.append(NewRow(T, p, "local") for p in pubs(3))
+        store.append(NewRow(T, p, "local") for p in pubs(2, start=3))
     db = sqlite3.connect(tmp_path / "publications.sqlite3")
-    db.execute("UPDATE publications SET key = x'00' WHERE local_seq = 2")
-    db.execute("UPDATE publications SET publisher = 'not a ref' WHERE local_seq = 3")
+    [(body,)] = db.execute("SELECT body FROM batches WHERE last_seq = 3").fetchall()
+    entries = msgpack.unpackb(body)
+    entries[1][1] = b"\x00"  # local number 2: a key that is not 16 bytes
+    entries[2][2] = "not a ref"  # local number 3: a bad publisher
+    db.execute("UPDATE batches SET body = ? WHERE last_seq = 3", (msgpack.packb(entries),))
+    db.execute("UPDATE batches SET body = x'c1' WHERE last_seq = 5")  # not msgpack at all
     db.commit()
     db.close()
     with PublicationStore(tmp_path) as store:
         assert [s.local_seq for s in store.read(T)] == [1]
-        assert store.latest(T) == 3  # numbers are never reused
+        assert store.latest(T) == 5  # numbers are never reused
+        assert store.append([NewRow(T, pubs(1, start=9)[0], "local")])[0].local_seq == 6
+
+
+def test_damaged_rows_of_a_layout_1_store_are_still_skipped(tmp_path: Path) -> None:
+    """A layout-1 store's values are converted as they are, and checked when read."""
+    a, b, c = pubs(3)
+    db = sqlite3.connect(tmp_path / "publications.sqlite3")
+    db.execute(LAYOUT_1)
+    for n, p in enumerate((a, b, c), 1):
+        db.execute(
+            "INSERT INTO publications VALUES (?, ?, ?, ?, ?, ?, 'local', NULL, 7)", (T, n, p.key, p.publisher, p.seq, p.payload)
+        )
+    db.execute("UPDATE publications SET key = x'00' WHERE local_seq = 2")
+    db.execute("UPDATE publications SET publisher = 'not a ref' WHERE local_seq = 3")
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    with PublicationStore(tmp_path) as store:
+        assert [s.publication for s in store.read(T)] == [a]
+        assert store.latest(T) == 3 and store.read(T)[0].stored_at_ms == 7
 
 
 def test_unusable_directory_and_wrong_layout(tmp_path: Path) -> None:
@@ -186,30 +220,45 @@ def test_supervisor_names_a_random_member_or_none() -> None:
     assert isinstance(none, MemberIs) and none.member is None
 
 
-def test_the_unique_index_leads_with_publisher_and_seq(tmp_path: Path) -> None:
-    """The index that skips duplicates grows at its end (publisher, then its increasing
-    sequence numbers), instead of at a random place per row (a key is a hash): see the
-    store's module docstring.  Same publication, same four values: still skipped."""
+def test_one_row_per_topic_and_commit_and_duplicates_skipped_after_reopening(tmp_path: Path) -> None:
+    """A commit is one row per topic (the module docstring: a row per publication cost a
+    quarter of a node's work); the keys that skip duplicates come back from the file."""
+    a, b, c = pubs(3)
     with PublicationStore(tmp_path) as store:
-        (a,) = pubs(1)
-        assert len(store.append([NewRow(T, a, "local")])) == 1
-        assert store.append([NewRow(T, a, "flood", 1)]) == []
+        store.append([NewRow(T, a, "local"), NewRow(U, a, "flood", 1), NewRow(T, b, "flood", 2), NewRow(T, b, "tree", 3)])
     db = sqlite3.connect(tmp_path / "publications.sqlite3")
-    unique = [name for _, name, is_unique, *_ in db.execute("PRAGMA index_list(publications)") if is_unique]
-    columns = {tuple(row[2] for row in db.execute(f"PRAGMA index_info('{name}')")) for name in unique}
+    rows = db.execute("SELECT topic, first_seq, last_seq, entries FROM batches ORDER BY topic").fetchall()
     db.close()
-    assert ("topic", "publisher", "seq", "key") in columns
-    assert ("topic", "key") not in columns
+    assert rows == [(T, 1, 2, 2), (U, 1, 1, 1)]
+    with PublicationStore(tmp_path) as store:
+        assert store.append([NewRow(T, b, "tree", 1), NewRow(T, c, "tree", 1), NewRow(U, b, "tree", 1)]) == [
+            Stored(T, 3, c, "tree", 1, store.read(T, after=2)[0].stored_at_ms),
+            Stored(U, 2, b, "tree", 1, store.read(U, after=1)[0].stored_at_ms),
+        ]
+        assert [s.publication for s in store.read(T)] == [a, b, c] and store.count(T) == 3
+
+
+def test_a_failed_commit_leaves_nothing_behind(tmp_path: Path) -> None:
+    """A commit that fails writes nothing and takes no numbers: the same publications are
+    written by the next one."""
+    a, b = pubs(2)
+    with PublicationStore(tmp_path) as store:
+        store.append([NewRow(T, a, "local")])
+        reader = sqlite3.connect(tmp_path / "publications.sqlite3", isolation_level=None)
+        reader.execute("BEGIN EXCLUSIVE")  # holds the file: the store's commit fails
+        store._db.execute("PRAGMA busy_timeout = 0")
+        with pytest.raises(StoreError, match="cannot write"):
+            store.append([NewRow(T, b, "local")])
+        reader.execute("ROLLBACK")
+        reader.close()
+        assert store.latest(T) == 1
+        assert [(s.local_seq, s.publication) for s in store.append([NewRow(T, b, "local")])] == [(2, b)]
 
 
 def test_a_store_with_the_first_unique_index_still_skips_duplicates(tmp_path: Path) -> None:
-    """Stores made before the index changed keep UNIQUE (topic, key) and behave the same."""
+    """A layout-1 store, made with UNIQUE (topic, key), is converted and behaves the same."""
     db = sqlite3.connect(tmp_path / "publications.sqlite3")
-    db.execute(
-        "CREATE TABLE publications (topic TEXT NOT NULL, local_seq INTEGER NOT NULL, key BLOB NOT NULL,"
-        " publisher TEXT NOT NULL, seq INTEGER NOT NULL, payload BLOB NOT NULL, via TEXT NOT NULL,"
-        " hops INTEGER, stored_at_ms INTEGER NOT NULL, PRIMARY KEY (topic, local_seq), UNIQUE (topic, key))"
-    )
+    db.execute(LAYOUT_1)
     db.execute("PRAGMA user_version = 1")
     db.commit()
     db.close()
