@@ -137,7 +137,9 @@ def _spread_fields(msg: Spread) -> tuple[Any, ...]:
 
 def _fast_decoded(payload: bytes) -> Message | None:
     """What a fast decoder (`pubsub.skipring.hotpath`) makes of `payload`, if one accepts it."""
-    return hotpath.decode_spread(payload) or hotpath.decode_delivery(payload)
+    return (
+        hotpath.decode_spread(payload) or hotpath.decode_delivery(payload) or hotpath.decode_publish_request(payload)
+    )
 
 
 def _one_payload(payload: bytes) -> Message | None:

@@ -9,7 +9,8 @@ publications arrived as, so that forwarding them re-encodes nothing
 (`pubsub.skipring.messages.PublicationList`).
 
 Every following client reads one Delivery frame per publication; `decode_delivery` reads
-the full form of that frame with direct type tests.  (Encoding needs no fast path of its
+the full form of that frame with direct type tests.  Every publication starts as a client's
+PublishRequest, which the node it reaches reads with `decode_publish_request`.  (Encoding needs no fast path of its
 own: `pubsub.kernel.wire.encode_payload` reads a message's fields in one step.)
 
 A fast decoder only ever accepts what the generic decoder accepts: for anything it does not
@@ -43,6 +44,7 @@ from pubsub.skipring.messages import (
     Publication,
     PublicationKey,
     PublicationList,
+    PublishRequest,
     Spread,
 )
 
@@ -176,8 +178,40 @@ def decode_delivery(payload: bytes) -> Delivery | None:
         return None
 
 
+_PUBLISH_REQUEST_FIELDS = frozenset(("v", "t", "topic", "payload", "id", "msg_id"))
+
+
+def decode_publish_request(payload: bytes) -> PublishRequest | None:
+    """The PublishRequest in `payload` (all its fields present), or None to leave the frame
+    to the generic decoder."""
+    n = len(payload)
+    try:
+        obj = msgpack.unpackb(
+            payload, raw=False, strict_map_key=True, max_str_len=n, max_bin_len=n, max_array_len=n,
+            max_map_len=n // 2, max_ext_len=0,
+        )
+    except Exception:  # noqa: BLE001 - anything odd: the generic decoder decides
+        return None
+    if type(obj) is not dict or obj.keys() != _PUBLISH_REQUEST_FIELDS:
+        return None
+    version, number, body, msg_id = obj["v"], obj["id"], obj["payload"], obj["msg_id"]
+    if type(version) is not int or version != wire.PROTOCOL_VERSION or obj["t"] != "publish_request":
+        return None
+    if type(number) is not int or not INT64_MIN <= number <= INT64_MAX:
+        return None
+    if type(body) is not bytes or len(body) > MAX_PAYLOAD_BYTES:
+        return None
+    if type(msg_id) is not str or (msg_id and (len(msg_id) > MAX_MSG_ID_CHARS or not msg_id_characters(msg_id))):
+        return None
+    try:
+        return PublishRequest(validate_topic(obj["topic"]), Payload(body), number, MsgId(msg_id))
+    except WireError:
+        return None
+
+
 def register() -> None:
-    """Make the codec try `decode_spread` first on Spread frames, and `decode_delivery` on
-    Delivery frames."""
+    """Make the codec try `decode_spread` first on Spread frames, `decode_delivery` on
+    Delivery frames and `decode_publish_request` on PublishRequest frames."""
     wire.register_fast_decoder("spread", decode_spread)
     wire.register_fast_decoder("delivery", decode_delivery)
+    wire.register_fast_decoder("publish_request", decode_publish_request)

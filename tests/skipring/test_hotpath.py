@@ -1,5 +1,5 @@
-"""The fast decoders (`pubsub.skipring.hotpath`): the Spread and Delivery decoders accept
-exactly what the generic decoder accepts, and a forwarded batch reuses the bytes it arrived
+"""The fast decoders (`pubsub.skipring.hotpath`): the Spread, Delivery and PublishRequest
+decoders accept exactly what the generic decoder accepts, and a forwarded batch reuses the bytes it arrived
 as."""
 
 from __future__ import annotations
@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 from pubsub.kernel import wire
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.antientropy import make_publication
-from pubsub.skipring.hotpath import decode_delivery, decode_spread
-from pubsub.skipring.messages import Delivery, MsgId, Payload, Position, PublicationKey, PublicationList, Spread
+from pubsub.skipring.hotpath import decode_delivery, decode_publish_request, decode_spread
+from pubsub.skipring.messages import (
+    Delivery, MsgId, Payload, Position, PublicationKey, PublicationList, PublishRequest, Spread,
+)
 
 T = Topic("t")
 A = Ref("127.0.0.1:7001")
@@ -145,5 +147,61 @@ def test_mutated_delivery_frames_are_never_accepted_differently(data: st.DataObj
         i = data.draw(st.integers(0, len(payload) - 1))
         payload[i] = data.draw(st.integers(0, 255))
     fast = decode_delivery(bytes(payload))
+    if fast is not None:
+        assert fast == generic(bytes(payload))
+
+
+requests = st.builds(
+    PublishRequest,
+    topic=st.sampled_from([T, Topic("news/eu"), Topic("x" * 200)]),
+    payload=st.binary(max_size=300).map(Payload),
+    id=INT64,
+    msg_id=st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=64).map(MsgId),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(msg=requests)
+def test_publish_request_frames_decode_the_same(msg: PublishRequest) -> None:
+    payload = wire.encode(msg)[4:]
+    assert decode_publish_request(payload) == msg == generic(payload)
+
+
+def request_frame(**changes: object) -> bytes:
+    body = msgpack.unpackb(wire.encode(PublishRequest(T, Payload(b"body"), 7, MsgId("id-1")))[4:], raw=False)
+    body.update(changes)
+    return msgpack.packb({k: v for k, v in body.items() if v is not None}, use_bin_type=True)
+
+
+def test_odd_publish_request_frames_go_to_the_generic_decoder() -> None:
+    cases = [
+        request_frame(id="1"),
+        request_frame(id=1 << 63),
+        request_frame(id=True),
+        request_frame(payload="text"),
+        request_frame(payload=bytes(wire.MAX_PAYLOAD_BYTES + 1)),
+        request_frame(topic="a\x00b"),
+        request_frame(topic=""),
+        request_frame(msg_id="has space"),
+        request_frame(msg_id="x" * 65),
+        request_frame(v=True),
+        request_frame(extra=1),
+        request_frame()[:-2],
+    ]
+    for payload in cases:
+        assert decode_publish_request(payload) is None
+        assert isinstance(generic(payload), str)  # the generic decoder refuses it, by code
+    without_id = request_frame(msg_id=None)  # a client that sends no message id
+    assert decode_publish_request(without_id) is None and isinstance(generic(without_id), PublishRequest)
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_mutated_publish_request_frames_are_never_accepted_differently(data: st.DataObject) -> None:
+    payload = bytearray(request_frame())
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(payload) - 1))
+        payload[i] = data.draw(st.integers(0, 255))
+    fast = decode_publish_request(bytes(payload))
     if fast is not None:
         assert fast == generic(bytes(payload))
