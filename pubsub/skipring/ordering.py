@@ -113,6 +113,11 @@ class Sequencer:
     def push(self, topic: Topic, arrival: Arrival, now: float) -> None:
         """A new arrival: through now if its predecessor is, else held back."""
         p = arrival.publication
+        if not self._held and self._through(topic, p):  # nothing waits: the usual case, in short
+            self.counters["in_order"] += 1
+            self._out.append((topic, arrival))
+            self._mark(topic, p)
+            return
         stream = (topic, p.publisher)
         held = self._held.get(stream)
         if held is not None:
@@ -196,6 +201,7 @@ class Sequencer:
             return
         seen.recent.add(p.seq)
         seen.order.append(p.seq)
-        seen.top = max(seen.top, p.seq)
+        if p.seq > seen.top:
+            seen.top = p.seq
         while len(seen.order) > self.window:
             seen.recent.discard(seen.order.popleft())
