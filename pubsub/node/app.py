@@ -384,9 +384,10 @@ class NodeApp:
         """A Persist's commit ended: tell the core (`notify`), then carry out what waited
         for it; the sends join the outbox, which leaves coalesced once every action of the
         commit has run."""
+        effects = persist.then if ok else persist.otherwise
         if persist.notify is not None:
-            self._outbox.extend(self._execute(self.core.persisted(persist.notify, ok), written))
-        self._outbox.extend(self._execute(persist.then if ok else persist.otherwise, written))
+            effects = (*self.core.persisted(persist.notify, ok), *effects)
+        self._outbox.extend(self._execute(effects, written))
         self._schedule_outbox()
 
     def _schedule_outbox(self) -> None:
