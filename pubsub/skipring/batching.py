@@ -27,13 +27,17 @@ def coalesce(sends: list[Send], max_bytes: int) -> list[Send]:
         return sends
     out: list[Send] = []
     open_groups: dict[tuple[object, ...], tuple[int, int]] = {}  # key -> (slot in out, bytes)
+    # A publisher's Spreads to its neighbours share one list of publications: sized once.
+    sizes: dict[int, int] = {}
     for send in sends:
         msg = send.msg
         if not isinstance(msg, Spread):
             out.append(send)
             continue
         key = (send.dest, msg.topic, msg.sender, msg.start, msg.end, msg.levels, msg.hops)
-        size = sum(len(p.payload) + PUBLICATION_OVERHEAD for p in msg.publications)
+        size = sizes.get(id(msg.publications))
+        if size is None:
+            size = sizes[id(msg.publications)] = sum(len(p.payload) + PUBLICATION_OVERHEAD for p in msg.publications)
         found = open_groups.get(key)
         if found is not None:
             slot, batch_size = found
