@@ -50,6 +50,18 @@ Eager rounds (beyond the paper)
     ring whose tries agree produces none of these, so it goes back to one CheckTrie per
     node and Timeout; with flooding on they are rare (a race between a flood and a round).
 
+Deferred rounds (beyond the paper)
+    While the arc broadcast is carrying publications here, a round's root comparison mostly
+    finds publications still on their way (a neighbour holds one the tree is about to bring
+    us, or the other way round) and descends for nothing: about 5% of a node's CPU at
+    50 publications per second, more under load (`docs/measurements/issue11.md`).  A node
+    that stored publications from Spread messages since its last round, and is not `eager`,
+    defers the round -- at most `MAX_DEFERRED_ROUNDS` Timeouts in a row, so every node
+    still starts a round at least every `MAX_DEFERRED_ROUNDS` + 1 Timeouts and Theorem
+    5.19's argument holds with the interval scaled by that factor.  Only tree arrivals
+    defer: a ring that is not legitimate falls back to flooding, and a node that lacked
+    something (it stored by anti-entropy) is eager, so repairs never wait.  Rounds that
+    neighbours start are answered as always (``rounds_deferred`` counts the deferrals).
 The empty trie
     Its root is reported as (⊥, `EMPTY_HASH`).  A receiver whose own trie is empty treats
     that exact pair as equal (case (i)).  One deliberate departure from Alg. 5 l.1-4: a
@@ -120,6 +132,8 @@ DEFAULT_BATCH_PUBLICATIONS = 64
 DEFAULT_BATCH_BYTES = 256 * 1024
 #: Timeouts a node stays eager after it saw a difference (see "Eager rounds").
 EAGER_ROUNDS = 4
+#: Rounds in a row a node defers while the tree brings publications (see "Deferred rounds").
+MAX_DEFERRED_ROUNDS = 3
 #: Per-publication overhead assumed when filling a batch (key, reference, seq, framing).
 PUBLICATION_OVERHEAD = 64
 
@@ -179,6 +193,10 @@ class AntiEntropy:
         self._out: list[Send] = []
         #: Timeouts left in the eager state (`eager`).
         self._eager_rounds = 0
+        #: Publications stored from Spreads since the last round, and rounds deferred in a
+        #: row for them (see "Deferred rounds").
+        self._tree_arrivals = 0
+        self._deferred_rounds = 0
 
     # ------------------------------------------------------------------ keys and storage
     def trie_key(self, publication: Publication) -> int:
@@ -250,13 +268,21 @@ class AntiEntropy:
         neighbour in the paper; the partners `pubsub.skipring.partners` chose here.
 
         An empty trie sends nothing (see "The empty trie" in the module docstring): its
-        owner has nothing to offer, and any neighbour's own round fills it completely.
+        owner has nothing to offer, and any neighbour's own round fills it completely.  A
+        node the tree is feeding may defer the round (see "Deferred rounds").
         """
-        if self._eager_rounds:
+        eager = self._eager_rounds > 0
+        if eager:
             self._eager_rounds -= 1
         if len(self.trie) == 0:
             self.counters["rounds_skipped_empty"] += 1
             return []
+        fed, self._tree_arrivals = self._tree_arrivals, 0
+        if fed and not eager and self._deferred_rounds < MAX_DEFERRED_ROUNDS:
+            self._deferred_rounds += 1
+            self.counters["rounds_deferred"] += 1
+            return []
+        self._deferred_rounds = 0
         chosen = sorted({ref for ref in targets if ref != self.ref})
         if not chosen:
             return []
@@ -400,6 +426,7 @@ class AntiEntropy:
             else:
                 counters["spread_duplicates"] += 1
         counters["stored_by_tree"] += len(new)
+        self._tree_arrivals += len(new)
         if not self.flooding or not valid:
             return
         view = self._view() if self.tree else None

@@ -15,21 +15,25 @@ from pubsub.skipring.antientropy import (
     EAGER_ROUNDS,
     FLOOD,
     LOCAL,
+    MAX_DEFERRED_ROUNDS,
     AntiEntropy,
     make_publication,
 )
+from pubsub.skipring.arcs import ArcView
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.skipring.messages import (
     CheckAndPublish,
     CheckTrie,
     NodeDigest,
     Payload,
+    Position,
     Publication,
     PublicationKey,
     Publish,
     PublishNew,
     RemoveConnections,
     SetData,
+    Spread,
 )
 from pubsub.skipring.nodecore import NodeCore
 from pubsub.skipring.trie import EMPTY_HASH, EMPTY_LABEL, TrieLabel
@@ -176,6 +180,44 @@ def test_differences_make_a_node_eager_for_a_few_rounds() -> None:
     alone = AntiEntropy(W, TOPIC, key_bits=3, verify_keys=False, flooding=False)
     alone.publish_local(P1)
     assert alone.eager  # nobody else holds it and nothing else spreads it
+
+
+def fed_by_the_tree() -> tuple[AntiEntropy, list[Publication]]:
+    """A leaf of the arc broadcast (its arc holds only itself) and publications to feed it."""
+    me = 1 << 62
+    view = ArcView(me, 2, ((me + (1 << 62), V),), True)
+    leaf = AntiEntropy(U, TOPIC, tree=True, arc_view=lambda: view)
+    return leaf, [make_publication(W, i, b"p%d" % i) for i in range(20)]
+
+
+def spread(leaf: AntiEntropy, publication: Publication) -> None:
+    me = 1 << 62
+    leaf.handle(Spread(TOPIC, W, Position(me - 1), Position(me + 1), 2, 1, [publication]))
+
+
+def test_a_node_the_tree_feeds_defers_its_rounds_but_never_more_than_a_few_in_a_row() -> None:
+    leaf, pubs = fed_by_the_tree()
+    spread(leaf, pubs[0])
+    rounds = []
+    for p in pubs[1:13]:
+        spread(leaf, p)  # the tree keeps bringing publications
+        rounds.append(bool(leaf.publish_timeout([V])))
+    assert rounds == ([False] * MAX_DEFERRED_ROUNDS + [True]) * 3
+    assert leaf.counters["rounds_deferred"] == 3 * MAX_DEFERRED_ROUNDS and leaf.counters["rounds"] == 3
+    assert leaf.publish_timeout([V]) and leaf.publish_timeout([V])  # the tree is quiet: every Timeout
+
+
+def test_a_node_that_saw_a_difference_or_got_no_tree_arrivals_never_defers() -> None:
+    leaf, pubs = fed_by_the_tree()
+    leaf.handle(Publish(TOPIC, [pubs[0]]))  # it lacked one: eager
+    for p in pubs[1:1 + EAGER_ROUNDS]:
+        spread(leaf, p)
+        assert leaf.publish_timeout([V])
+    flooded, _ = fed_by_the_tree()
+    for i, p in enumerate(pubs):
+        flooded.handle(PublishNew(TOPIC, p, 1))  # arrivals by flooding defer nothing
+        assert flooded.publish_timeout([V]), i
+    assert flooded.counters["rounds_deferred"] == 0
 
 
 # --- convergence between two nodes ----------------------------------------------------------
