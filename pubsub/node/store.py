@@ -25,7 +25,7 @@ of a node's work under load; one row per commit costs 2-3 µs per publication
 
 Duplicates.  `append` skips a publication the topic already holds (same key), so that a
 duplicate takes no local number.  The store keeps each topic's keys in memory to know
-that, read from the file the first time the topic is written to (about 80 bytes per
+that, read from the file the first time the topic is written to (about 90 bytes per
 publication held; the node core's trie, which never hands the store a publication twice,
 holds far more).
 

@@ -238,6 +238,39 @@ def test_one_row_per_topic_and_commit_and_duplicates_skipped_after_reopening(tmp
         assert [s.publication for s in store.read(T)] == [a, b, c] and store.count(T) == 3
 
 
+def test_a_layout_1_store_is_converted_commit_by_commit(tmp_path: Path) -> None:
+    """Conversion keeps every publication, its number and its commit time, one row per topic
+    and commit as layout 1 wrote them (at most 512 publications a row)."""
+    items = pubs(1300)
+    db = sqlite3.connect(tmp_path / "publications.sqlite3")
+    db.execute(LAYOUT_1)
+    stamps = {T: [], U: []}
+    for n, p in enumerate(items):
+        topic, local = (T, n // 2 + 1) if n % 2 == 0 else (U, n // 2 + 1)
+        stamp = 100 if local <= 600 else 200  # two commits per topic, the first of 600
+        stamps[topic].append(stamp)
+        db.execute(
+            "INSERT INTO publications VALUES (?, ?, ?, ?, ?, ?, 'flood', 2, ?)",
+            (topic, local, p.key, p.publisher, p.seq, p.payload, stamp),
+        )
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    with PublicationStore(tmp_path) as store:
+        for topic, mine in ((T, items[0::2]), (U, items[1::2])):
+            read = list(store.read(topic, limit=2000, max_bytes=1 << 24))
+            assert [s.publication for s in read] == mine and [s.local_seq for s in read] == list(range(1, 651))
+            assert [s.stored_at_ms for s in read] == stamps[topic] and {(s.via, s.hops) for s in read} == {("flood", 2)}
+            assert store.latest(topic) == 650 and store.count(topic) == 650
+        assert store.append([NewRow(T, items[0], "tree")]) == []  # still held
+    db = sqlite3.connect(tmp_path / "publications.sqlite3")
+    rows = db.execute("SELECT topic, first_seq, last_seq FROM batches ORDER BY topic, last_seq").fetchall()
+    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    db.close()
+    assert rows == [(T, 1, 512), (T, 513, 600), (T, 601, 650), (U, 1, 512), (U, 513, 600), (U, 601, 650)]
+    assert "publications" not in tables
+
+
 def test_a_failed_commit_leaves_nothing_behind(tmp_path: Path) -> None:
     """A commit that fails writes nothing and takes no numbers: the same publications are
     written by the next one."""
