@@ -23,6 +23,8 @@ generic decoder on random and mutated frames.
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import msgpack
 
 from pubsub.kernel import wire
@@ -144,9 +146,9 @@ _DELIVERY_FIELDS = frozenset((
 ))
 
 
-def decode_delivery(payload: bytes) -> Delivery | None:
-    """The Delivery in `payload` (all its fields present), or None to leave the frame to the
-    generic decoder."""
+def _full_map(payload: bytes, kind: str, fields: frozenset[str]) -> dict[str, object] | None:
+    """The map in `payload` if it is a frame of `kind` in this protocol version with exactly
+    `fields` (every field present), under the generic decoder's size bounds; else None."""
     n = len(payload)
     try:
         obj = msgpack.unpackb(
@@ -155,19 +157,37 @@ def decode_delivery(payload: bytes) -> Delivery | None:
         )
     except Exception:  # noqa: BLE001 - anything odd: the generic decoder decides
         return None
-    if type(obj) is not dict or obj.keys() != _DELIVERY_FIELDS:
+    if type(obj) is not dict or obj.keys() != fields:
         return None
-    version, local_seq, seq = obj["v"], obj["local_seq"], obj["seq"]
+    version = obj["v"]  # True == 1 in Python: the type is checked as the generic decoder does
+    if type(version) is not int or version != wire.PROTOCOL_VERSION or obj["t"] != kind:
+        return None
+    return obj
+
+
+def _int64(number: object) -> TypeGuard[int]:
+    return type(number) is int and INT64_MIN <= number <= INT64_MAX
+
+
+def _msg_id(msg_id: object) -> TypeGuard[str]:
+    """Whether `msg_id` is a valid message id ("" for none)."""
+    return type(msg_id) is str and (not msg_id or (len(msg_id) <= MAX_MSG_ID_CHARS and msg_id_characters(msg_id)))
+
+
+def decode_delivery(payload: bytes) -> Delivery | None:
+    """The Delivery in `payload` (all its fields present), or None to leave the frame to the
+    generic decoder."""
+    obj = _full_map(payload, "delivery", _DELIVERY_FIELDS)
+    if obj is None:
+        return None
+    local_seq, seq = obj["local_seq"], obj["seq"]
     stored_at_ms, published_ms = obj["stored_at_ms"], obj["published_ms"]
     key, body, msg_id = obj["key"], obj["payload"], obj["msg_id"]
-    if type(version) is not int or version != wire.PROTOCOL_VERSION or obj["t"] != "delivery":
+    if not (_int64(local_seq) and _int64(seq) and _int64(stored_at_ms) and _int64(published_ms)):
         return None
-    for number in (local_seq, seq, stored_at_ms, published_ms):
-        if type(number) is not int or not INT64_MIN <= number <= INT64_MAX:
-            return None
     if type(key) is not bytes or len(key) != 16 or type(body) is not bytes or len(body) > MAX_PAYLOAD_BYTES:
         return None
-    if type(msg_id) is not str or (msg_id and (len(msg_id) > MAX_MSG_ID_CHARS or not msg_id_characters(msg_id))):
+    if not _msg_id(msg_id):
         return None
     try:
         return Delivery(
@@ -184,24 +204,11 @@ _PUBLISH_REQUEST_FIELDS = frozenset(("v", "t", "topic", "payload", "id", "msg_id
 def decode_publish_request(payload: bytes) -> PublishRequest | None:
     """The PublishRequest in `payload` (all its fields present), or None to leave the frame
     to the generic decoder."""
-    n = len(payload)
-    try:
-        obj = msgpack.unpackb(
-            payload, raw=False, strict_map_key=True, max_str_len=n, max_bin_len=n, max_array_len=n,
-            max_map_len=n // 2, max_ext_len=0,
-        )
-    except Exception:  # noqa: BLE001 - anything odd: the generic decoder decides
+    obj = _full_map(payload, "publish_request", _PUBLISH_REQUEST_FIELDS)
+    if obj is None:
         return None
-    if type(obj) is not dict or obj.keys() != _PUBLISH_REQUEST_FIELDS:
-        return None
-    version, number, body, msg_id = obj["v"], obj["id"], obj["payload"], obj["msg_id"]
-    if type(version) is not int or version != wire.PROTOCOL_VERSION or obj["t"] != "publish_request":
-        return None
-    if type(number) is not int or not INT64_MIN <= number <= INT64_MAX:
-        return None
-    if type(body) is not bytes or len(body) > MAX_PAYLOAD_BYTES:
-        return None
-    if type(msg_id) is not str or (msg_id and (len(msg_id) > MAX_MSG_ID_CHARS or not msg_id_characters(msg_id))):
+    number, body, msg_id = obj["id"], obj["payload"], obj["msg_id"]
+    if not _int64(number) or type(body) is not bytes or len(body) > MAX_PAYLOAD_BYTES or not _msg_id(msg_id):
         return None
     try:
         return PublishRequest(validate_topic(obj["topic"]), Payload(body), number, MsgId(msg_id))

@@ -5,6 +5,7 @@ as."""
 from __future__ import annotations
 
 import msgpack
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -104,53 +105,6 @@ deliveries = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(msg=deliveries)
-def test_delivery_frames_decode_the_same(msg: Delivery) -> None:
-    payload = wire.encode(msg)[4:]
-    assert decode_delivery(payload) == msg == generic(payload)
-
-
-def delivery_frame(**changes: object) -> bytes:
-    msg = Delivery(T, 7, A, 3, PublicationKey(bytes(16)), Payload(b"body"), 1700, 1600, MsgId("id-1"))
-    body = msgpack.unpackb(wire.encode(msg)[4:], raw=False)
-    body.update(changes)
-    return msgpack.packb({k: v for k, v in body.items() if v is not None}, use_bin_type=True)
-
-
-def test_odd_delivery_frames_go_to_the_generic_decoder() -> None:
-    cases = [
-        delivery_frame(local_seq="1"),
-        delivery_frame(seq=1 << 63),
-        delivery_frame(key=b"short"),
-        delivery_frame(payload="text"),
-        delivery_frame(publisher="no-port"),
-        delivery_frame(topic="a\x00b"),
-        delivery_frame(msg_id="has space"),
-        delivery_frame(stored_at_ms=True),
-        delivery_frame(v=True),
-        delivery_frame(extra=1),
-        delivery_frame()[:-2],
-    ]
-    for payload in cases:
-        assert decode_delivery(payload) is None
-        assert isinstance(generic(payload), str)  # the generic decoder refuses it, by code
-    older = delivery_frame(published_ms=None, msg_id=None)  # an older node's shorter frame
-    assert decode_delivery(older) is None and isinstance(generic(older), Delivery)
-
-
-@settings(max_examples=400, deadline=None)
-@given(data=st.data())
-def test_mutated_delivery_frames_are_never_accepted_differently(data: st.DataObject) -> None:
-    payload = bytearray(delivery_frame())
-    for _ in range(data.draw(st.integers(1, 4))):
-        i = data.draw(st.integers(0, len(payload) - 1))
-        payload[i] = data.draw(st.integers(0, 255))
-    fast = decode_delivery(bytes(payload))
-    if fast is not None:
-        assert fast == generic(bytes(payload))
-
-
 requests = st.builds(
     PublishRequest,
     topic=st.sampled_from([T, Topic("news/eu"), Topic("x" * 200)]),
@@ -158,50 +112,69 @@ requests = st.builds(
     id=INT64,
     msg_id=st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=64).map(MsgId),
 )
+#: The decoders that read a frame with every field present, by the message they make.
+FULL_DECODERS = {Delivery: decode_delivery, PublishRequest: decode_publish_request}
+DELIVERY = Delivery(T, 7, A, 3, PublicationKey(bytes(16)), Payload(b"body"), 1700, 1600, MsgId("id-1"))
+REQUEST = PublishRequest(T, Payload(b"body"), 7, MsgId("id-1"))
 
 
-@settings(max_examples=300, deadline=None)
-@given(msg=requests)
-def test_publish_request_frames_decode_the_same(msg: PublishRequest) -> None:
+@settings(max_examples=600, deadline=None)
+@given(msg=st.one_of(deliveries, requests))
+def test_full_frames_decode_the_same(msg: Delivery | PublishRequest) -> None:
     payload = wire.encode(msg)[4:]
-    assert decode_publish_request(payload) == msg == generic(payload)
+    assert FULL_DECODERS[type(msg)](payload) == msg == generic(payload)
 
 
-def request_frame(**changes: object) -> bytes:
-    body = msgpack.unpackb(wire.encode(PublishRequest(T, Payload(b"body"), 7, MsgId("id-1")))[4:], raw=False)
+def full_frame(msg: Delivery | PublishRequest, **changes: object) -> bytes:
+    """`msg` encoded, with fields changed, added, or left out (None)."""
+    body = msgpack.unpackb(wire.encode(msg)[4:], raw=False)
     body.update(changes)
     return msgpack.packb({k: v for k, v in body.items() if v is not None}, use_bin_type=True)
 
 
-def test_odd_publish_request_frames_go_to_the_generic_decoder() -> None:
-    cases = [
-        request_frame(id="1"),
-        request_frame(id=1 << 63),
-        request_frame(id=True),
-        request_frame(payload="text"),
-        request_frame(payload=bytes(wire.MAX_PAYLOAD_BYTES + 1)),
-        request_frame(topic="a\x00b"),
-        request_frame(topic=""),
-        request_frame(msg_id="has space"),
-        request_frame(msg_id="x" * 65),
-        request_frame(v=True),
-        request_frame(extra=1),
-        request_frame()[:-2],
-    ]
-    for payload in cases:
-        assert decode_publish_request(payload) is None
+ODD = [
+    (DELIVERY, {"local_seq": "1"}),
+    (DELIVERY, {"seq": 1 << 63}),
+    (DELIVERY, {"key": b"short"}),
+    (DELIVERY, {"publisher": "no-port"}),
+    (DELIVERY, {"stored_at_ms": True}),
+    (REQUEST, {"id": "1"}),
+    (REQUEST, {"id": 1 << 63}),
+    (REQUEST, {"id": True}),
+    (REQUEST, {"payload": bytes(wire.MAX_PAYLOAD_BYTES + 1)}),
+    (REQUEST, {"topic": ""}),
+    (REQUEST, {"msg_id": "x" * 65}),
+    *(
+        (msg, change)
+        for msg in (DELIVERY, REQUEST)
+        for change in ({"v": True}, {"extra": 1}, {"payload": "text"}, {"topic": "a\x00b"}, {"msg_id": "has space"})
+    ),
+]
+
+
+@pytest.mark.parametrize(("msg", "changes"), ODD)
+def test_odd_full_frames_go_to_the_generic_decoder(msg: Delivery | PublishRequest, changes: dict[str, object]) -> None:
+    decoder = FULL_DECODERS[type(msg)]
+    for payload in (full_frame(msg, **changes), full_frame(msg)[:-2]):
+        assert decoder(payload) is None
         assert isinstance(generic(payload), str)  # the generic decoder refuses it, by code
-    without_id = request_frame(msg_id=None)  # a client that sends no message id
+
+
+def test_shorter_forms_go_to_the_generic_decoder() -> None:
+    older = full_frame(DELIVERY, published_ms=None, msg_id=None)  # an older node's shorter frame
+    assert decode_delivery(older) is None and isinstance(generic(older), Delivery)
+    without_id = full_frame(REQUEST, msg_id=None)  # a client that sends no message id
     assert decode_publish_request(without_id) is None and isinstance(generic(without_id), PublishRequest)
 
 
+@pytest.mark.parametrize("msg", [DELIVERY, REQUEST])
 @settings(max_examples=400, deadline=None)
 @given(data=st.data())
-def test_mutated_publish_request_frames_are_never_accepted_differently(data: st.DataObject) -> None:
-    payload = bytearray(request_frame())
+def test_mutated_full_frames_are_never_accepted_differently(msg: Delivery | PublishRequest, data: st.DataObject) -> None:
+    payload = bytearray(full_frame(msg))
     for _ in range(data.draw(st.integers(1, 4))):
         i = data.draw(st.integers(0, len(payload) - 1))
         payload[i] = data.draw(st.integers(0, 255))
-    fast = decode_publish_request(bytes(payload))
+    fast = FULL_DECODERS[type(msg)](bytes(payload))
     if fast is not None:
         assert fast == generic(bytes(payload))
