@@ -53,6 +53,7 @@ from supervisor.settings import SupervisorSettings
 from supervisor.core import SupervisorCore
 from supervisor.sharding import ShardedSupervisor
 from supervisor.store import StoreError, SupervisorStore
+from pubsub.runtime.datadir import held_data_dir
 from supervisor.webview import RingWatch, application, ask_status
 
 log = logging.getLogger(__name__)
@@ -202,10 +203,22 @@ async def serve_supervisor(
     listener for `pubsub chaos`; AdminError if it cannot be opened; with
     `settings.web_listen`, also its web view: HttpError if it cannot be opened).
 
-    Raises StoreError when the database cannot be opened, MetricsError / EventsError when
+    Raises StoreError when the database cannot be opened or another process holds the data
+    directory (`pubsub.runtime.datadir.held_data_dir`), MetricsError / EventsError when
     the metrics endpoint or the events directory (`telemetry`) is unusable, and OSError
     when `listen` cannot be bound.
     """
+    with held_data_dir(settings.data_dir, StoreError):
+        await _serve_supervisor(listen, runtime_settings, settings, telemetry, admin)
+
+
+async def _serve_supervisor(
+    listen: Ref,
+    runtime_settings: RuntimeSettings,
+    settings: SupervisorSettings,
+    telemetry: TelemetrySettings | None,
+    admin: AdminSettings | None,
+) -> None:
     store = SupervisorStore(settings.data_dir)
     try:
         core = SupervisorCore(listen, config_budget=settings.config_budget, rng=random.Random())

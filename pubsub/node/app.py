@@ -67,6 +67,7 @@ from pubsub.node.http import http_application
 from pubsub.node.settings import FRAME_OVERHEAD, NodeSettings
 from pubsub.node.commits import GroupCommit, Written
 from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
+from pubsub.runtime.datadir import held_data_dir
 from pubsub.node.writer import StoreThread
 from pubsub.node.retention import RetentionKeeper
 from pubsub.node.signing import Signing
@@ -585,10 +586,22 @@ async def serve_node(
     With `settings.http_listen` it also serves the HTTP API there (`pubsub.node.http`).
 
     Raises TopicFileError or StoreError when the data directory, topics file or store is
-    unusable, MetricsError / EventsError when the metrics endpoint or the events directory
-    (`telemetry`) is, HttpError when the HTTP API's address is, and OSError when `listen`
-    cannot be bound.
+    unusable or another process holds the data directory (`held_data_dir`), MetricsError /
+    EventsError when the metrics endpoint or the events directory (`telemetry`) is,
+    HttpError when the HTTP API's address is, and OSError when `listen` cannot be bound.
     """
+    with held_data_dir(settings.data_dir, StoreError):
+        await _serve_node(listen, supervisor, runtime_settings, settings, telemetry, admin)
+
+
+async def _serve_node(
+    listen: Ref,
+    supervisor: Ref,
+    runtime_settings: RuntimeSettings,
+    settings: NodeSettings,
+    telemetry: TelemetrySettings | None,
+    admin: AdminSettings | None,
+) -> None:
     topic_file = TopicFile(settings.data_dir) if settings.data_dir is not None else None
     store = PublicationStore(settings.data_dir, sync=settings.store_sync)
     try:

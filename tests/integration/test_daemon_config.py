@@ -139,6 +139,36 @@ def test_a_supervisor_and_a_node_run_from_configuration_files_alone(tmp_path: Pa
         assert {"ts", "time", "level", "logger", "message", "pid"} <= set(entry), entry
 
 
+def test_one_daemon_per_data_directory(tmp_path: Path, procs: list[Proc]) -> None:
+    """A second supervisor or node on a data directory in use stops with one line naming the
+    holder, and the first goes on; once the holder is gone, even killed, the directory is
+    free (a newer node converting the store under an older one was found this way)."""
+    sup_port, sup2_port, node_port, node2_port = pick_free_ports(4)
+    sup_ref, node_ref = f"127.0.0.1:{sup_port}", f"127.0.0.1:{node_port}"
+    sup = Proc(tmp_path / "sup.log", "supervisor", "--listen", sup_ref, "--data", str(tmp_path / "s"))
+    procs.append(sup)
+    node = Proc(tmp_path / "node.log", "node", "--listen", node_ref, "--supervisor", sup_ref, "--data", str(tmp_path / "n"))
+    procs.append(node)
+    wait_answering(sup, sup_ref)
+    wait_answering(node, node_ref)
+    sup2 = Proc(tmp_path / "sup2.log", "supervisor", "--listen", f"127.0.0.1:{sup2_port}", "--data", str(tmp_path / "s"))
+    procs.append(sup2)
+    node2_args = ("node", "--listen", f"127.0.0.1:{node2_port}", "--supervisor", sup_ref, "--data", str(tmp_path / "n"))
+    node2 = Proc(tmp_path / "node2.log", *node2_args)
+    procs.append(node2)
+    for second, first in ((sup2, sup), (node2, node)):
+        assert second.wait_exit() != 0
+        assert f"is in use by another process (pid {first.proc.pid}): one daemon per data directory" in second.text()
+        assert len([line for line in second.text().splitlines() if line.strip()]) == 1, second.text()
+    wait_answering(sup, sup_ref)
+    wait_answering(node, node_ref)
+    node.proc.kill()  # SIGKILL: the kernel releases the lock with the process
+    node.proc.wait(timeout=10)
+    again = Proc(tmp_path / "node3.log", *node2_args)
+    procs.append(again)
+    wait_answering(again, f"127.0.0.1:{node2_port}")
+
+
 def test_flags_beat_the_environment_which_beats_the_file(tmp_path: Path, procs: list[Proc]) -> None:
     sup_port, node_port, file_port, env_port, flag_port = pick_free_ports(5)
     sup_ref, node_ref = f"127.0.0.1:{sup_port}", f"127.0.0.1:{node_port}"
