@@ -10,9 +10,9 @@ store (`pubsub.node.store`), one more table in the same SQLite file::
 * **Pruning.**  When a topic's settings or horizon change, the publications at or before
   the horizon -- ``published_ms < through_ms``, or equal with ``key <= through_key``, the
   order of `pubsub.skipring.retention` -- are deleted (`PublicationStore.remove_at_or_before`)
-  and the topic's row is written, in one transaction.  It runs after the group commit that holds every row queued so far
-  (`pubsub.node.commits`), so a publication stored just before it expired is written and
-  then deleted, never left behind.
+  and the topic's row is written, in one transaction.  It runs after the group commit that
+  holds every row queued so far (`pubsub.node.commits`), so a publication stored just
+  before it expired is written and then deleted, never left behind.
 * **Restart.**  At start the settings and horizons are handed to the core before any topic's
   trie is refilled, so what the store still holds beyond a horizon (a crash between a
   commit and a prune) is not restored; the next prune deletes it.

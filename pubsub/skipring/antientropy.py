@@ -62,6 +62,7 @@ Deferred rounds (beyond the paper)
     defer: a ring that is not legitimate falls back to flooding, and a node that lacked
     something (it stored by anti-entropy) is eager, so repairs never wait.  Rounds that
     neighbours start are answered as always (``rounds_deferred`` counts the deferrals).
+
 The empty trie
     Its root is reported as (⊥, `EMPTY_HASH`).  A receiver whose own trie is empty treats
     that exact pair as equal (case (i)).  One deliberate departure from Alg. 5 l.1-4: a
