@@ -130,6 +130,9 @@ _BATCHES = (
     " oldest_ms INTEGER NOT NULL, body BLOB NOT NULL, PRIMARY KEY (topic, last_seq)) WITHOUT ROWID"
 )
 _INSERT = "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)"
+#: Rows whose number is damaged are skipped everywhere (their publications are not held
+#: here, so they can come back by anti-entropy and be stored again under a new number).
+_SOUND_ROW = "typeof(last_seq) = 'integer'"
 #: Layout 1's columns, in the order of a body entry (`_entry`), with the defaults of those
 #: added to it later.
 _LAYOUT1_COLUMNS = (
@@ -250,7 +253,7 @@ class PublicationStore:
             self._latest: dict[Topic, int] = {
                 Topic(topic): int(latest)
                 for topic, latest in self._db.execute(
-                    "SELECT topic, MAX(last_seq) FROM batches GROUP BY topic"
+                    f"SELECT topic, MAX(last_seq) FROM batches WHERE {_SOUND_ROW} GROUP BY topic"
                 )
             }
             row = self._db.execute("SELECT value FROM meta WHERE name = 'seq_reserved'").fetchone()
@@ -363,7 +366,7 @@ class PublicationStore:
     def _held(self, topic: Topic) -> set[bytes]:
         """The keys `topic` holds (read from the file the first time)."""
         held: set[bytes] = set()
-        for (body,) in self._db.execute("SELECT body FROM batches WHERE topic = ?", (topic,)):
+        for (body,) in self._db.execute(f"SELECT body FROM batches WHERE topic = ? AND {_SOUND_ROW}", (topic,)):
             for entry in _entries(self.location, topic, body):
                 if type(entry) is list and len(entry) > 1 and type(entry[1]) is bytes:
                     held.add(entry[1])
@@ -415,7 +418,8 @@ class PublicationStore:
         size = 0
         try:
             cursor = self._reader().execute(
-                "SELECT stored_at_ms, body FROM batches WHERE topic = ? AND last_seq > ? ORDER BY last_seq",
+                f"SELECT stored_at_ms, body FROM batches WHERE topic = ? AND last_seq > ? AND {_SOUND_ROW}"
+                " ORDER BY last_seq",
                 (topic, after),
             )
             try:
@@ -452,7 +456,7 @@ class PublicationStore:
         id and was stored at or after `since_ms` (to refill the de-duplication window)."""
         try:
             rows = self._reader().execute(
-                "SELECT topic, stored_at_ms, body FROM batches WHERE stored_at_ms >= ?", (since_ms,)
+                f"SELECT topic, stored_at_ms, body FROM batches WHERE stored_at_ms >= ? AND {_SOUND_ROW}", (since_ms,)
             ).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot read {self.location}: {exc}") from None
@@ -470,7 +474,7 @@ class PublicationStore:
         """How many publications of `topic` are stored."""
         try:
             row = self._reader().execute(
-                "SELECT COALESCE(SUM(entries), 0) FROM batches WHERE topic = ?", (topic,)
+                f"SELECT COALESCE(SUM(entries), 0) FROM batches WHERE topic = ? AND {_SOUND_ROW}", (topic,)
             ).fetchone()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot read {self.location}: {exc}") from None

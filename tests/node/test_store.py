@@ -99,6 +99,14 @@ def test_damaged_entries_and_rows_are_skipped(tmp_path: Path) -> None:
         assert [s.local_seq for s in store.read(T)] == [1]
         assert store.latest(T) == 5  # numbers are never reused
         assert store.append([NewRow(T, pubs(1, start=9)[0], "local")])[0].local_seq == 6
+    db = sqlite3.connect(tmp_path / "publications.sqlite3")
+    db.execute("UPDATE batches SET last_seq = 'seven' WHERE last_seq = 6")  # a damaged number
+    db.commit()
+    db.close()
+    with PublicationStore(tmp_path) as store:  # opens; the damaged row is skipped everywhere
+        assert store.latest(T) == 5 and [s.local_seq for s in store.read(T)] == [1] and store.count(T) == 5
+        again = pubs(1, start=9)[0]  # its publication is not held: it can be stored again
+        assert [(s.local_seq, s.publication) for s in store.append([NewRow(T, again, "anti-entropy")])] == [(6, again)]
 
 
 def test_damaged_rows_of_a_layout_1_store_are_still_skipped(tmp_path: Path) -> None:
