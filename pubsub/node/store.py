@@ -55,13 +55,13 @@ Durability
     wrote it.
 
 Threads (`pubsub.node.commits` decides who calls what)
-    Writes (`append`, `reserve_seq`, `remove_at_or_before`) go through one connection, used by one thread at a
-    time.  Reads (`read`, `publications`, `count`) and `checkpoint` use a second connection
-    of their own when the store has a file, so that they can run on the store's thread
-    while the event loop writes; WAL mode lets that reader see every committed row.  Under
-    ``"normal"`` the store never checkpoints by itself (``wal_autocheckpoint`` off): the
-    node calls `checkpoint` from its store thread, so the fsync a checkpoint needs never
-    runs inside a commit on the event loop.
+    Writes (`append`, `reserve_seq`, `remove_at_or_before`) go through one connection, used
+    by one thread at a time.  Reads (`read`, `publications`, `count`) and `checkpoint` use
+    a second connection of their own when the store has a file, so that they can run on
+    the store's thread while the event loop writes; WAL mode lets that reader see every
+    committed row.  Under ``"normal"`` the store never checkpoints by itself
+    (``wal_autocheckpoint`` off): the node calls `checkpoint` from its store thread, so the
+    fsync a checkpoint needs never runs inside a commit on the event loop.
 
 Without a data directory the same tables live in an in-memory SQLite database: nothing
 survives the process, everything else behaves the same.
@@ -141,12 +141,17 @@ _LAYOUT1_COLUMNS = (
 )
 #: Layout 1 rows per converted batch row.
 _CONVERT_ROWS = 512
-_packb = msgpack.Packer(use_bin_type=True, autoreset=True).pack
 
 
 def _entry(local_seq: int, p: Publication, via: str, hops: int | None) -> list[Any]:
     """A publication as one entry of a row's body (module docstring)."""
     return [local_seq, p.key, p.publisher, p.seq, p.payload, via, hops, p.published_ms, p.prev, p.msg_id, p.proof]
+
+
+def _row(topic: object, stamp: object, entries: list[list[Any]]) -> tuple[object, ...]:
+    """The column values of a row holding `entries` (in local order), for `_INSERT`."""
+    oldest = min((e[7] for e in entries if type(e[7]) is int), default=0)
+    return (topic, entries[-1][0], entries[0][0], len(entries), stamp, oldest, msgpack.packb(entries))
 
 
 def _sound(entry: object) -> TypeGuard[list[Any]]:
@@ -187,7 +192,7 @@ def _convert_layout1(db: sqlite3.Connection) -> None:
     db.execute("BEGIN")
     try:
         rows = db.execute(f"SELECT topic, stored_at_ms, {picked} FROM publications ORDER BY topic, local_seq")
-        group: list[list[object]] = []
+        group: list[list[Any]] = []
         place: tuple[object, object] | None = None
         for topic, stamp, *entry in rows:
             if group and ((topic, stamp) != place or len(group) >= _CONVERT_ROWS):
@@ -206,11 +211,9 @@ def _convert_layout1(db: sqlite3.Connection) -> None:
         raise
 
 
-def _insert_converted(db: sqlite3.Connection, place: tuple[object, object] | None, group: list[list[object]]) -> None:
+def _insert_converted(db: sqlite3.Connection, place: tuple[object, object] | None, group: list[list[Any]]) -> None:
     assert place is not None
-    topic, stamp = place
-    oldest = min((e[7] for e in group if type(e[7]) is int), default=0)
-    db.execute(_INSERT, (topic, group[-1][0], group[0][0], len(group), stamp, oldest, msgpack.packb(group)))
+    db.execute(_INSERT, _row(*place, group))
 
 
 class PublicationStore:
@@ -337,10 +340,7 @@ class PublicationStore:
                     entries = bodies[topic] = []
                 entries.append(_entry(local_seq, p, via, hops))
             if bodies:
-                self._write(
-                    (topic, e[-1][0], e[0][0], len(e), stamp, min(entry[7] for entry in e), msgpack.packb(e))
-                    for topic, e in bodies.items()
-                )
+                self._write(_row(topic, stamp, entries) for topic, entries in bodies.items())
         except BaseException as exc:
             for held, key in added:
                 held.discard(key)
@@ -368,7 +368,7 @@ class PublicationStore:
         held: set[bytes] = set()
         for (body,) in self._db.execute(f"SELECT body FROM batches WHERE topic = ? AND {_SOUND_ROW}", (topic,)):
             for entry in _entries(self.location, topic, body):
-                if type(entry) is list and len(entry) > 1 and type(entry[1]) is bytes:
+                if _sound(entry) and type(entry[1]) is bytes:
                     held.add(entry[1])
         self._keys[topic] = held
         return held
@@ -382,19 +382,21 @@ class PublicationStore:
         removed, highest = 0, 0
         held = self._keys.get(topic)
         rows = db.execute(
-            "SELECT last_seq, stored_at_ms, body FROM batches WHERE topic = ? AND oldest_ms <= ?", (topic, ms)
+            f"SELECT last_seq, stored_at_ms, body FROM batches WHERE topic = ? AND oldest_ms <= ? AND {_SOUND_ROW}",
+            (topic, ms),
         ).fetchall()
         for last_seq, stamp, body in rows:
             # a rewritten row keeps only sound entries (the others cannot be read anyway)
-            entries = [entry for entry in _entries(self.location, topic, body) if _sound(entry)]
-            gone = [e for e in entries if _at_or_before(e, ms, key)]
+            keep: list[list[Any]] = []
+            gone: list[list[Any]] = []
+            for entry in _entries(self.location, topic, body):
+                if _sound(entry):
+                    (gone if _at_or_before(entry, ms, key) else keep).append(entry)
             if not gone:
                 continue
-            keep = [e for e in entries if not _at_or_before(e, ms, key)]
             db.execute("DELETE FROM batches WHERE topic = ? AND last_seq = ?", (topic, last_seq))
             if keep:
-                oldest = min((e[7] for e in keep if type(e[7]) is int), default=0)
-                db.execute(_INSERT, (topic, keep[-1][0], keep[0][0], len(keep), stamp, oldest, msgpack.packb(keep)))
+                db.execute(_INSERT, _row(topic, stamp, keep))
             removed += len(gone)
             highest = max(highest, max(int(e[0]) for e in gone))
             if held is not None:

@@ -10,8 +10,9 @@ publications arrived as, so that forwarding them re-encodes nothing
 
 Every following client reads one Delivery frame per publication; `decode_delivery` reads
 the full form of that frame with direct type tests.  Every publication starts as a client's
-PublishRequest, which the node it reaches reads with `decode_publish_request`.  (Encoding needs no fast path of its
-own: `pubsub.kernel.wire.encode_payload` reads a message's fields in one step.)
+PublishRequest, which the node it reaches reads with `decode_publish_request`.  (Encoding
+needs no fast path of its own: `pubsub.kernel.wire.encode_payload` reads a message's fields
+in one step.)
 
 A fast decoder only ever accepts what the generic decoder accepts: for anything it does not
 recognise at once -- a missing or extra field, a wrong type, a bound exceeded, garbage -- it

@@ -107,6 +107,12 @@ def test_damaged_entries_and_rows_are_skipped(tmp_path: Path) -> None:
         assert store.latest(T) == 5 and [s.local_seq for s in store.read(T)] == [1] and store.count(T) == 5
         again = pubs(1, start=9)[0]  # its publication is not held: it can be stored again
         assert [(s.local_seq, s.publication) for s in store.append([NewRow(T, again, "anti-entropy")])] == [(6, again)]
+        store._db.execute("BEGIN")  # retention (published_ms is 0 here) removes the sound rows' entries...
+        assert store.remove_at_or_before(T, 1, b"") == (4, 6)
+        store._db.execute("COMMIT")
+        assert store.read(T) == [] and store.count(T) == 2  # (the row whose body is damaged)
+        seven = store._db.execute("SELECT COUNT(*) FROM batches WHERE last_seq = 'seven'").fetchone()
+        assert seven == (1,)  # ...and leaves the damaged row as it is, never rewritten into a sound one
 
 
 def test_damaged_rows_of_a_layout_1_store_are_still_skipped(tmp_path: Path) -> None:
