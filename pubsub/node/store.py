@@ -25,9 +25,10 @@ of a node's work under load; one row per commit costs 2-3 µs per publication
 
 Duplicates.  `append` skips a publication the topic already holds (same key), so that a
 duplicate takes no local number.  The store keeps each topic's keys in memory to know
-that, read from the file the first time the topic is written to (about 90 bytes per
-publication held; the node core's trie, which never hands the store a publication twice,
-holds far more).
+that, taken from the node's rebuilding of the topic's trie (`publications`) or else read
+from the file the first time the topic is written to (about 90 bytes per publication held;
+the node core's trie, which never hands the store a publication twice, holds far more).
+Only readable publications count as held: one whose entry is damaged can be stored again.
 
 Layout 1 (one row per publication, ``publications(topic, local_seq, key, ...)``) is
 converted when such a store is opened, in one transaction; older code refuses a converted
@@ -267,7 +268,8 @@ class PublicationStore:
         self.commits = 0
         self.checkpoints = 0
         self._reader_db: sqlite3.Connection | None = None
-        #: Each topic's keys, read the first time the topic is written to (`_held`).
+        #: Each topic's keys: from reading it whole (`publications`), else read the first time
+        #: the topic is written to (`_held`).
         self._keys: dict[Topic, set[bytes]] = {}
 
     # ------------------------------------------------------------------ properties
@@ -364,12 +366,16 @@ class PublicationStore:
             raise
 
     def _held(self, topic: Topic) -> set[bytes]:
-        """The keys `topic` holds (read from the file the first time)."""
+        """The keys of the publications `topic` holds, read from the file the first time the
+        topic is written to unless `publications` read them all before.  The publication of
+        a damaged entry is not held (reads skip it), so that it can be stored again."""
         held: set[bytes] = set()
-        for (body,) in self._db.execute(f"SELECT body FROM batches WHERE topic = ? AND {_SOUND_ROW}", (topic,)):
+        rows = self._db.execute(f"SELECT stored_at_ms, body FROM batches WHERE topic = ? AND {_SOUND_ROW}", (topic,))
+        for stamp, body in rows:
             for entry in _entries(self.location, topic, body):
-                if _sound(entry) and type(entry[1]) is bytes:
-                    held.add(entry[1])
+                stored = self._decode(topic, entry, stamp)
+                if stored is not None:
+                    held.add(stored.publication.key)
         self._keys[topic] = held
         return held
 
@@ -443,15 +449,20 @@ class PublicationStore:
         return out
 
     def publications(self, topic: Topic) -> Iterator[Publication]:
-        """Every stored publication of `topic` (for rebuilding its trie), in local order."""
+        """Every stored publication of `topic` (for rebuilding its trie), in local order.
+        Once read to the end, their keys are kept for `append`'s duplicate check."""
         after = 0
+        keys: set[bytes] = set()
         while True:
             batch = self.read(topic, after, limit=1024, max_bytes=1 << 24)
             if not batch:
-                return
+                break
             for stored in batch:
+                keys.add(stored.publication.key)
                 yield stored.publication
             after = batch[-1].local_seq
+        # Read to the end: these are the keys `append` needs (`_held`), unless it read them itself.
+        self._keys.setdefault(topic, keys)
 
     def message_ids(self, since_ms: int) -> list[tuple[Topic, Publication, int]]:
         """(topic, publication, stored_at_ms) of every stored publication that has a message

@@ -314,3 +314,23 @@ def test_a_store_with_the_first_unique_index_still_skips_duplicates(tmp_path: Pa
         assert [s.local_seq for s in store.append([NewRow(T, a, "local"), NewRow(T, b, "flood", 1)])] == [1, 2]
         assert [s.publication for s in store.append([NewRow(T, a, "anti-entropy")])] == []
         assert [s.publication for s in store.read(T)] == [a, b]
+
+
+@pytest.mark.parametrize("restored", [False, True], ids=["appended-first", "restored-first"])
+def test_a_publication_whose_entry_is_damaged_can_be_stored_again(tmp_path: Path, restored: bool) -> None:
+    a, b = pubs(2)
+    with PublicationStore(tmp_path) as store:
+        store.append([NewRow(T, a, "local"), NewRow(T, b, "local")])
+    db = sqlite3.connect(tmp_path / "publications.sqlite3")
+    [(body,)] = db.execute("SELECT body FROM batches").fetchall()
+    entries = msgpack.unpackb(body)
+    entries[1][4] = 7  # b's payload is not bytes: its key is intact, the entry is not readable
+    db.execute("UPDATE batches SET body = ?", (msgpack.packb(entries),))
+    db.commit()
+    db.close()
+    with PublicationStore(tmp_path) as store:
+        if restored:  # as a node rejoining the topic does, before anything is appended
+            assert list(store.publications(T)) == [a]
+        written = store.append([NewRow(T, a, "anti-entropy"), NewRow(T, b, "anti-entropy")])
+        assert [(s.local_seq, s.publication) for s in written] == [(3, b)]  # a is held, b is not
+        assert [s.publication for s in store.read(T)] == [a, b]
