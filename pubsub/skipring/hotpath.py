@@ -101,11 +101,9 @@ def _checked(fields: dict[str, object], raw: bytes) -> Spread | None:
     for position in (start, end):
         if type(position) is not int or not 0 <= position < 1 << 64:
             return None
-    for number in (levels, hops):
-        if type(number) is not int or not -_INT64 <= number < _INT64:
-            return None
+    if not (_int64(levels) and _int64(hops)):
+        return None
     assert isinstance(start, int) and isinstance(end, int)
-    assert isinstance(levels, int) and isinstance(hops, int)
     items = fields["publications"]
     if type(items) is not list or len(items) > MAX_PUBLICATIONS:
         return None
@@ -124,9 +122,7 @@ def _checked(fields: dict[str, object], raw: bytes) -> Spread | None:
             return None
         if type(seq) is not int or not 0 <= seq < _INT64 or type(stamp) is not int or not 0 <= stamp < _INT64:
             return None
-        if type(prev) is not int or not -1 <= prev < _INT64 or type(msg_id) is not str:
-            return None
-        if msg_id and (len(msg_id) > MAX_MSG_ID_CHARS or not msg_id_characters(msg_id)):
+        if type(prev) is not int or not -1 <= prev < _INT64 or not _msg_id(msg_id):
             return None
         publications.append(
             Publication(PublicationKey(key), validate_ref(publisher), seq, Payload(body), stamp, prev, msg_id, proof)
