@@ -345,6 +345,8 @@ class Client:
         self.max_frame = max_frame
         self._publisher: _Publisher | None = None
         self._publisher_lock = asyncio.Lock()
+        #: Calls inside `_publishing_connection`'s slow path (waiting for the lock or the connection).
+        self._waiting_for_publisher = 0
         self._ids = itertools.count(1)
 
     async def __aenter__(self) -> Client:
@@ -387,20 +389,27 @@ class Client:
 
     # ------------------------------------------------------------------ publishing
     async def _publishing_connection(self) -> _Publisher:
+        """The shared connection, opened if need be.  Calls get it in the order they were
+        made (and send at once, in that order): a call that finds it open does not overtake
+        earlier calls still waiting while it opened."""
         publisher = self._publisher
-        if publisher is not None and publisher.usable:
+        if publisher is not None and publisher.usable and not self._waiting_for_publisher:
             return publisher
-        async with self._publisher_lock:
-            if self._publisher is None or not self._publisher.usable:
-                if self._publisher is not None:
-                    await self._publisher.close()
-                    self._publisher = None
-                try:
-                    reader, writer = await _connect(self.node, self.timeout, self.max_frame)
-                except ClientError as exc:
-                    raise PublishError(exc.code, str(exc)) from None
-                self._publisher = _Publisher(self.node, reader, writer, self.max_frame)
-            return self._publisher
+        self._waiting_for_publisher += 1
+        try:
+            async with self._publisher_lock:  # first come, first served
+                if self._publisher is None or not self._publisher.usable:
+                    if self._publisher is not None:
+                        await self._publisher.close()
+                        self._publisher = None
+                    try:
+                        reader, writer = await _connect(self.node, self.timeout, self.max_frame)
+                    except ClientError as exc:
+                        raise PublishError(exc.code, str(exc)) from None
+                    self._publisher = _Publisher(self.node, reader, writer, self.max_frame)
+                return self._publisher
+        finally:
+            self._waiting_for_publisher -= 1
 
     async def publish(
         self, topic: str, payload: bytes | str, *, msg_id: str | None = None, retries: int = DEFAULT_RETRIES

@@ -1,12 +1,21 @@
-"""`pubsub.client.run.publish_pipelined`: the windowed publishing loop of both publish commands."""
+"""`pubsub.client.run.publish_pipelined`: the windowed publishing loop of both publish commands;
+and the order in which concurrent `Client.publish` calls reach the node."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
 
+import pytest
+
+from pubsub.client import library
 from pubsub.client import run as clientrun
+from pubsub.client.library import Ack, Client
 from pubsub.client.run import publish_pipelined
+from pubsub.kernel import wire
+from pubsub.kernel.message import Ref
+from pubsub.runtime.streams import MessageReader
+from pubsub.skipring.messages import PublicationKey, PublishAck, PublishRequest
 
 
 class Refused(Exception):
@@ -119,3 +128,44 @@ async def test_a_stop_reports_what_is_still_unknown_after_the_grace() -> None:
     )
     assert outcome.stopped_by == "SIGTERM" and outcome.acknowledged == 2
     assert outcome.unknown == [(3, 3), (4, 4)]
+
+
+async def test_concurrent_publishes_leave_in_call_order_while_the_connection_opens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A publish issued just as the shared connection comes up must not overtake earlier ones
+    still waiting for it (`pubsub publish` reading stdin issues them that way)."""
+    received: list[bytes] = []
+
+    async def node(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        messages = MessageReader(reader)
+        while (msg := await messages.read()) is not None:
+            assert isinstance(msg, PublishRequest)
+            received.append(bytes(msg.payload))
+            ack = PublishAck(msg.id, msg.topic, Ref("127.0.0.1:1"), len(received), PublicationKey(bytes(16)),
+                             Ref("127.0.0.1:1"), len(received))
+            writer.write(wire.encode(ack))
+
+    server = await asyncio.start_server(node, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = Client(f"127.0.0.1:{port}")
+    later: list[asyncio.Task[Ack]] = []
+
+    async def connect(addr: str, timeout: float, max_frame: int) -> tuple[MessageReader, asyncio.StreamWriter]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        # The third publish comes while the first holds the new connection and the second waits for it.
+        later.append(asyncio.create_task(client.publish("t", b"3")))
+        return MessageReader(reader), writer
+
+    monkeypatch.setattr(library, "_connect", connect)
+    try:
+        first = asyncio.create_task(client.publish("t", b"1"))
+        second = asyncio.create_task(client.publish("t", b"2"))
+        async with asyncio.timeout(10):
+            acks = [await first, await second, await later[0]]
+        assert received == [b"1", b"2", b"3"]
+        assert [ack.local_seq for ack in acks] == [1, 2, 3]
+    finally:
+        await client.close()
+        server.close()
+        await server.wait_closed()
