@@ -33,6 +33,7 @@ from pubsub.ops.processes import (
     ClusterError,
     ClusterTimeout,
     Daemon,
+    _check_answered_by,
     _status_problem,
     pick_free_ports,
 )
@@ -206,6 +207,8 @@ class DaemonGroup:
                         f"answered status; log tail:\n{daemon.log_tail()}"
                     )
             results = self._statuses([d.ref for d in pending], timeout=1.0)
+            for daemon in pending:
+                _check_answered_by(daemon, results[daemon.ref])
             pending = [d for d in pending if isinstance(results[d.ref], Exception)]
             if pending and time.monotonic() > deadline:
                 problems = [

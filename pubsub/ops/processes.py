@@ -139,6 +139,21 @@ def _status_problem(daemon: Daemon, exc: Exception) -> str:
     return f"{daemon.name} ({daemon.ref}) does not answer status: {exc}"
 
 
+def _check_answered_by(daemon: Daemon, answer: object) -> None:
+    """ClusterError if `answer`, a status reply from `daemon`'s address, comes from another
+    process than the one started (its port was taken, by another cluster for instance)."""
+    if not isinstance(answer, dict) or daemon.pid is None:
+        return
+    stats = answer.get("stats")
+    pid = stats.get("pid") if isinstance(stats, dict) else None
+    if isinstance(pid, int) and pid != daemon.pid:
+        raise ClusterError(
+            f"{daemon.ref}, the address of {daemon.name}, is answered by another process (pid "
+            f"{pid}), not by the {daemon.name} just started (pid {daemon.pid}): the port is in "
+            "use; choose other ports (--base-port) or stop what holds it"
+        )
+
+
 def poll(
     problems: Callable[[], list[str]], timeout: float, what: str, interval: float = 0.1
 ) -> float:

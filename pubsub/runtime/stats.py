@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections import Counter
 from typing import Any
 
@@ -46,8 +47,10 @@ class Stats:
         self.errors[code] += 1
 
     def snapshot(self) -> dict[str, Any]:
-        """All counters as plain dicts and ints."""
+        """All counters as plain dicts and ints, and the daemon's process id (`pid`: tools
+        that started a daemon check that its address is answered by that process)."""
         return {
+            "pid": os.getpid(),
             "frames_in": dict(self.frames_in),
             "bytes_in": dict(self.bytes_in),
             "frames_out": dict(self.frames_out),

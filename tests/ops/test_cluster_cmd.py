@@ -22,6 +22,7 @@ import pytest
 
 from pubsub.ops.detached import DaemonEntry, daemons_of, is_running, read_manifest
 from pubsub.ops.processes import poll, port_is_free
+from tests.attackers import contiguous_base_port
 
 pytestmark = pytest.mark.integration
 
@@ -181,6 +182,32 @@ def test_up_again_after_down_starts_afresh(cluster_dir: Path) -> None:
     finally:
         assert cluster_cmd(cluster_dir, "down").returncode == 0
     assert not any(is_running(d) for d in second)
+
+
+def test_up_on_ports_another_cluster_holds_fails_and_leaves_that_cluster_alone(tmp_path: Path) -> None:
+    """A second cluster given the first one's ports stops with the reason, instead of taking
+    the first cluster's answers for its own (and making its nodes join its topics)."""
+    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
+    base = str(contiguous_base_port(3))
+    started: list[DaemonEntry] = []
+    try:
+        done = cluster_cmd(first_dir, "up", "-n", "2", "--topics", "a", "--base-port", base)
+        assert done.returncode == 0, done.stderr
+        started += entries(first_dir)
+        done = cluster_cmd(second_dir, "up", "-n", "2", "--topics", "b", "--base-port", base)
+        started += entries(second_dir)
+        assert done.returncode == 1, done.stdout
+        assert "is answered by another process" in done.stderr and "the port is in use" in done.stderr
+        assert "Traceback" not in done.stderr
+        assert not any(is_running(d) for d in entries(second_dir))
+        code, report = status_json(first_dir)
+        assert code == 0 and set(report["topics"]) == {"a"}, report["topics"]
+    finally:
+        cluster_cmd(first_dir, "down")
+        for entry in started:
+            if is_running(entry):
+                assert entry.pid is not None
+                os.kill(entry.pid, signal.SIGKILL)
 
 
 def test_no_cluster_errors(tmp_path: Path) -> None:
