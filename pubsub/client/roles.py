@@ -2,7 +2,8 @@
 shape of its status reply (README, "Status JSON").
 
 Every client command checks the role before it acts, so that a supervisor's address given
-as ``--node`` (or the reverse) is a clear error instead of a wrong answer.  A reply that
+as ``--node`` (or the reverse) is a clear error instead of a wrong answer; the error names
+the option the address belongs to only if the command has it.  A reply that
 names its ``role`` is taken at its word; otherwise the fields only one kind of daemon
 reports decide.
 """
@@ -37,11 +38,25 @@ def role_of(body: Mapping[str, Any]) -> str:
     return "unknown"
 
 
+def command_options() -> frozenset[str]:
+    """The options of the `pubsub` command running now (none outside a command: a program
+    using the client library)."""
+    import click  # the CLI's library, installed with this package
+
+    ctx = click.get_current_context(silent=True)
+    return frozenset() if ctx is None else frozenset(o for p in ctx.command.params for o in p.opts)
+
+
 def role_problem(addr: str, body: Mapping[str, Any], expected: str) -> str | None:
     """None when the status `body` from `addr` is an `expected` daemon's, else one line
-    saying what `addr` is and which option its address belongs to."""
+    saying what `addr` is and which option of the running command its address belongs to
+    (`command_options`); without such an option, whose address is needed instead."""
     actual = role_of(body)
     if actual == expected:
         return None
-    hint = f"; give its address with {OPTIONS[actual]}" if actual in OPTIONS else ""
+    option = OPTIONS.get(actual)
+    if option is not None and option in command_options():
+        hint = f"; give its address with {option}"
+    else:
+        hint = f"; {NAMES[expected]}'s address is needed here"
     return f"{addr} is {NAMES[actual]}, not {NAMES[expected]}{hint}"

@@ -80,12 +80,29 @@ def test_status_of_a_node_given_as_the_supervisor_is_an_error(cluster: LocalClus
     assert done.returncode == 1 and done.stdout == ""
 
 
+def test_a_node_given_to_a_supervisor_only_command_names_the_address_it_needs(cluster: LocalCluster) -> None:
+    """Commands without --node do not tell the user to use --node."""
+    node = cluster.node_refs[0]
+    for args in (
+        ("retention", "set", "news", "--max-count", "5", "--supervisor", node),
+        ("retention", "show", "news", "--supervisor", node),
+        ("topic", "purge", "news", "--yes", "--supervisor", node),
+    ):
+        done = pubsub(*args)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        expected = f"{node} is a subscriber node, not the supervisor; the supervisor's address is needed here"
+        assert expected in done.stderr and "--node" not in done.stderr, (args, done.stderr)
+
+
 def test_the_supervisor_given_as_a_node_is_an_error_for_every_node_command(cluster: LocalCluster) -> None:
     sup = cluster.supervisor_ref
-    expected = f"{sup} is the supervisor, not a subscriber node; give its address with --supervisor"
+    # only `status` has a --supervisor option to point to
+    expected = f"{sup} is the supervisor, not a subscriber node; a subscriber node's address is needed here"
+    for args in (("status", "--node", sup), ("status", "--node", sup, "--json")):
+        done = pubsub(*args)
+        assert done.returncode == 1 and done.stdout == "", (args, done.stdout)
+        assert f"{sup} is the supervisor, not a subscriber node; give its address with --supervisor" in done.stderr
     for args in (
-        ("status", "--node", sup),
-        ("status", "--node", sup, "--json"),
         ("subscribe", "news", "--node", sup, "--detach"),
         ("subscribe", "news", "--node", sup, "--count", "1"),
         ("unsubscribe", "news", "--node", sup),
