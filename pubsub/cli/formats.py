@@ -54,12 +54,15 @@ def format_ack(ack: Ack, as_json: bool = False) -> str:
     """One acknowledgement as a line of text or a JSON object."""
     if as_json:
         return json.dumps(ack.as_dict())
-    where = f"local #{ack.local_seq}" if ack.local_seq is not None else "handed over"
+    if ack.local_seq is not None:
+        where = f"local #{ack.local_seq}; "
+    else:  # a duplicate names an earlier publication, whose local number the answer lacks
+        where = "" if ack.duplicate else "handed over; "
     durable = "durable" if ack.durable else "NOT durable: the member keeps no store"
     again = ", a duplicate of an earlier request" if ack.duplicate else ""
     return (
         f"ack {ack.topic} {ack.publisher}#{ack.seq} key {ack.key.hex()[:16]} "
-        f"stored by {ack.stored_by} ({where}; {durable}{again})"
+        f"stored by {ack.stored_by} ({where}{durable}{again})"
     )
 
 

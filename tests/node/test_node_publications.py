@@ -325,3 +325,6 @@ def test_cli_renders_deliveries_and_acks() -> None:
     ack = Ack("news", "h:1", 7, key, "h:2", None)
     assert "handed over" in format_ack(ack) and "h:1#7" in format_ack(ack)
     assert json.loads(format_ack(ack, as_json=True))["stored_by"] == "h:2"
+    assert format_ack(Ack("news", "h:1", 7, key, "h:2", 5)).endswith("stored by h:2 (local #5; durable)")
+    again = Ack("news", "h:1", 7, key, "h:2", None, duplicate=True)  # nothing was handed over
+    assert format_ack(again).endswith("stored by h:2 (durable, a duplicate of an earlier request)")
