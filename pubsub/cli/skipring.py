@@ -362,7 +362,10 @@ def _topic_lister(supervisor: Ref, timeout: float) -> Callable[[], Awaitable[lis
     "--json", "as_json", is_flag=True, help="One JSON object per delivery (with its cursor and msg_id)."
 )
 @click.option(
-    "--detach", is_flag=True, help="Only make the node join the topics and return at once."
+    "--detach",
+    is_flag=True,
+    help="Only make the node join the topics and return at once (no stream: --since, "
+    "--new-only, --json and --count do not apply).",
 )
 @click.option(
     "--count",
@@ -405,6 +408,14 @@ def subscribe(
         raise click.UsageError("give at most one of --since and --new-only")
     if from_now and not resuming:
         raise click.UsageError("--from-now only applies with --since INC:N")
+    if detach:
+        streamed = [flag for flag, given in (("--since", resuming), ("--new-only", new_only),
+                                             ("--json", as_json), ("--count", count is not None)) if given]
+        if streamed:
+            raise click.UsageError(
+                f"{' and '.join(streamed)} {'applies' if len(streamed) == 1 else 'apply'} to the "
+                "printed stream; with --detach the node only joins the topics"
+            )
     body = ask_status(node_ref, "node", timeout)
     patterns = patterns_in(args, literal)
     available = _supervisor_topics(body, timeout) if patterns else []

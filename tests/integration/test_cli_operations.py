@@ -118,6 +118,19 @@ def test_the_supervisor_given_as_a_node_is_an_error_for_every_node_command(clust
     assert pubsub("status", "--node", cluster.node_refs[0]).returncode == 0
 
 
+def test_subscribe_refuses_stream_options_with_detach() -> None:
+    """--detach prints no stream: options that shape one are refused, not ignored (before
+    any daemon is asked, so no cluster is needed)."""
+    for extra, named in (
+        (("--count", "3"), "--count applies"),
+        (("--since", "3"), "--since applies"),
+        (("--json", "--new-only"), "--new-only and --json apply"),
+    ):
+        done = pubsub("subscribe", "news", "--node", "127.0.0.1:1", "--detach", *extra)
+        assert done.returncode == 2, (extra, done.stderr)
+        assert f"{named} to the printed stream; with --detach the node only joins the topics" in done.stderr
+
+
 # ------------------------------------------------------------------------------ handshake
 @pytest.fixture
 def silent_port() -> Iterator[str]:
