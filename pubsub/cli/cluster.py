@@ -198,7 +198,8 @@ def format_status(report: Mapping[str, Any]) -> str:
             ring += f", e.g. {t['problems'][0]}"
         if not t["legitimate"]:
             ring += ")"
-        lines.append(f"topic {topic}: {t['members']} members, database {db}, ring {ring}")
+        members = f"{t['members']} member{'' if t['members'] == 1 else 's'}"
+        lines.append(f"topic {topic}: {members}, database {db}, ring {ring}")
     return "\n".join(lines)
 
 
@@ -334,8 +335,10 @@ def up(
     if local.certs is not None:
         exports = " ".join(f"{k}={v}" for k, v in local.certs.client_env().items())
         click.echo(f"TLS: clients present the cluster's client certificate:\n  export {exports}")
+    first = local.node_refs[0]
+    join = "" if topics else f"pubsub subscribe news --node {first} --detach; "
     click.echo(
-        f"try: pubsub publish {topics[0] if topics else 'news'} hello --node {local.node_refs[0]}"
+        f"try: {join}pubsub publish {topics[0] if topics else 'news'} hello --node {first}"
         f"\nstop: pubsub cluster down --dir {directory}"
     )
 

@@ -179,6 +179,7 @@ def test_up_again_after_down_starts_afresh(cluster_dir: Path) -> None:
 
         # the old supervisor database (topic "a") is gone; "b" becomes legitimate
         poll(only_b, 20.0, "topic b alone, legitimate", 0.3)
+        assert "topic b: 1 member, database legitimate" in cluster_cmd(cluster_dir, "status").stdout
     finally:
         assert cluster_cmd(cluster_dir, "down").returncode == 0
     assert not any(is_running(d) for d in second)
