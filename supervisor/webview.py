@@ -355,9 +355,12 @@ def application(watch: RingWatch) -> web.Application:
         await response.prepare(request)
         with watch.stream() as queue:
             data: str | None = json.dumps(watch.view())
-            while data is not None:
-                await response.write(f"event: view\ndata: {data}\n\n".encode())
-                data = await queue.get()
+            try:
+                while data is not None:
+                    await response.write(f"event: view\ndata: {data}\n\n".encode())
+                    data = await queue.get()
+            except ConnectionError:
+                pass  # the viewer went away (a closed tab): nothing to report
         return response
 
     async def polling(app: web.Application) -> AsyncIterator[None]:

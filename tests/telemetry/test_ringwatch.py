@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from pubsub.runtime.httpserve import HttpService
 from pubsub.runtime.settings import SettingsError, load
 from supervisor.settings import SupervisorSettings
 from supervisor.webview import RingWatch, application, topic_view
@@ -156,3 +158,27 @@ def test_the_web_view_is_loopback_only_unless_allowed() -> None:
     allowed = load(SupervisorSettings, flags, data_dir="d", web_listen="0.0.0.0:8080", web_allow_remote=True)
     assert allowed.web_allow_remote
     assert load(SupervisorSettings, flags, data_dir="d").web_listen is None
+
+
+async def test_a_viewer_that_goes_away_ends_its_stream_quietly(caplog: pytest.LogCaptureFixture) -> None:
+    """Closing the browser tab is routine: its stream ends without an error or a traceback
+    (served as the supervisor serves it, `HttpService`, to a client that just disconnects)."""
+    fake = FakeCluster(sr_members(4))
+    watch = RingWatch("127.0.0.1:7999", fake.status, fake.ask, interval=0.05)
+    service = HttpService("web view", application(watch), "127.0.0.1", 0)
+    await service.start()
+    try:
+        with caplog.at_level(logging.ERROR):
+            reader, writer = await asyncio.open_connection("127.0.0.1", service.port)
+            writer.write(b"GET /api/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            async with asyncio.timeout(5):
+                while not (await reader.readline()).startswith(b"data: "):
+                    pass
+            writer.close()  # the viewer leaves while the view keeps changing
+            async with asyncio.timeout(5):
+                while watch._streams:  # noqa: SLF001 - the stream's queue is gone once it ended
+                    await asyncio.sleep(0.05)
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    finally:
+        async with asyncio.timeout(5):
+            await service.stop()
