@@ -22,6 +22,7 @@ them), so a typo cannot pass silently.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 import types
 import typing
@@ -32,6 +33,7 @@ from typing import Any, TypeVar
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsError as EnvParseError
 
 from pubsub.runtime.limitsettings import LimitSettings
 
@@ -373,3 +375,9 @@ def load(
     except ValidationError as exc:
         from_file = set(file_values) - set(given)
         raise SettingsError(_one_line(exc, flags or {}, config, from_file)) from None
+    except EnvParseError as exc:  # a setting that takes JSON, given something else in the environment
+        named = re.search(r'field "(\w+)"', str(exc))
+        variable = f"{cls.model_config.get('env_prefix', '')}{named.group(1)}".upper() if named else "a variable"
+        raise SettingsError(
+            f"{variable} in the environment: not valid JSON (this setting takes a JSON value)"
+        ) from None

@@ -499,6 +499,10 @@ def test_broker_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch, t
     monkeypatch.setenv("PUBSUB_BROKER_LINK_RATES", '{"b,0": 0}')
     result = CliRunner().invoke(main, ["broker", "--topology", str(_topology_file(tmp_path)), "--id", "a,0"])
     assert result.exit_code == 2 and "broker_link_rates" in result.output
+    monkeypatch.setenv("PUBSUB_BROKER_LINK_RATES", "not json")  # one line, not a traceback
+    result = CliRunner().invoke(main, ["broker", "--topology", str(_topology_file(tmp_path)), "--id", "a,0"])
+    assert result.exit_code == 2, result.output
+    assert "PUBSUB_BROKER_LINK_RATES in the environment: not valid JSON" in result.output
 
 
 def test_filter_helpers() -> None:
