@@ -21,7 +21,7 @@ from pubsub.cli.common import ADDRESS, TIMEOUT_OPTION, TOPIC, ask, ask_status
 from pubsub.client.library import ClientError
 from pubsub.client.supervisors import supervisor_for, supervisor_statuses
 from pubsub.kernel.message import Ref, Topic
-from pubsub.skipring.retention import PurgeTopic, SetRetention
+from pubsub.skipring.retention import MAX_LIMIT, PurgeTopic, SetRetention
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?")
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
@@ -55,11 +55,15 @@ class _Parsed(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int):
-            return value
-        try:
-            return int(self._parse(str(value)))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+            number = value
+        else:
+            try:
+                number = int(self._parse(str(value)))
+            except ValueError as exc:
+                self.fail(str(exc), param, ctx)
+        if number > MAX_LIMIT:
+            self.fail(f"{value!r} is more than the largest {self.name} a limit can be", param, ctx)
+        return number
 
 
 DURATION = _Parsed("duration", parse_duration_ms)
@@ -109,8 +113,9 @@ def retention() -> None:
 @click.argument("topic", type=TOPIC)
 @SUPERVISOR_OPTION
 @click.option("--max-age", type=DURATION, default=None, metavar="DURATION",
-              help="Remove publications older than this (by the time they were published): 30s, 1h, 7d; 0: no limit.")
-@click.option("--max-count", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Remove publications older than this (by the time they were published): 30s, 1h, 7d "
+              "(a bare number is seconds); 0: no limit.")
+@click.option("--max-count", type=click.IntRange(min=0, max=MAX_LIMIT), default=None, metavar="N",
               help="Keep the newest N publications of the topic; 0: no limit.")
 @click.option("--max-bytes", type=SIZE, default=None, metavar="SIZE",
               help="Keep the newest publications whose payloads fit in SIZE: 64k, 10MB, 1GiB; 0: no limit.")

@@ -131,6 +131,15 @@ def test_subscribe_refuses_stream_options_with_detach() -> None:
         assert f"{named} to the printed stream; with --detach the node only joins the topics" in done.stderr
 
 
+def test_retention_limits_too_large_for_the_protocol_are_usage_errors() -> None:
+    """Refused before anything is sent (before, the encoder's error blamed the daemon)."""
+    for option, value in (("--max-count", "99999999999999999999999"), ("--max-age", "99999999999999999d"),
+                          ("--max-bytes", "99999999999999TiB")):
+        done = pubsub("retention", "set", "news", "--supervisor", "127.0.0.1:1", option, value)
+        assert done.returncode == 2, (option, done.stderr)
+        assert f"Invalid value for '{option}'" in done.stderr and "daemon" not in done.stderr
+
+
 # ------------------------------------------------------------------------------ handshake
 @pytest.fixture
 def silent_port() -> Iterator[str]:
