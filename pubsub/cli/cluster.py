@@ -334,7 +334,7 @@ def up(
     click.echo()
     if local.certs is not None:
         exports = " ".join(f"{k}={v}" for k, v in local.certs.client_env().items())
-        click.echo(f"TLS: clients present the cluster's client certificate:\n  export {exports}")
+        click.echo(f"TLS: clients present the cluster's operator (admin) certificate:\n  export {exports}")
     first = local.node_refs[0]
     join = "" if topics else f"pubsub subscribe news --node {first} --detach; "
     click.echo(
