@@ -135,11 +135,12 @@ class SupervisorApp:
         topic's members (`SupervisorCore.set_retention` / `purge`)."""
         core: Any = self.core
         before = core.retention.get(msg.topic)
+        wall_ms = int(time.time() * 1000)
         try:
             if isinstance(msg, PurgeTopic):
-                sends = core.purge(msg.topic, int(time.time() * 1000))
+                sends = core.purge(msg.topic, wall_ms)
             else:
-                sends = core.set_retention(msg.topic, msg.max_age_ms, msg.max_count, msg.max_bytes)
+                sends = core.set_retention(msg.topic, msg.max_age_ms, msg.max_count, msg.max_bytes, wall_ms)
         except ValueError as exc:
             return ErrorReply(code="bad_retention", detail=str(exc)[:200]), []
         try:

@@ -308,10 +308,12 @@ class SupervisorCore:
         max_age_ms: int | None = None,
         max_count: int | None = None,
         max_bytes: int | None = None,
+        wall_ms: int | None = None,
     ) -> list[Send]:
         """Change `topic`'s retention limits (None: unchanged, 0: none) and send them to
-        every member now.  ValueError if a limit is negative."""
-        self.retention.set(topic, max_age_ms, max_count, max_bytes)
+        every member now (`wall_ms`: the daemon's wall clock, for a max age lifted or raised,
+        `RetentionTable.set`).  ValueError if a limit is negative."""
+        self.retention.set(topic, max_age_ms, max_count, max_bytes, wall_ms)
         return self._announce(topic)
 
     def purge(self, topic: Topic, wall_ms: int) -> list[Send]:

@@ -380,14 +380,24 @@ class RetentionTable:
         max_age_ms: int | None = None,
         max_count: int | None = None,
         max_bytes: int | None = None,
+        wall_ms: int | None = None,
     ) -> Policy:
-        """Change `topic`'s limits (None: keep as is, 0: no limit); ValueError if negative."""
+        """Change `topic`'s limits (None: keep as is, 0: no limit); ValueError if negative.
+
+        A max age lifted or raised at `wall_ms` keeps removed what it removed: its horizon
+        then becomes the topic's purge point.  Otherwise a node that was down while those
+        publications expired, and still holds them, would keep them (no limit tells it to
+        remove them) and offer them forever to nodes that refuse them."""
         old = self.policies.get(topic, Policy())
+        age = old.max_age_ms if max_age_ms is None else max_age_ms
+        purged = old.purged_ms
+        if wall_ms is not None and old.max_age_ms and (age == 0 or age > old.max_age_ms):
+            purged = max(purged, horizon(old, wall_ms)[0])
         policy = Policy(
-            old.max_age_ms if max_age_ms is None else max_age_ms,
+            age,
             old.max_count if max_count is None else max_count,
             old.max_bytes if max_bytes is None else max_bytes,
-            old.purged_ms,
+            purged,
         )
         self._put(topic, policy)
         return policy

@@ -152,6 +152,33 @@ def test_a_node_down_during_expiry_brings_nothing_back(keeps_horizon: bool) -> N
     assert refused >= len(kept)
 
 
+def test_a_max_age_lifted_while_a_node_is_down_keeps_what_it_removed_removed() -> None:
+    """The node that was down still holds what expired meanwhile; the limit is gone when it
+    returns, yet it removes those too (the lifted limit's horizon became a purge point),
+    instead of keeping them and offering them forever to nodes that refuse them."""
+    sim, refs = ring(15)
+    configure(sim, max_age_ms=20_000)
+    publish(sim, refs, 8, "old")
+    old = every_held(sim)
+    run_until(sim, lambda: all(held(sim, r) == old for r in refs))
+    down = refs[3]
+    kept = held(sim, down)
+    sim.crash(down)
+    run_until(sim, lambda: not (every_held(sim) & old))  # expired while it is down
+    sim._dispatch(SUPERVISOR, sim.supervisor.set_retention(T, max_age_ms=0, wall_ms=int(sim.now * 1000)))
+    publish(sim, [r for r in refs if r != down], 6, "new")
+    young = every_held(sim)
+    assert len(young) == 6
+
+    sim.crashed.discard(down)  # it returns with its store and no limit in force
+    sim.add_node(down)
+    sim.join(down, T)
+    sim.nodes[down].restore(T, kept)
+    run_until(sim, lambda: held(sim, down) == young and len(roots(sim)) == 1)
+    assert roots(sim) == {root_of(young)}
+    assert sim.supervisor.retention.get(T).max_age_ms == 0  # type: ignore[union-attr]
+
+
 def test_purge_removes_what_was_published_before_it() -> None:
     sim, refs = ring(14)
     publish(sim, refs, 8, "before")

@@ -116,6 +116,18 @@ def test_the_supervisor_table() -> None:
     assert other.get(T) == policy
 
 
+def test_a_max_age_lifted_or_raised_becomes_a_purge_point() -> None:
+    table = RetentionTable()
+    table.set(T, max_age_ms=80_000, wall_ms=1_000_000)
+    assert table.get(T) == Policy(80_000, 0, 0, 0)
+    table.set(T, max_age_ms=40_000, wall_ms=1_000_000)  # tightened: nothing to keep removed
+    assert table.get(T) == Policy(40_000, 0, 0, 0)
+    lifted_at = horizon(Policy(40_000), 2_000_000)[0]  # what the 40 s limit had removed
+    assert table.set(T, max_age_ms=0, wall_ms=2_000_000) == Policy(0, 0, 0, lifted_at)
+    table.set(T, max_age_ms=10_000)
+    assert table.set(T, max_age_ms=60_000, wall_ms=3_000_000).purged_ms == horizon(Policy(10_000), 3_000_000)[0]
+
+
 def test_only_an_admin_changes_retention_under_tls() -> None:
     from pubsub.runtime.identity import Identity
     from pubsub.runtime.permissions import Authority
