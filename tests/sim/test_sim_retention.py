@@ -110,20 +110,28 @@ def test_max_age_expires_everywhere_and_keeps_the_window() -> None:
     assert counters["retention_removed"] > 0
 
 
-@pytest.mark.parametrize("keeps_horizon", [False, True])
-def test_a_node_down_during_expiry_brings_nothing_back(keeps_horizon: bool) -> None:
-    sim, refs = ring(12 + keeps_horizon)
+def expire_while_down(sim: Simulation, refs: list[Ref]) -> tuple[set[Publication], Ref, set[Publication]]:
+    """Publications under a 20 s max age, held everywhere; then one node crashes and they
+    expire at the others: (the publications, the node, what it still holds)."""
     configure(sim, max_age_ms=20_000)
     publish(sim, refs, 8, "old")
     old = every_held(sim)
     run_until(sim, lambda: all(held(sim, r) == old for r in refs))
     down = refs[3]
     kept = held(sim, down)
-    window = sim.nodes[down].retention.window(T)
+    sim.crash(down)
+    run_until(sim, lambda: not (every_held(sim) & old))
+    return old, down, kept
+
+
+@pytest.mark.parametrize("keeps_horizon", [False, True])
+def test_a_node_down_during_expiry_brings_nothing_back(keeps_horizon: bool) -> None:
+    sim, refs = ring(12 + keeps_horizon)
+    retention = sim.nodes[refs[3]].retention  # as it stands when the node crashes
+    old, down, kept = expire_while_down(sim, refs)
+    window = retention.window(T)
     assert window is not None
     policy, through = window.policy, window.through
-    sim.crash(down)
-    run_until(sim, lambda: not (every_held(sim) & old))  # expired while it is down
     publish(sim, [r for r in refs if r != down], 6, "new")
     young = every_held(sim)
     assert len(young) == 6
@@ -157,14 +165,7 @@ def test_a_max_age_lifted_while_a_node_is_down_keeps_what_it_removed_removed() -
     returns, yet it removes those too (the lifted limit's horizon became a purge point),
     instead of keeping them and offering them forever to nodes that refuse them."""
     sim, refs = ring(15)
-    configure(sim, max_age_ms=20_000)
-    publish(sim, refs, 8, "old")
-    old = every_held(sim)
-    run_until(sim, lambda: all(held(sim, r) == old for r in refs))
-    down = refs[3]
-    kept = held(sim, down)
-    sim.crash(down)
-    run_until(sim, lambda: not (every_held(sim) & old))  # expired while it is down
+    old, down, kept = expire_while_down(sim, refs)
     sim._dispatch(SUPERVISOR, sim.supervisor.set_retention(T, max_age_ms=0, wall_ms=int(sim.now * 1000)))
     publish(sim, [r for r in refs if r != down], 6, "new")
     young = every_held(sim)
