@@ -69,7 +69,7 @@ from pubsub.skipring.fields import validate_msg_id
 from pubsub.runtime.client import HANDSHAKE_TIMEOUT, HandshakeTimeout, RequestError, bounded_reader, request
 from pubsub.runtime.connection import split_ref
 from pubsub.runtime.streams import MessageReader
-from pubsub.runtime.tls import TlsError, client_context, closed_hint
+from pubsub.runtime.tls import TlsError, client_context, closed_hint, handshake_failure
 
 #: Seconds a request (join, status, ...) may take.
 DEFAULT_TIMEOUT = 5.0
@@ -204,6 +204,8 @@ async def connect_checked(
     except TlsError as exc:
         raise ClientError("tls", str(exc)) from None
     except OSError as exc:
+        if (failure := handshake_failure(addr, exc, context)) is not None:
+            raise ClientError("tls", failure) from None
         raise ClientError("connection", f"cannot reach {addr}: {exc.strerror or exc}") from None
     messages = bounded_reader(reader, addr, min(timeout, HANDSHAKE_TIMEOUT), max_frame)
     writer.write(wire.encode(Hello(ref=None, role="client")) + wire.encode(StatusRequest()))
@@ -215,6 +217,8 @@ async def connect_checked(
         raise ClientError("not_pubsub", str(exc)) from None
     except (TimeoutError, asyncio.IncompleteReadError, wire.WireError, OSError) as exc:
         await _close(writer)
+        if (failure := handshake_failure(addr, exc, context)) is not None:
+            raise ClientError("tls", failure) from None
         if isinstance(exc, TimeoutError):
             detail = "no answer"
         elif isinstance(exc, asyncio.IncompleteReadError):

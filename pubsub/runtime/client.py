@@ -21,7 +21,7 @@ from pubsub.kernel.control import Hello
 from pubsub.kernel.message import Message
 from pubsub.runtime.connection import split_ref
 from pubsub.runtime.streams import MessageReader
-from pubsub.runtime.tls import TlsError, client_context, closed_hint
+from pubsub.runtime.tls import TlsError, client_context, closed_hint, handshake_failure
 
 #: Seconds a daemon may take to send the first bytes of its first reply on a new connection.
 HANDSHAKE_TIMEOUT = 1.0
@@ -113,7 +113,8 @@ async def request(
                     raise
                 reply = None
             if reply is None:
-                raise RequestError(f"{addr} closed the connection without a reply{closed_hint(context)}")
+                closed = handshake_failure(addr, None, context)
+                raise RequestError(closed or f"{addr} closed the connection without a reply{closed_hint(context)}")
             return reply
     except TimeoutError:
         raise RequestError(f"no reply from {addr} within {timeout:g} s") from None
@@ -124,7 +125,8 @@ async def request(
     except wire.WireError as exc:
         raise RequestError(f"bad reply from {addr}: {exc} (is it a pubsub daemon?)") from None
     except OSError as exc:
-        raise RequestError(f"cannot reach {addr}: {exc.strerror or exc}") from None
+        failure = handshake_failure(addr, exc, context)
+        raise RequestError(failure or f"cannot reach {addr}: {exc.strerror or exc}") from None
     finally:
         if writer is not None:
             writer.close()

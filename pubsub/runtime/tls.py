@@ -101,6 +101,47 @@ def closed_hint(context: ssl.SSLContext | None) -> str:
     return PLAIN_HINT if context is None else ""
 
 
+#: What to check when a TLS connection fails in or right after its handshake.
+CA_HINT = (
+    "check that our certificate (PUBSUB_TLS_CERT) is signed by the cluster's CA and that "
+    "PUBSUB_TLS_CA is that CA's certificate (`pubsub certs issue DIR client NAME`, DIR "
+    "holding the cluster's CA)"
+)
+
+
+def handshake_failure(addr: str, exc: BaseException | None, context: ssl.SSLContext | None) -> str | None:
+    """One line for a TLS connection to `addr` that failed in its handshake or before the
+    daemon's first reply (`exc`: what connecting or that first read raised; None: the daemon
+    closed the connection without a reply); None for plain TCP (`context` None) or another
+    failure.
+
+    A daemon refuses a certificate of another CA in the handshake, and with TLS 1.3, whose
+    client side of the handshake ends before the server has checked the client's
+    certificate, that refusal reaches the client only as a reset or a close before any
+    reply."""
+    if context is None:
+        return None
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (
+            f"TLS handshake with {addr} failed: we refused its certificate "
+            f"({exc.verify_message}); {CA_HINT}"
+        )
+    if isinstance(exc, ssl.SSLError):
+        reason = (exc.reason or "").lower().replace("_", " ") or str(exc)
+        if exc.reason == "WRONG_VERSION_NUMBER":  # the answer was no TLS record at all
+            return (
+                f"TLS handshake with {addr} failed ({reason}): it does not speak TLS (a daemon "
+                "started without --tls-*? then connect without PUBSUB_TLS_*)"
+            )
+        return f"TLS handshake with {addr} failed ({reason}); {CA_HINT}"
+    if exc is None or isinstance(exc, (ConnectionResetError, BrokenPipeError, asyncio.IncompleteReadError)):
+        return (
+            f"{addr} closed the connection during or right after the TLS handshake, before any reply: "
+            f"it most likely refused our certificate; {CA_HINT}"
+        )
+    return None
+
+
 def client_context() -> ssl.SSLContext | None:
     """The context of the client library and the CLI, from ``PUBSUB_TLS_*`` (None: plain
     TCP); TlsError when those are incomplete or unusable."""

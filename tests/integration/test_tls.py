@@ -6,7 +6,8 @@ refuse:
 * a plain-TCP client (no TLS at all);
 * a client presenting a node certificate whose Hello claims another reference -- refused
   and counted (``identity_mismatch``) in the node's stats;
-* a certificate issued by another CA;
+* a certificate issued by another CA (and the CLI presenting one is told that the TLS
+  handshake failed, and to check who signed its certificate);
 * a node certificate sending ``SetData`` as if it were the supervisor (``forbidden_sender``);
 * in broker mode, a broker certificate sending a heartbeat in another broker's name.
 
@@ -122,6 +123,37 @@ def test_a_certificate_of_another_ca_is_refused(cluster: LocalCluster, tmp_path:
     )
     assert got == []
     assert TOPIC in cluster.node_status(0)["topics"]
+
+
+def test_the_cli_with_a_certificate_of_another_ca_says_the_handshake_failed(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """The daemon refuses the certificate: with TLS 1.3 the client only sees its connection
+    reset or closed after the handshake, which used to read "did not answer like a pubsub
+    daemon: connection reset".  Both command paths (the checked connection of `publish`,
+    the one-request `status`), and a CA that does not match the daemons' either."""
+    assert cluster.certs is not None
+    stranger = ClusterCerts.create(tmp_path / "other", {})
+    cert, key = stranger.issue("client", "mallory")
+    their_cert = {"PUBSUB_TLS_CA": str(cluster.certs.ca), "PUBSUB_TLS_CERT": str(cert), "PUBSUB_TLS_KEY": str(key)}
+    all_theirs = {**their_cert, "PUBSUB_TLS_CA": str(stranger.ca)}
+    node = cluster.node_refs[0]
+    for env, command in (
+        (their_cert, ["publish", TOPIC, "refused", "--node", node]),
+        (their_cert, ["status", "--node", node]),
+        (their_cert, ["status", "--supervisor", cluster.supervisor_ref]),
+        (all_theirs, ["publish", TOPIC, "refused", "--node", node]),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "pubsub.cli.main", *command],
+            capture_output=True, text=True, timeout=COMMAND_TIMEOUT, env={**_plain_env(), **env},
+        )
+        assert done.returncode == 1, (command, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "TLS handshake" in done.stderr, (command, done.stderr)
+        assert "signed by the cluster's CA" in done.stderr, (command, done.stderr)
+        assert "did not answer like a pubsub daemon" not in done.stderr
+    assert "refused" not in [item.get("payload") for item in cluster.histories([node], TOPIC, via_cli=True)[node]]
 
 
 def _plain_env() -> dict[str, str]:

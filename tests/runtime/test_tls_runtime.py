@@ -1,7 +1,8 @@
 """The runtime over mutual TLS (`pubsub.runtime.tls`), with the toy application of
 test_net, on the stock loop and on uvloop: peers that hold the right certificates talk;
 a daemon that dials a reference and finds another daemon's certificate there refuses the
-connection and counts it; a Hello its certificate does not back is refused and counted."""
+connection and counts it; a Hello its certificate does not back is refused and counted; a
+TLS client of a plain daemon is told that it does not speak TLS."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from typing import Any
 import pytest
 
 from pubsub.kernel import wire
-from pubsub.kernel.control import ErrorReply, Hello
+from pubsub.kernel.control import ErrorReply, Hello, StatusRequest
 from pubsub.kernel.message import Ref
 from pubsub.ops.tlsfiles import ClusterCerts
+from pubsub.runtime.client import RequestError, request
 from pubsub.runtime.net import Runtime
 from pubsub.skipring.messages import Ping
 from pubsub.runtime.tls import TlsError
@@ -136,3 +138,29 @@ def test_plain_listening_beyond_loopback_needs_insecure(run: Callable[..., None]
             await rt.start()
 
     run(scenario)
+
+
+def test_a_tls_client_of_a_plain_daemon_is_told_it_does_not_speak_tls(
+    run: Callable[..., None], tmp_path: Path
+) -> None:
+    (sock,), (ref,) = _refs(1)
+    certs = ClusterCerts.create(tmp_path, {})
+    cert, key = certs.pairs["localcluster"]
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.load_verify_locations(cafile=str(certs.ca))
+    ctx.load_cert_chain(str(cert), str(key))
+
+    async def scenario() -> None:
+        rt = Runtime(ToyApp(ref), fast_settings(), sock=sock)
+        await rt.start()
+        try:
+            with pytest.raises(RequestError, match=r"TLS handshake with .* failed .*: it does not speak TLS"):
+                await request(ref, StatusRequest(), 5.0, context=ctx)
+        finally:
+            await rt.stop()
+
+    try:
+        run(scenario)
+    finally:
+        sock.close()
