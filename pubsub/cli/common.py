@@ -209,14 +209,22 @@ def interval_option(f: Any) -> Any:
     )(f)
 
 
-def settings_for_runtime(interval: float | None) -> RuntimeSettings:
-    """The runtime's settings: --interval, the `tls_options` flags, PUBSUB_*, the file."""
+def settings_for_runtime(interval: float | None, listen: str) -> RuntimeSettings:
+    """The runtime's settings: --interval, the `tls_options` flags, PUBSUB_*, the file;
+    ConfigError also when the daemon may not listen on `listen` so (not loopback, no TLS)."""
+    from pubsub.runtime.connection import split_ref
+    from pubsub.runtime.tls import listen_problem
+
     ctx = click.get_current_context(silent=True)
     tls = {} if ctx is None else ctx.meta.get(_TLS, {})
     try:
-        return load(RuntimeSettings, FLAGS, config=current_config(), timeout_interval=interval, **tls)
+        settings = load(RuntimeSettings, FLAGS, config=current_config(), timeout_interval=interval, **tls)
     except SettingsError as exc:
         raise ConfigError(str(exc)) from None
+    problem = listen_problem(split_ref(listen)[0], settings)
+    if problem is not None:
+        raise ConfigError(f"{listen}: refusing to listen: {problem}")
+    return settings
 
 
 _TLS = "pubsub.tls"

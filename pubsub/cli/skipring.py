@@ -153,7 +153,7 @@ def supervisor(
     from supervisor.app import run_supervisor
 
     address: Ref = required(from_config("listen", listen, "--listen", _address), "listen", "--listen")
-    runtime_settings = settings_for_runtime(interval)
+    runtime_settings = settings_for_runtime(interval, address)
     try:
         settings = load(
             SupervisorSettings,
@@ -263,7 +263,7 @@ def node(
     supervisor_address: Ref = required(
         from_config("supervisor", supervisor_ref, "--supervisor", _address), "supervisor", "--supervisor"
     )
-    runtime_settings = settings_for_runtime(interval)
+    runtime_settings = settings_for_runtime(interval, address)
     try:
         settings = load(
             NodeSettings,

@@ -168,16 +168,24 @@ def _node(listen: str, supervisor: str, *extra: str) -> subprocess.Popen[str]:
     )
 
 
-def test_no_plain_listening_beyond_loopback_without_insecure() -> None:
+def test_no_plain_listening_beyond_loopback_without_insecure(tmp_path: Path) -> None:
     port, sup = pick_free_ports(2)
     refused = _node(f"0.0.0.0:{port}", f"127.0.0.1:{sup}")
     try:
         _, err = refused.communicate(timeout=COMMAND_TIMEOUT)
     finally:
         terminate(refused)
-    assert refused.returncode == 1
-    assert "refusing to listen" in err and "--insecure" in err
-    assert "Traceback" not in err
+    # An invalid setting (README, "Settings"): exit 2, one line.
+    assert refused.returncode == 2, err
+    assert err.startswith(f"Error: 0.0.0.0:{port}: refusing to listen") and len(err.strip().splitlines()) == 1, err
+    assert "--insecure" in err
+    done = subprocess.run(  # the supervisor too, refused before it touches its data directory
+        [sys.executable, "-m", "pubsub.cli.main", "supervisor", "--listen", f"0.0.0.0:{sup}", "--data",
+         str(tmp_path / "sup")],
+        capture_output=True, text=True, timeout=COMMAND_TIMEOUT, env=_plain_env(),
+    )
+    assert done.returncode == 2 and "refusing to listen" in done.stderr, done.stderr
+    assert not (tmp_path / "sup").exists()
 
     allowed = _node(f"0.0.0.0:{port}", f"127.0.0.1:{sup}", "--insecure")
     try:
