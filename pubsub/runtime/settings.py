@@ -246,6 +246,16 @@ def _one_line(
 
 
 # --------------------------------------------------------------------------- configuration files
+def yaml_error_detail(exc: Exception) -> str:
+    """What follows "FILE is not valid YAML" in a one-line error about `exc` (a
+    ``yaml.YAMLError``): " (line L, column C): what is wrong", without the position when the
+    error has none."""
+    where = getattr(exc, "problem_mark", None)
+    at = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else ""
+    problem = getattr(exc, "problem", None) or type(exc).__name__
+    return f"{at}: {problem}"
+
+
 @dataclass(frozen=True)
 class ConfigFile:
     """A daemon's configuration file, read and flattened (see the module docstring)."""
@@ -276,10 +286,7 @@ class ConfigFile:
             try:
                 data = yaml.safe_load(text)
             except yaml.YAMLError as exc:
-                where = getattr(exc, "problem_mark", None)
-                at = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else ""
-                problem = getattr(exc, "problem", None) or type(exc).__name__
-                raise SettingsError(f"config file {path} is not valid YAML{at}: {problem}") from None
+                raise SettingsError(f"config file {path} is not valid YAML{yaml_error_detail(exc)}") from None
         if data is None:
             data = {}
         if not isinstance(data, dict):

@@ -69,6 +69,30 @@ def test_unknown_scenario_name_lists_the_shipped_ones() -> None:
         resolve_scenario("no-such-scenario")
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a step's key indented one space too little
+        (BASE + "steps:\n  - at: 1\n    action: join\n   topic: news\n",
+         "s.yaml is not valid YAML (line 7, column 4): expected <block end>, but found '<block mapping start>'"),
+        (BASE + "steps: [{at: 1, action: explode}]", "s.yaml: steps.0.action: "),
+    ],
+)
+def test_run_with_a_scenario_that_does_not_load_is_one_line_and_exit_2(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    """Bad usage, as the README's exit codes say; YAML errors used to be several lines of
+    PyYAML's text (exit 1).  Nothing is started, the run directory is not created."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pubsub.cli.main", "experiment", "run", str(write(tmp_path, text)),
+         "--out", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and expected in done.stderr, done.stderr
+    assert not (tmp_path / "run").exists()
+
+
 def test_status_convergence_needs_a_stable_legitimate_stretch() -> None:
     marker = MarkerRecord("m1", "crash", 10.0, ["a"], "news")
     verdicts = [

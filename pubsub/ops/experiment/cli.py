@@ -21,6 +21,12 @@ def experiment() -> None:
     """Scripted experiments on a local cluster of real processes, with analysis."""
 
 
+class _BadScenario(click.ClickException):
+    """A scenario that cannot be loaded: bad usage, exit code 2 (one line)."""
+
+    exit_code = 2
+
+
 @experiment.command("list")
 def list_scenarios() -> None:
     """The scenarios shipped with pubsub (pass a name or a file to `run`)."""
@@ -64,7 +70,8 @@ def run(scenario: str, run_dir: Path, analyze: bool, tolerance: float) -> None:
     RUN_DIR/analysis/report.html.  Progress goes to stderr (a live line on a terminal,
     otherwise one line per step and phase, and a "still ..." line every 10 s); the table
     and the report's path to stdout.  Exit status 1 if a topic never converged or the two
-    measurements disagree.
+    measurements disagree, 2 if SCENARIO cannot be loaded (no such file, not YAML, not a
+    valid scenario).
     """
     from pubsub.ops.experiment.records import ExperimentError
     from pubsub.ops.experiment.results import compare, run_analysis
@@ -75,6 +82,9 @@ def run(scenario: str, run_dir: Path, analyze: bool, tolerance: float) -> None:
 
     try:
         loaded = load_scenario(resolve_scenario(scenario))
+    except ScenarioError as exc:
+        raise _BadScenario(str(exc)) from None
+    try:
         with Progress("pubsub experiment") as progress:
             record = Experiment(loaded, run_dir, progress=progress.log, phase=progress.phase).play()
         if not analyze:
@@ -83,7 +93,7 @@ def run(scenario: str, run_dir: Path, analyze: bool, tolerance: float) -> None:
             return
         # `pubsub analyze` shows its own progress on the same stderr
         summary = run_analysis(run_dir.resolve(), lambda line: click.echo(line, err=True))
-    except (ScenarioError, ExperimentError, ClusterError) as exc:
+    except (ExperimentError, ClusterError) as exc:
         raise click.ClickException(str(exc)) from None
     rows = compare(record, summary, tolerance)
     (run_dir / "comparison.json").write_text(json.dumps(rows, indent=2), encoding="utf-8")

@@ -48,6 +48,8 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from pubsub.runtime.settings import yaml_error_detail
+
 #: Most node processes a scenario may start on one machine.
 MAX_NODES = 64
 #: Longest script, seconds.
@@ -160,7 +162,7 @@ def load_scenario(path: Path | str) -> Scenario:
     except OSError as exc:
         raise ScenarioError(f"cannot read scenario {path}: {exc.strerror or exc}") from exc
     except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path} is not valid YAML: {exc}") from exc
+        raise ScenarioError(f"{path} is not valid YAML{yaml_error_detail(exc)}") from None
     if not isinstance(raw, dict):
         raise ScenarioError(f"{path}: a scenario is a mapping (name, nodes, topics, steps, ...)")
     try:
