@@ -301,12 +301,11 @@ def partition(
     """Cut the daemons given (the set A) off from all others for S seconds: each member of
     A drops every peer frame to or from a non-member, then heals by itself.  TCP
     connections stay up, so nobody is taken for crashed."""
-    _run(
-        "partition", admins, {"duration": duration}, marker_id, as_json, timeout,
-        lambda b: f"cut off from all but {len(b.get('members', []))} members "
-        f"for {b.get('duration')} s",
-        members=True,
-    )
+    def describe(body: dict[str, Any]) -> str:
+        n = len(body.get("members", []))
+        return f"cut off from all but {n} member{'' if n == 1 else 's'} for {body.get('duration')} s"
+
+    _run("partition", admins, {"duration": duration}, marker_id, as_json, timeout, describe, members=True)
 
 
 @chaos.command()

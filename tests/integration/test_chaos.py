@@ -282,6 +282,16 @@ def test_partition_stops_traffic_across_the_cut_then_heals(cluster: LocalCluster
     assert sum(m["id"] == out["marker"] for m in markers(cluster).values()) == 1
 
 
+def test_a_partition_of_one_daemon_is_reported_in_the_singular(cluster: LocalCluster) -> None:
+    ref = cluster.running_node_refs()[0]
+    out = cluster.cli("chaos", "partition", "--admin", cluster.admin_ref(ref), "--duration", "0.5")
+    lines = out.splitlines()
+    assert f"partition {ref} " in lines[0] and "cut off from all but 1 member for 0.5 s;" in lines[0], out
+    marker_id = lines[-1].removeprefix("marker ")
+    wait_marker(cluster, f"{marker_id}-heal")
+    settle(cluster)
+
+
 def test_crash_kills_the_processes_and_the_supervisor_removes_them(cluster: LocalCluster) -> None:
     """Two daemons crash under one marker; the supervisor removes both, and neither wrote
     an event later than the marker (the analysis ends a crashed node's state there)."""
