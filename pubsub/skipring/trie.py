@@ -36,13 +36,16 @@ what CheckTrie case (i) relies on.  An insertion recomputes only the hashes on t
 from the new leaf to the root: O(depth) digest computations, counted in
 ``hash_computations`` so that tests can assert the bound without timing anything.
 
-`add` is the lazy form the publication path uses (issue 11): it splices the leaf in and
-only marks the nodes on its path as stale; the next read that needs hashes (`root`,
-`search`, `children`, ...) recomputes every stale node once, children before parents.  A
-batch of k insertions then shares the upper part of their paths, and a node that receives
-a thousand publications between two anti-entropy rounds hashes the top of its trie once,
-not a thousand times.  Stale nodes carry an empty hash; a stale node's ancestors are
-always stale too, so a clean node heads a clean subtree.
+`add` is the lazy form the publication path uses (issue 11): it records the new leaf
+(membership and size are exact at once) and leaves it waiting; the next read that needs the
+shape or the hashes (`root`, `search`, `children`, ...) sorts the waiting leaves by key and
+places them in one descent, splitting the sorted run at each node by the next bit and
+hashing every node on their paths once, children before parents.  A batch of k insertions
+then shares the walk and the hashes of the upper part of their paths, and a node that
+receives a thousand publications between two anti-entropy rounds walks and hashes the top
+of its trie once, not a thousand times.  `remove` marks the nodes above the removed leaf
+stale (an empty hash; a stale node's ancestors are always stale too, so a clean node heads
+a clean subtree), and the next read hashes them again before it places waiting leaves.
 
 Empty trie
 ----------
@@ -56,6 +59,7 @@ either way ends up sending everything it holds.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left
 from collections.abc import Iterator
 from typing import Generic, TypeVar, cast
 
@@ -182,6 +186,10 @@ class TrieNode(Generic[V]):
         return f"TrieNode({kind} {self.label.bits!r} {self.hash.hex()[:8]})"
 
 
+def _node_value(node: TrieNode[V]) -> int:
+    return node.value
+
+
 class PatriciaTrie(Generic[V]):
     """A Patricia trie over ``key_bits``-bit keys with Merkle hashes (module docstring)."""
 
@@ -192,7 +200,9 @@ class PatriciaTrie(Generic[V]):
         self._key_bytes = (key_bits + 7) // 8
         self._root: TrieNode[V] | None = None
         self._size = 0
-        self._stale = False  # some nodes wait for their hash (`add`)
+        self._stale = False  # some leaves wait in `_pending`, or nodes for their hash
+        #: Leaves `add` made that wait for the next read to be placed (`_settle`).
+        self._pending: list[TrieNode[V]] = []
         self._key_limit = 1 << key_bits
         #: Every leaf by its key: membership in O(1).
         self._leaves: dict[int, TrieNode[V]] = {}
@@ -236,80 +246,34 @@ class PatriciaTrie(Generic[V]):
         Walks down once, splices in the new leaf (and one new inner node unless the trie
         was empty), then recomputes the hashes of the nodes on the walked path only.
         """
-        self._settle()
         k = self.key_int(key)
-        kb = self.key_bits
-        node = self._root
-        if node is None:
-            self._root = self._leaves[k] = TrieNode(k, kb, self.leaf_hash(k), None, item)
-            self._size = 1
-            return True
-        path: list[TrieNode[V]] = []
-        parent_slot: tuple[list[TrieNode[V]], int] | None = None
-        while True:
-            top = k >> (kb - node.length)
-            diff = top ^ node.value
-            if diff:
-                # The key leaves this node's label after `common` bits: split here.
-                common = node.length - diff.bit_length()
-                leaf = self._leaves[k] = TrieNode(k, kb, self.leaf_hash(k), None, item)
-                branch = (k >> (kb - 1 - common)) & 1
-                pair = [node, leaf] if branch else [leaf, node]
-                inner = TrieNode(k >> (kb - common), common, b"", pair, None)
-                inner.hash = self._inner_hash(inner)
-                if parent_slot is None:
-                    self._root = inner
-                else:
-                    parent_slot[0][parent_slot[1]] = inner
-                break
-            if node.length == kb:
-                return False  # the same key is stored already
-            children = node.children
-            assert children is not None
-            path.append(node)
-            branch = (k >> (kb - 1 - node.length)) & 1
-            parent_slot = (children, branch)
-            node = children[branch]
-        for ancestor in reversed(path):
-            ancestor.hash = self._inner_hash(ancestor)
+        if k in self._leaves:
+            return False
+        self._settle()
+        leaf: TrieNode[V] = TrieNode(k, self.key_bits, b"", None, item)
+        self._leaves[k] = leaf
         self._size += 1
+        if self._root is None:
+            leaf.hash = self.leaf_hash(k)
+            self._root = leaf
+        else:
+            self._root = self._place_one(self._root, leaf)
         return True
 
     def add(self, key: int | bytes | TrieLabel, item: V) -> bool:
-        """`insert` without hashing: the nodes on the new leaf's path are marked stale and
-        hashed by the next read that needs them (see the module docstring)."""
+        """`insert` without walking or hashing: the new leaf waits in `_pending` and the next
+        read places every waiting leaf and hashes what changed in one pass (`_settle`; see
+        the module docstring).  Membership and size are exact at once."""
         k = key if type(key) is int and 0 <= key < self._key_limit else self.key_int(key)
         leaves = self._leaves
         if k in leaves:
             return False  # the same key is stored already
-        kb = self.key_bits
-        node = self._root
+        leaf: TrieNode[V] = TrieNode(k, self.key_bits, b"", None, item)
+        leaves[k] = leaf
+        self._pending.append(leaf)
         self._size += 1
         self._stale = True
-        leaf: TrieNode[V] = TrieNode(k, kb, b"", None, item)
-        leaves[k] = leaf
-        if node is None:
-            self._root = leaf
-            return True
-        parent: list[TrieNode[V]] | None = None
-        slot = 0
-        while True:
-            length = node.length
-            diff = (k >> (kb - length)) ^ node.value
-            if diff:
-                common = length - diff.bit_length()
-                pair = [node, leaf] if (k >> (kb - 1 - common)) & 1 else [leaf, node]
-                inner = TrieNode(k >> (kb - common), common, b"", pair, None)
-                if parent is None:
-                    self._root = inner
-                else:
-                    parent[slot] = inner
-                return True
-            node.hash = b""  # on the new leaf's path: stale
-            parent = node.children
-            assert parent is not None  # a leaf's label differs from any other key
-            slot = (k >> (kb - 1 - length)) & 1
-            node = parent[slot]
+        return True
 
     def remove(self, key: int | bytes | TrieLabel) -> bool:
         """Take the leaf of `key` out (its parent is replaced by the sibling); False if the
@@ -317,8 +281,10 @@ class PatriciaTrie(Generic[V]):
         publication could not be written to the node's store: what is not durable is not
         held either."""
         k = self.key_int(key)
-        if self._leaves.pop(k, None) is None:
+        if k not in self._leaves:
             return False
+        self._settle()  # the leaf may still wait in `_pending`
+        del self._leaves[k]
         self._size -= 1
         self._stale = True
         node = self._root
@@ -345,14 +311,26 @@ class PatriciaTrie(Generic[V]):
             holder, slot, node = children, branch, child
 
     def _settle(self) -> None:
-        """Hash every stale node, children before parents."""
+        """Hash the nodes `remove` left stale, then place the leaves `add` left waiting."""
         if not self._stale:
             return
         self._stale = False
-        if self._root is None:
-            return
+        if self._root is not None and not self._root.hash:
+            self._rehash_stale(self._root)
+        pending = self._pending
+        if pending:
+            self._pending = []
+            pending.sort(key=_node_value)
+            keys = [leaf.value for leaf in pending]
+            if self._root is None:
+                self._root = self._build(pending, keys, 0, len(keys))
+            else:
+                self._root = self._place(self._root, pending, keys, 0, len(keys))
+
+    def _rehash_stale(self, root: TrieNode[V]) -> None:
+        """Hash every stale node under `root`, children before parents."""
         order: list[TrieNode[V]] = []
-        stack = [self._root]
+        stack = [root]
         while stack:
             node = stack.pop()
             if node.hash:
@@ -365,6 +343,103 @@ class PatriciaTrie(Generic[V]):
                 node.hash = self.leaf_hash(node.value)
             else:
                 node.hash = self._inner_hash(node)
+
+    def _place(
+        self, node: TrieNode[V], leaves: list[TrieNode[V]], keys: list[int], lo: int, hi: int
+    ) -> TrieNode[V]:
+        """The subtree of `node` with the new leaves ``leaves[lo:hi]`` (sorted by key, none
+        stored below `node` yet) spliced in, every node on their paths hashed once.
+
+        If every new key extends `node`'s label, the keys split between its children at
+        the next bit and each child takes its share.  Otherwise the subtree gets a new top:
+        an inner node at the longest prefix common to `node`'s label and every new key,
+        with `node` (and the keys on its side) below one child and a subtree of the other
+        keys below the other.  Sorted keys make the first and last the only ones to test.
+        """
+        if hi - lo == 1:
+            return self._place_one(node, leaves[lo])
+        kb = self.key_bits
+        length = node.length
+        shift = kb - length
+        value = node.value
+        first, last = keys[lo], keys[hi - 1]
+        if first >> shift == value and last >> shift == value:
+            children = node.children
+            assert children is not None  # a leaf's label is a whole key: no new key extends it
+            mid = bisect_left(keys, ((value << 1) | 1) << (shift - 1), lo, hi)
+            if mid > lo:
+                children[0] = self._place(children[0], leaves, keys, lo, mid)
+            if mid < hi:
+                children[1] = self._place(children[1], leaves, keys, mid, hi)
+            self.hash_computations += 1
+            node.hash = _digest(children[0].hash + children[1].hash)
+            return node
+        # The longest prefix of `node`'s label shared by the first and the last key (and
+        # so by every key between them), and by those two keys themselves.
+        top = value << shift
+        common = min(length, kb - (first ^ top).bit_length(), kb - (last ^ top).bit_length())
+        common = min(common, kb - (first ^ last).bit_length())
+        cut = kb - 1 - common
+        mid = bisect_left(keys, ((first >> (cut + 1) << 1) | 1) << cut, lo, hi)
+        if (value >> (length - 1 - common)) & 1:
+            pair = [self._build(leaves, keys, lo, mid), self._place(node, leaves, keys, mid, hi) if mid < hi else node]
+        else:
+            pair = [self._place(node, leaves, keys, lo, mid) if mid > lo else node, self._build(leaves, keys, mid, hi)]
+        inner = TrieNode(first >> (kb - common), common, b"", pair, None)
+        self.hash_computations += 1
+        inner.hash = _digest(pair[0].hash + pair[1].hash)
+        return inner
+
+    def _place_one(self, top: TrieNode[V], leaf: TrieNode[V]) -> TrieNode[V]:
+        """`_place` for a single new leaf, walking down without recursion: the subtree of
+        `top` with `leaf` spliced in and the nodes on its path hashed."""
+        kb = self.key_bits
+        k = leaf.value
+        leaf.hash = self.leaf_hash(k)
+        path: list[TrieNode[V]] = []
+        node = top
+        parent: list[TrieNode[V]] | None = None
+        slot = 0
+        while True:
+            length = node.length
+            diff = (k >> (kb - length)) ^ node.value
+            if diff:
+                common = length - diff.bit_length()
+                pair = [node, leaf] if (k >> (kb - 1 - common)) & 1 else [leaf, node]
+                inner = TrieNode(k >> (kb - common), common, _digest(pair[0].hash + pair[1].hash), pair, None)
+                if parent is None:
+                    top = inner
+                else:
+                    parent[slot] = inner
+                break
+            path.append(node)
+            parent = node.children
+            assert parent is not None  # a leaf's label differs from any other key
+            slot = (k >> (kb - 1 - length)) & 1
+            node = parent[slot]
+        self.hash_computations += 1 + len(path)
+        for ancestor in reversed(path):
+            children = ancestor.children
+            assert children is not None
+            ancestor.hash = _digest(children[0].hash + children[1].hash)
+        return top
+
+    def _build(self, leaves: list[TrieNode[V]], keys: list[int], lo: int, hi: int) -> TrieNode[V]:
+        """A hashed subtree of the new leaves ``leaves[lo:hi]`` alone (sorted, at least one)."""
+        if hi - lo == 1:
+            leaf = leaves[lo]
+            leaf.hash = self.leaf_hash(leaf.value)
+            return leaf
+        kb = self.key_bits
+        first = keys[lo]
+        common = kb - (first ^ keys[hi - 1]).bit_length()
+        cut = kb - 1 - common
+        mid = bisect_left(keys, ((first >> (cut + 1) << 1) | 1) << cut, lo, hi)
+        pair = [self._build(leaves, keys, lo, mid), self._build(leaves, keys, mid, hi)]
+        inner = TrieNode(first >> (kb - common), common, b"", pair, None)
+        self.hash_computations += 1
+        inner.hash = _digest(pair[0].hash + pair[1].hash)
+        return inner
 
     # ------------------------------------------------------------------ queries
     @property
@@ -466,6 +541,7 @@ class PatriciaTrie(Generic[V]):
 
     def depth(self) -> int:
         """Number of nodes on the longest root-to-leaf path (0 for the empty trie)."""
+        self._settle()
         best = 0
         stack = [(self._root, 1)] if self._root is not None else []
         while stack:

@@ -298,3 +298,39 @@ def test_remove_leaves_the_trie_of_the_remaining_keys(bits: int) -> None:
     for key in kept:
         assert trie.remove(key)
     assert len(trie) == 0 and trie.root() == PatriciaTrie(bits).root()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    bits=st.sampled_from([3, 8, 128]),
+    ops=st.lists(
+        st.tuples(st.sampled_from(["add", "add", "add", "remove", "insert", "read"]), st.integers(0, 2**128 - 1)),
+        max_size=120,
+    ),
+)
+def test_any_mix_of_updates_and_reads_gives_the_trie_of_the_keys_held(bits: int, ops: list[tuple[str, int]]) -> None:
+    """Whatever the order of lazy adds (placed at the next read), removals (of placed or
+    still waiting keys), eager inserts and reads, the trie has the labels and hashes of a
+    trie built eagerly from the keys it holds."""
+    trie: PatriciaTrie[int] = PatriciaTrie(bits)
+    held: set[int] = set()
+    for op, number in ops:
+        key = number % (1 << bits) if op != "remove" or not held else sorted(held)[number % len(held)]
+        if op == "add":
+            assert trie.add(key, key) == (key not in held)
+            held.add(key)
+        elif op == "insert":
+            assert trie.insert(key, key) == (key not in held)
+            held.add(key)
+        elif op == "remove":
+            assert trie.remove(key) == (key in held)
+            held.discard(key)
+        else:
+            trie.root()
+        assert len(trie) == len(held) and all(trie.contains(k) for k in held)
+    reference: PatriciaTrie[int] = PatriciaTrie(bits)
+    for key in sorted(held):
+        reference.insert(key, key)
+    assert trie.root() == reference.root()
+    assert [(n.label, n.hash) for n in all_nodes(trie)] == [(n.label, n.hash) for n in all_nodes(reference)]
+    assert sorted(trie.keys()) == sorted(held)
