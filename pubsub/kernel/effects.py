@@ -4,7 +4,8 @@
 this" -- e.g. a node acknowledges a publication, and floods it, only once it is on disk
 (paper 000 §4.2 leaves durability to the implementation; the acknowledgement promises it).
 `Answer` addresses a client request by the token the runtime gave it, so that replies that
-come later (after a commit, after a hand-over) are decided by the core too.
+come later (after a commit, after a hand-over) are decided by the core too.  `Batched` lets
+a core have per-item work done once per batch of items.
 
 The network runtime's daemon (`pubsub.node.app`) executes them with a group commit to its
 store; the simulator (`pubsub.sim.skipring`) executes them against an in-memory store with
@@ -13,7 +14,8 @@ a configurable commit delay, so ordering is checked without a network.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from pubsub.kernel.message import Message, Send
 
@@ -41,5 +43,20 @@ class Persist(NamedTuple):
     notify: int | None = None
 
 
+class Batched(NamedTuple):
+    """Work a core wants done once per batch rather than once per item: the executor
+    gathers the `item`s of the Batched effects it carries out together (those one group
+    commit releases, for instance) by `sink`, calls ``sink(items)`` once per sink with them
+    in order, and carries out the effects that returns.  An executor that has no batches
+    may call `sink` with each item alone.
+
+    The node core hands the arc broadcast of its own publications over this way
+    (`pubsub.skipring.antientropy`: a commit of k publications computes the arcs once and
+    sends one Spread per neighbour, not k)."""
+
+    sink: Callable[[list[Any]], Sequence[Effect]]
+    item: Any
+
+
 #: What a core's `handle` and `timeout` may return.
-Effect = Send | Answer | Persist
+Effect = Send | Answer | Persist | Batched

@@ -20,10 +20,9 @@ it counts as delivered: arrivals are collected after each call into the core and
 by group commits on the store's own thread (`pubsub.node.commits`, `pubsub.node.writer`),
 so a commit and its fsync never stall the event loop; only then are they numbered for
 clients, streamed to followers (from memory, `pubsub.node.delivery`), acknowledged to
-publishers and -- for publications issued or handed over here -- spread.  The sends that
-commits release are coalesced before they leave (`pubsub.skipring.batching`: one Spread
-per neighbour and arc for a whole batch).  At start every stored topic's trie is rebuilt
-from the store.
+publishers and -- for publications issued or handed over here -- spread, all those of the
+commits one loop pass released at once (`Batched`: one Spread per neighbour for the whole
+batch).  At start every stored topic's trie is rebuilt from the store.
 
 Telemetry (`pubsub.node.telemetry`, through the daemon host `pubsub.runtime.host`): observers
 in ``observers`` hear about
@@ -41,7 +40,9 @@ Publishing.  The core decides (`NodeCore.publish_request`, hand-overs in
 `pubsub.skipring.handover`) and states the order as effects (`pubsub.kernel.effects`): this
 app executes them -- `Persist` joins the next group commit and runs what waits for it
 afterwards (acknowledge, then flood), `Answer` goes to the client connection it names, with
-the store's local number filled into a PublishAck for a publication stored here.
+the store's local number filled into a PublishAck for a publication stored here, and
+`Batched` items wait for the outbox, which hands each sink its items in one call (the arc
+broadcast of a commit's publications: the arcs computed once, one Spread per neighbour).
 """
 
 from __future__ import annotations
@@ -52,14 +53,14 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
 import uvloop
 
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
-from pubsub.kernel.effects import Answer, Effect, Persist
+from pubsub.kernel.effects import Answer, Batched, Effect, Persist
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.node.delivery import Deliveries
 from pubsub.node.faults import node_actions
@@ -76,7 +77,6 @@ from pubsub.runtime.identity import Identity
 from pubsub.runtime.permissions import Authority
 from pubsub.runtime.tls import server_context
 from pubsub.skipring.admission import node_admits
-from pubsub.skipring.batching import coalesce
 from pubsub.node.telemetry import node_instrument
 from pubsub.runtime.host import Daemon, host
 from pubsub.runtime.httpserve import HttpService
@@ -150,7 +150,9 @@ class NodeApp:
         self.runtime: Runtime | None = None
         self.counters: Counter[str] = Counter()
         self._saved: set[Topic] | None = None
-        self._outbox: list[Send] = []  # released by commits, coalesced before they leave
+        self._outbox: list[Send] = []  # released by commits, sent at the end of the loop pass
+        #: `Batched` items released by commits, by sink: one call each when the outbox leaves.
+        self._batched: dict[Callable[[list[Any]], Sequence[Effect]], list[Any]] = {}
         self._replies: dict[int, list[Message]] = {}  # answers per client, one write each
         self._outbox_scheduled = False
         self._reserving: concurrent.futures.Future[None] | None = None
@@ -377,13 +379,16 @@ class NodeApp:
                 sends.append(effect)
             elif isinstance(effect, Answer):
                 self._answer(effect, written or {})
+            elif isinstance(effect, Batched):
+                self._batched.setdefault(effect.sink, []).append(effect.item)
+                self._schedule_outbox()
             else:
                 self.commits.after(partial(self._committed, effect))
         return sends
 
     def _committed(self, persist: Persist, ok: bool, written: Written) -> None:
         """A Persist's commit ended: tell the core (`notify`), then carry out what waited
-        for it; the sends join the outbox, which leaves coalesced once every action of the
+        for it; the sends join the outbox, which leaves once every action of the
         commit has run."""
         effects = persist.then if ok else persist.otherwise
         if persist.notify is not None:
@@ -400,8 +405,9 @@ class NodeApp:
                 self._send_outbox()
 
     def _send_outbox(self) -> None:
-        """At the end of the loop pass: each client's answers in one write, then the sends
-        (coalesced) -- acknowledgements before spreading, as the Persists ordered them."""
+        """At the end of the loop pass: each client's answers in one write, then the sends,
+        those of the `Batched` items among them -- acknowledgements before spreading, as the
+        Persists ordered them."""
         self._outbox_scheduled = False
         replies, self._replies = self._replies, {}
         for client, msgs in replies.items():
@@ -409,7 +415,11 @@ class NodeApp:
             if session is not None:
                 session.send_many(msgs)
         sends, self._outbox = self._outbox, []
-        self._dispatch(coalesce(sends, self.core.publish_batch_bytes))
+        while self._batched:
+            batched, self._batched = self._batched, {}
+            for sink, items in batched.items():
+                sends.extend(self._execute(sink(items)))
+        self._dispatch(sends)
 
     def _answer(self, answer: Answer, written: Mapping[tuple[Topic, bytes], int]) -> None:
         """Send an answer to its client; local numbers are the store's, so a PublishAck for
@@ -488,7 +498,7 @@ class NodeApp:
     def flush(self) -> None:
         """Write everything still queued now (blocks; shutdown and tests)."""
         self.commits.flush()
-        if self._outbox or self._replies:
+        if self._outbox or self._replies or self._batched:
             self._send_outbox()
 
     def close(self) -> None:

@@ -22,7 +22,8 @@ node has a simulated store: what its core stored is written by a group commit th
 was stored before it, and a crash loses what was not yet written.  Answers to clients are
 collected in `answers`; with `trace` every send and commit is logged in `log`, so tests can
 check the order with no network.  Without `commit_delay`, durability is not modelled and a
-`Persist` runs its effects at once.
+`Persist` runs its effects at once.  `Batched` items go to their sink together per call
+(per Persist released: the daemon batches a whole commit, which changes no order).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pubsub.kernel.effects import Answer, Effect, Persist
+from pubsub.kernel.effects import Answer, Batched, Effect, Persist
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.sim.engine import EventQueue
 from pubsub.skipring.antientropy import Arrival
@@ -147,6 +148,11 @@ class Simulation:
         """Node `ref` issues a publication on `topic` (NodeCore.publish)."""
         self._dispatch(ref, self.nodes[ref].publish(topic, payload))
 
+    def carry_out(self, ref: Ref, effects: Sequence[Effect]) -> None:
+        """Carry out, now and together, effects that node `ref`'s core returned to a test
+        that stepped it by hand (e.g. the publications of one commit)."""
+        self._dispatch(ref, effects)
+
     def publish_request(
         self, ref: Ref, topic: Topic, payload: bytes, *, client: int = 1, request_id: int = 1, msg_id: str = ""
     ) -> None:
@@ -258,6 +264,7 @@ class Simulation:
         log = self.log
         schedule = self.events.schedule
         random = self.rng.random
+        batched: dict[Callable[[list[Any]], Sequence[Effect]], list[Any]] = {}
         for effect in effects:
             if effect.__class__ is not Send:
                 if isinstance(effect, Answer):
@@ -269,6 +276,9 @@ class Simulation:
                     else:
                         store.waiting.append(effect)
                         self._commit_soon(src, store)
+                    continue
+                if isinstance(effect, Batched):
+                    batched.setdefault(effect.sink, []).append(effect.item)
                     continue
             dest, msg = effect
             if log is not None:
@@ -283,6 +293,8 @@ class Simulation:
                 continue
             # = self.rng.uniform(low, high), the same draw
             schedule(self.now + (low + width * random()), _DELIVER, (dest, (src, msg)))
+        for sink, items in batched.items():  # after the sends of the same call, as the daemon does
+            self._dispatch(src, sink(items))
 
     def _commit_soon(self, ref: Ref, store: SimStore) -> None:
         if not store.commit_pending:

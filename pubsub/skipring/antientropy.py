@@ -91,9 +91,10 @@ here raises on a message.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
+from pubsub.kernel.effects import Batched
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.skipring.messages import (
     CheckAndPublish,
@@ -104,6 +105,7 @@ from pubsub.skipring.messages import (
     Position,
     Publication,
     PublicationKey,
+    PublicationList,
     Publish,
     PublishNew,
     Spread,
@@ -304,12 +306,14 @@ class AntiEntropy:
         publication: Publication,
         flood_targets: Iterable[Ref] | None = None,
         via: str = LOCAL,
-    ) -> list[Send]:
+    ) -> list[Send | Batched]:
         """A publication issued here (or handed over to us, `via` HANDOVER): store it; when
         flooding, PublishNew to every neighbour.
 
         §4.3: the publisher inserts p and sends PublishNew(p) to all ring and shortcut
-        neighbours (`flood_targets`, or the callback given at construction).
+        neighbours (`flood_targets`, or the callback given at construction).  With the arc
+        broadcast (`tree`, no `flood_targets`), a `Batched` effect: `spread_own` sends it,
+        with the other publications of the same batch.
         """
         if not self._valid_publication(publication):
             return []
@@ -317,15 +321,32 @@ class AntiEntropy:
             self.counters["publish_local_duplicates"] += 1
             return []
         self.counters["published"] += 1
+        out: list[Send | Batched] = []
         if not self.flooding:
             self._saw_difference()  # nobody else holds it, and nothing spreads it but us
-            return self._flush()
-        view = self._view() if self.tree and flood_targets is None else None
-        if view is not None:
-            start, end = origin_arc(view.me)
-            self._spread([publication], start, end, view.levels, 1, view)
+        elif self.tree and flood_targets is None:
+            out.append(Batched(self.spread_own, publication))
         else:
             self._flood(publication, 1, flood_targets)
+        out.extend(self._flush())
+        return out
+
+    def spread_own(self, publications: list[Publication]) -> list[Send]:
+        """Start the arc broadcast of publications issued (or taken over) here: one Spread
+        per neighbour for all of them (several when they exceed `MAX_PUBLICATIONS` or about
+        `batch_bytes`), each with its piece of the whole ring but us; or,
+        when we have no arc to trust (no label), PublishNew to every neighbour as §4.3
+        does.  `publish_local` returns this as a `Batched` effect, so that the arcs are
+        computed once per batch of publications, not once per publication."""
+        view = self._view()
+        if view is None:
+            for publication in publications:
+                self._flood(publication, 1, None)
+            return self._flush()
+        start, end = origin_arc(view.me)
+        for batch in self._batches(publications, MAX_PUBLICATIONS):
+            # one list for every neighbour's Spread: encoded once (`PublicationList`)
+            self._spread(PublicationList(batch), start, end, view.levels, 1, view)
         return self._flush()
 
     def handle(self, msg: Message, flood_targets: Iterable[Ref] | None = None) -> list[Send]:
@@ -510,19 +531,26 @@ class AntiEntropy:
 
         A single publication larger than `batch_bytes` still travels, alone.
         """
+        sent = False
+        for batch in self._batches((publication for _, publication in items), self.batch_publications):
+            self._send(dest, Publish(self.topic, batch))
+            sent = True
+        return sent
+
+    def _batches(self, publications: Iterable[Publication], most: int) -> Iterator[list[Publication]]:
+        """`publications` in order, in batches of at most `most` and about `batch_bytes` of
+        payload each (a single publication larger than that travels alone)."""
         batch: list[Publication] = []
         size = 0
-        for _, publication in items:
+        for publication in publications:
             cost = len(publication.payload) + PUBLICATION_OVERHEAD
-            if batch and (len(batch) >= self.batch_publications or size + cost > self.batch_bytes):
-                self._send(dest, Publish(self.topic, batch))
+            if batch and (len(batch) >= most or size + cost > self.batch_bytes):
+                yield batch
                 batch, size = [], 0
             batch.append(publication)
             size += cost
-        if not batch:
-            return False
-        self._send(dest, Publish(self.topic, batch))
-        return True
+        if batch:
+            yield batch
 
     def _flood(
         self, publication: Publication, hops: int, flood_targets: Iterable[Ref] | None

@@ -60,7 +60,7 @@ import random
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
-from pubsub.kernel.effects import Effect
+from pubsub.kernel.effects import Batched, Effect
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.skipring.arcs import ArcView, position
 from pubsub.skipring.antientropy import (
@@ -277,11 +277,15 @@ class NodeCore:
         if self.rehoming and isinstance(msg, SetData) and msg.label is not None:
             self.rehoming.pop(topic, None)  # the new owner configured us
         if isinstance(msg, SetData) and msg.label is None and topic in self.leaving:
+            # Publications of ours whose commit is still running spread on the last arcs.
+            last_view, last_targets = self._arc_view(topic), list(instance.contacts())
             released = instance.release()  # permission to leave (§4.1 step 4, Lemma 4.1)
             del self.instances[topic]
             retired = self.publications.pop(topic, None)
             if retired is not None:
                 self.retired_counters.update(retired.counters)
+                retired.arc_view = lambda: last_view
+                retired.flood_targets = lambda: last_targets
             self.leaving.discard(topic)
             return released
         if isinstance(msg, PUBLICATION_MESSAGES):
@@ -410,7 +414,7 @@ class NodeCore:
         instance = self.instances.get(topic)
         return iter(()) if instance is None else instance.contacts()
 
-    def publish(self, topic: Topic, payload: bytes) -> list[Send]:
+    def publish(self, topic: Topic, payload: bytes) -> list[Send | Batched]:
         """Issue a publication on `topic` from this process (§4.2 and, if on, §4.3).
 
         ValueError if we do not run the topic or the payload is too large for a frame.
@@ -444,7 +448,7 @@ class NodeCore:
 
     def publish_publication(
         self, topic: Topic, publication: Publication, via: str = LOCAL
-    ) -> list[Send]:
+    ) -> list[Send | Batched]:
         """Store and spread a publication as its publisher does (§4.3: store, then
         PublishNew to every neighbour when flooding): one `issue` made here, or one another
         process handed over because it does not run the topic.

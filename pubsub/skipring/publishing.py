@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
 
-from pubsub.kernel.effects import Answer, Effect, Persist
+from pubsub.kernel.effects import Answer, Batched, Effect, Persist
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.skipring.antientropy import HANDOVER
 from pubsub.skipring.handover import HandOverClient
@@ -75,7 +75,9 @@ class Node(Protocol):
 
     def issue(self, payload: bytes, published_ms: int = 0, prev: int = -1, msg_id: str = "") -> Publication: ...
 
-    def publish_publication(self, topic: Topic, publication: Publication, via: str = ...) -> list[Send]: ...
+    def publish_publication(
+        self, topic: Topic, publication: Publication, via: str = ...
+    ) -> list[Send | Batched]: ...
 
     def holds(self, topic: Topic, publication: Publication) -> bool: ...
 

@@ -14,6 +14,7 @@ from pubsub.kernel.message import Topic
 from pubsub.sim.scenarios import corrupted_start, fresh_start, legitimate_start
 from pubsub.sim.skipring import Simulation
 from pubsub.skipring.antientropy import LOCAL, TREE
+from pubsub.skipring.messages import SetData
 from tests.simhelpers import is_legitimate, settle
 
 TOPIC = Topic("t")
@@ -104,3 +105,36 @@ def test_an_arc_that_does_not_hold_the_receiver_falls_back_to_flooding() -> None
     assert core.counters["spread_fallbacks"] == 1 and core.holds(p)
     assert sends and all(s.msg.kind == "publish_new" for s in sends)  # type: ignore[union-attr]
     assert {s.dest for s in sends} == set(node.instances[TOPIC].contacts())  # type: ignore[union-attr]
+
+
+def test_publications_spread_together_cost_n_minus_1_messages_in_all() -> None:
+    """A publisher spreads the publications of one commit together (`Batched`): one Spread
+    per tree edge for all of them, and every member stores every one."""
+    n, k = 16, 10
+    sim = Simulation(n, dissemination="tree", delay=(0.01, 0.01))
+    refs = legitimate_start(sim, n, TOPIC)
+    publisher = sim.nodes[refs[3]]
+    effects = [effect for i in range(k) for effect in publisher.publish(TOPIC, b"p%d" % i)]
+    before = counts(sim)
+    sim.carry_out(refs[3], effects)
+    sim.run_for(2.0)
+    after = counts(sim)
+    assert after["spread"] - before["spread"] == n - 1 and after["publish_new"] == before["publish_new"]
+    assert all(len(node.publications[TOPIC].trie) == k for node in sim.nodes.values())
+
+
+def test_a_publication_committed_after_its_publisher_left_still_spreads() -> None:
+    """The supervisor lets a node leave between storing its publication and the commit that
+    releases the spread: the spread leaves on the node's last arcs, so the publication the
+    node acknowledged reaches the members that stay."""
+    n = 8
+    sim = Simulation(n, dissemination="tree", delay=(0.01, 0.01))
+    refs = legitimate_start(sim, n, TOPIC)
+    leaving = sim.nodes[refs[2]]
+    effects = leaving.publish(TOPIC, b"last words")
+    leaving.leave(TOPIC)
+    leaving.handle(SetData(TOPIC, None, None, None), sim.now)  # the supervisor's permission
+    assert TOPIC not in leaving.publications
+    sim.carry_out(refs[2], effects)
+    sim.run_for(2.0)
+    assert all(len(sim.nodes[ref].publications[TOPIC].trie) == 1 for ref in refs if ref != refs[2])

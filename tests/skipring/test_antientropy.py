@@ -16,10 +16,12 @@ from pubsub.skipring.antientropy import (
     FLOOD,
     LOCAL,
     MAX_DEFERRED_ROUNDS,
+    PUBLICATION_OVERHEAD,
     AntiEntropy,
     make_publication,
 )
 from pubsub.skipring.arcs import ArcView
+from pubsub.kernel.effects import Batched
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.skipring.messages import (
     CheckAndPublish,
@@ -35,6 +37,7 @@ from pubsub.skipring.messages import (
     SetData,
     Spread,
 )
+from pubsub.skipring.fields import MAX_PUBLICATIONS
 from pubsub.skipring.nodecore import NodeCore
 from pubsub.skipring.trie import EMPTY_HASH, EMPTY_LABEL, TrieLabel
 
@@ -388,7 +391,8 @@ def test_nodecore_publish_and_routing() -> None:
         core.publish(TOPIC, b"x")  # not subscribed
     core.join(TOPIC)
     assert TOPIC in core.publications
-    assert core.publish(TOPIC, b"a") == []  # no neighbours yet: nothing to flood to
+    (spread,) = core.publish(TOPIC, b"a")  # the arc broadcast, handed over to be batched
+    assert isinstance(spread, Batched) and spread.sink([spread.item]) == []  # no neighbours yet
     core.publish(TOPIC, b"a")  # same payload, next sequence number: a different publication
     arrivals = core.drain_arrivals()
     assert [(t, a.publication.seq, a.via) for t, a in arrivals] == [(TOPIC, 0, LOCAL), (TOPIC, 1, LOCAL)]
@@ -434,3 +438,29 @@ def test_node_batches_fit_the_frame_limit() -> None:
     publishes = [s.msg for s in sends if s.msg.kind == "publish"]
     assert sum(len(m.publications) for m in publishes) == 40
     assert max(len(wire.encode(m, max_frame=frame)) for m in publishes) <= frame
+
+
+def test_own_publications_start_their_arc_broadcast_together_within_the_limits() -> None:
+    """`publish_local` hands the arc broadcast over as a `Batched` effect; `spread_own` sends
+    the batch's publications in order, one Spread per neighbour for as many as the count
+    and byte limits allow, every neighbour's Spread sharing one list (encoded once)."""
+    me = 1 << 62
+    view = ArcView(me, 2, ((me + (1 << 62), V), (0, W)), True)
+    per = 1000 + PUBLICATION_OVERHEAD
+    core = AntiEntropy(U, TOPIC, tree=True, arc_view=lambda: view, batch_bytes=3 * per)
+    effects = [e for i in range(10) for e in core.publish_local(make_publication(U, i, bytes(1000)))]
+    assert all(isinstance(e, Batched) and e.sink == core.spread_own for e in effects)
+    sends = core.spread_own([e.item for e in effects if isinstance(e, Batched)])
+    batches: dict[Ref, list[list[int]]] = {}
+    for dest, msg in sends:
+        assert isinstance(msg, Spread) and msg.hops == 1 and msg.sender == U
+        batches.setdefault(dest, []).append([p.seq for p in msg.publications])
+    assert batches == {V: [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]], W: [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]}
+    first_v, first_w = (msg for dest, msg in sends[:2])
+    assert isinstance(first_v, Spread) and isinstance(first_w, Spread)
+    assert first_v.publications is first_w.publications
+    roomy = AntiEntropy(U, TOPIC, tree=True, arc_view=lambda: view)
+    small = [make_publication(U, i, b"x") for i in range(MAX_PUBLICATIONS + 3)]
+    assert [len(msg.publications) for dest, msg in roomy.spread_own(small) if isinstance(msg, Spread) and dest == V] == [
+        MAX_PUBLICATIONS, 3
+    ]
