@@ -176,7 +176,7 @@ def broker_command(
         )
         topo = load_topology(settings.broker_topology)
         address = check_against_topology(topo, settings, listen)
-        runtime_settings = settings_for_runtime(None, address)
+        runtime_settings = settings_for_runtime(None, address, "broker")
     except (SettingsError, TopologyError) as exc:
         raise ConfigError(str(exc)) from None
     run_daemon(

@@ -209,11 +209,13 @@ def interval_option(f: Any) -> Any:
     )(f)
 
 
-def settings_for_runtime(interval: float | None, listen: str) -> RuntimeSettings:
+def settings_for_runtime(interval: float | None, listen: str, role: str) -> RuntimeSettings:
     """The runtime's settings: --interval, the `tls_options` flags, PUBSUB_*, the file;
-    ConfigError also when the daemon may not listen on `listen` so (not loopback, no TLS)."""
+    ConfigError also when the daemon may not listen on `listen` so (not loopback, no TLS),
+    or when its TLS files do not load or its certificate does not name the `role` daemon
+    at `listen`."""
     from pubsub.runtime.connection import split_ref
-    from pubsub.runtime.tls import listen_problem
+    from pubsub.runtime.tls import TlsError, check_daemon, listen_problem
 
     ctx = click.get_current_context(silent=True)
     tls = {} if ctx is None else ctx.meta.get(_TLS, {})
@@ -224,6 +226,10 @@ def settings_for_runtime(interval: float | None, listen: str) -> RuntimeSettings
     problem = listen_problem(split_ref(listen)[0], settings)
     if problem is not None:
         raise ConfigError(f"{listen}: refusing to listen: {problem}")
+    try:
+        check_daemon(settings, listen, role)
+    except TlsError as exc:
+        raise ConfigError(str(exc)) from None
     return settings
 
 

@@ -153,7 +153,7 @@ def supervisor(
     from supervisor.app import run_supervisor
 
     address: Ref = required(from_config("listen", listen, "--listen", _address), "listen", "--listen")
-    runtime_settings = settings_for_runtime(interval, address)
+    runtime_settings = settings_for_runtime(interval, address, "supervisor")
     try:
         settings = load(
             SupervisorSettings,
@@ -258,12 +258,13 @@ def node(
 ) -> None:
     """Run a subscriber node daemon until SIGTERM or SIGINT."""
     from pubsub.node.app import run_node
+    from pubsub.node.signing import Signing, SigningError
 
     address: Ref = required(from_config("listen", listen, "--listen", _address), "listen", "--listen")
     supervisor_address: Ref = required(
         from_config("supervisor", supervisor_ref, "--supervisor", _address), "supervisor", "--supervisor"
     )
-    runtime_settings = settings_for_runtime(interval, address)
+    runtime_settings = settings_for_runtime(interval, address, "node")
     try:
         settings = load(
             NodeSettings,
@@ -277,7 +278,8 @@ def node(
             http_allow_remote=http_allow_remote or None,
         )
         check_node_limits(settings, runtime_settings)
-    except SettingsError as exc:
+        Signing.from_settings(address, runtime_settings, None)  # with TLS, its key must sign publications
+    except (SettingsError, SigningError) as exc:
         raise ConfigError(str(exc)) from None
     run_daemon(
         "node",

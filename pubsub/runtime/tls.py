@@ -54,11 +54,23 @@ class ClientTlsSettings(BaseSettings):
 
 def _load(ctx: ssl.SSLContext, ca: Path, cert: Path, key: Path) -> ssl.SSLContext:
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    for what, path in (("CA certificate", ca), ("certificate", cert), ("key", key)):
+        try:  # ssl's own error would not say which file it could not open
+            path.open("rb").close()
+        except OSError as exc:
+            raise TlsError(f"cannot read the TLS {what} {path}: {exc.strerror or exc}") from None
     try:
         ctx.load_verify_locations(cafile=str(ca))
+    except ssl.SSLError as exc:
+        raise TlsError(f"cannot load the TLS CA certificate {ca}: not a PEM certificate ({exc})") from None
+    try:
         ctx.load_cert_chain(str(cert), str(key))
-    except (OSError, ssl.SSLError) as exc:
-        raise TlsError(f"cannot load TLS files (ca {ca}, cert {cert}, key {key}): {exc}") from None
+    except ssl.SSLError as exc:
+        if exc.reason == "KEY_VALUES_MISMATCH":
+            raise TlsError(f"the TLS key {key} does not belong to the certificate {cert}") from None
+        raise TlsError(
+            f"cannot load the TLS certificate {cert} with the key {key}: not a PEM certificate and key ({exc})"
+        ) from None
     ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
 
@@ -154,20 +166,29 @@ def client_context() -> ssl.SSLContext | None:
     return _cached_client(s.tls_ca, s.tls_cert, s.tls_key)
 
 
-def check_own(settings: RuntimeSettings, ref: str) -> None:
-    """TlsError unless the daemon certificate of `settings` names `ref` (a daemon with the
-    certificate of a client, or of another daemon, would be refused by every peer)."""
+def check_own(settings: RuntimeSettings, ref: str, role: str | None = None) -> None:
+    """TlsError unless the daemon certificate of `settings` names `ref` (and `role`, when
+    given: a daemon with the certificate of a client, or of another daemon, would be
+    refused by every peer)."""
     if settings.tls_cert is None:
         return
     try:
         identity = identity_of(x509.load_pem_x509_certificate(settings.tls_cert.read_bytes()))
     except (OSError, ValueError) as exc:
         raise TlsError(f"cannot use the certificate {settings.tls_cert}: {exc}") from None
-    if identity.role not in DAEMON_ROLES or identity.name != ref:
+    if identity.role not in ((role,) if role else DAEMON_ROLES) or identity.name != ref:
         raise TlsError(
-            f"the certificate {settings.tls_cert} names {identity}, not a daemon at {ref} "
-            f"(issue one with: pubsub certs issue DIR node {ref})"
+            f"the certificate {settings.tls_cert} names {identity}, not a {role or 'daemon'} at {ref} "
+            f"(issue one with: pubsub certs issue DIR {role or 'node'} {ref})"
         )
+
+
+def check_daemon(settings: RuntimeSettings, ref: str, role: str) -> None:
+    """TlsError unless the TLS files of `settings` (if any) load and the certificate names the
+    `role` daemon at `ref` (`check_own`): what a daemon's command checks with its settings, so
+    that it refuses to start before it opens anything."""
+    server_context(settings)
+    check_own(settings, ref, role)
 
 
 def peer_identity(writer: asyncio.StreamWriter | asyncio.BaseTransport) -> Identity | None:

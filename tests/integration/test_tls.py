@@ -13,7 +13,8 @@ refuse:
 
 `pubsub cluster up --tls` starts such a cluster in the background and `cluster status`
 reaches it through the certificates named in the manifest.  And the safe default: a daemon asked to listen on 0.0.0.0 without TLS refuses unless it
-was started with ``--insecure``.  Every wait is bounded; every process is stopped by pid.
+was started with ``--insecure``; bad TLS settings (a certificate naming another daemon, files
+that do not load) stop a daemon at start like any invalid setting.  Every wait is bounded; every process is stopped by pid.
 """
 
 from __future__ import annotations
@@ -202,6 +203,61 @@ def test_no_plain_listening_beyond_loopback_without_insecure(tmp_path: Path) -> 
         poll(not_listening, 30.0, "the --insecure node answering")
     finally:
         terminate(allowed)
+
+
+def _refused(command: list[str], env: dict[str, str]) -> str:
+    """Run a daemon command that must refuse to start: exit 2 with one line (README,
+    "Settings"); its stderr.  Stopped by pid if it runs after all."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pubsub.cli.main", *command],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        _, err = proc.communicate(timeout=COMMAND_TIMEOUT)
+    finally:
+        terminate(proc)
+    assert proc.returncode == 2 and len(err.strip().splitlines()) == 1, (command, proc.returncode, err)
+    return err
+
+
+def test_bad_tls_settings_are_invalid_settings(tmp_path: Path) -> None:
+    """A certificate naming another daemon (another reference or role), TLS files that do
+    not load, a node whose certificate cannot sign: exit 2 with one line, checked with the
+    settings before anything starts."""
+    sup, node, other = (f"127.0.0.1:{p}" for p in pick_free_ports(3))
+    certs = ClusterCerts.create(tmp_path / "tls", {sup: "supervisor", node: "node", other: "node"})
+    plain = _plain_env()
+    data = tmp_path / "sup"
+
+    def supervisor(ref: str, *tls: str) -> list[str]:
+        return ["supervisor", "--listen", ref, "--data", str(data), *tls]
+
+    def node_with(cert: Path, key: Path) -> list[str]:
+        return ["node", "--listen", node, "--supervisor", sup, "--tls-ca", str(certs.ca), "--tls-cert", str(cert),
+                "--tls-key", str(key)]
+
+    # The supervisor's certificate, at another port: it names another daemon.
+    moved = f"127.0.0.1:{pick_free_ports(1)[0]}"
+    err = _refused(supervisor(moved, *certs.daemon_args(sup)), plain)
+    assert f"names supervisor {sup}, not a supervisor at {moved}" in err, err
+    assert not data.exists()  # refused before it opened its data directory
+    # A key that is not the certificate's.
+    err = _refused(node_with(certs.pairs[node][0], certs.pairs[other][1]), plain)
+    assert f"the TLS key {certs.pairs[other][1]} does not belong to the certificate {certs.pairs[node][0]}" in err
+    # A file that is not there (from the environment, which click does not check).
+    missing = tmp_path / "tls" / "missing.crt"
+    cert, key = certs.pairs[sup]
+    env = {**plain, "PUBSUB_TLS_CA": str(missing), "PUBSUB_TLS_CERT": str(cert), "PUBSUB_TLS_KEY": str(key)}
+    err = _refused(supervisor(sup), env)
+    assert f"cannot read the TLS CA certificate {missing}: No such file or directory" in err, err
+    assert not data.exists()
+    # A certificate of another role for the node's reference.
+    err = _refused(node_with(*certs.issue("supervisor", node)), plain)
+    assert f"names supervisor {node}, not a node at {node}" in err, err
+    # A node certificate of another CA: the node could not sign its publications.
+    foreign = ClusterCerts.create(tmp_path / "foreign", {node: "node"})
+    err = _refused(node_with(*foreign.pairs[node]), plain)
+    assert "this node's own certificate cannot sign publications: not issued by this cluster's CA" in err, err
 
 
 def test_brokers_link_over_tls_and_refuse_a_sender_that_is_not_the_peer(tmp_path: Path) -> None:
