@@ -132,8 +132,17 @@ class SupervisorApp:
 
     def _retention(self, msg: SetRetention | PurgeTopic) -> tuple[Message, list[Send]]:
         """Change a topic's retention settings or purge it: stored first, then sent to the
-        topic's members (`SupervisorCore.set_retention` / `purge`)."""
+        topic's members (`SupervisorCore.set_retention` / `purge`).  Settings are kept for
+        members that join later, also when the topic has none yet; a purge of a topic without
+        members is refused (`no_members`) and changes nothing: it would remove nothing now,
+        only, later, whatever a rejoining node brings back -- most likely a mistyped topic."""
         core: Any = self.core
+        if isinstance(msg, PurgeTopic) and not core.member_refs(msg.topic):
+            detail = (
+                f"no member holds {msg.topic}: nothing purged (a purge reaches the topic's members; "
+                "none has joined it, or all have left)"
+            )
+            return ErrorReply(code="no_members", detail=detail), []
         before = core.retention.get(msg.topic)
         wall_ms = int(time.time() * 1000)
         try:

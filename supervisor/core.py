@@ -322,11 +322,15 @@ class SupervisorCore:
         self.retention.purge(topic, wall_ms)
         return self._announce(topic)
 
+    def member_refs(self, topic: Topic) -> list[Ref]:
+        """The members of `topic` in its database, sorted ([]: none, or an unknown topic)."""
+        db = self.topics.get(topic)
+        return [] if db is None else sorted({r for _, r in db.members() if r is not None})
+
     def _announce(self, topic: Topic) -> list[Send]:
         settings = self.retention.message(topic)
-        db = self.topics.get(topic)
-        if settings is not None and db is not None:
-            for ref in sorted({r for _, r in db.members() if r is not None}):
+        if settings is not None:
+            for ref in self.member_refs(topic):
                 self._send(ref, settings)
         return self._flush()
 

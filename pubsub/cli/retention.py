@@ -5,7 +5,9 @@
     pubsub topic purge TOPIC --supervisor ADDR --yes
 
 A limit not given is left as it is; 0 removes it.  The supervisor stores the settings, then
-sends them to every member of the topic (and with every later configuration).
+sends them to every member of the topic (and with every later configuration: settings for a
+topic without members yet are kept for those that join).  A purge of a topic without
+members is refused (``no_members``).
 """
 
 from __future__ import annotations
@@ -135,7 +137,8 @@ def retention_set(
         click.echo(json.dumps(body, sort_keys=True))
         return
     click.echo(describe(topic, body.get("retention") or {}))
-    click.echo(f"sent to {body.get('members', 0)} member(s)", err=True)
+    members = body.get("members", 0)
+    click.echo(f"sent to {members} member(s)" if members else "no member yet; kept for members that join", err=True)
 
 
 @retention.command("show")

@@ -12,6 +12,9 @@ a. ``pubsub retention set`` gives topic "ret" a max age; ten publications reach 
    ``cursor_expired``; since = 0 gives what is held.
 b. ``pubsub topic purge`` removes every publication of "gone" at every node; what is
    published afterwards is kept everywhere.
+c. A topic no member has joined: ``topic purge`` is refused (``no_members``, exit 1) and
+   stores nothing; ``retention set`` says that no member has it yet, and a node that joins
+   later gets the limits with its configuration.
 
 Every wait polls a condition under a deadline; no assertion is about elapsed time.
 """
@@ -33,7 +36,7 @@ from pubsub.ops.localcluster import LocalCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
-T, PURGED = "ret", "gone"
+T, PURGED, LATER = "ret", "gone", "later"
 MAX_AGE = "12s"  # long enough for the young publications to be checked inside the window
 SPREAD = 60.0
 DOWN = 3
@@ -184,3 +187,24 @@ def test_purge_removes_the_topic_everywhere(cluster: LocalCluster) -> None:
     for text in sorted(after):
         cluster.publish(2, PURGED, text)
     cluster.poll(lambda: holding(after), SPREAD, "the publications after the purge")
+
+
+def test_a_topic_without_members_refuses_a_purge_and_keeps_limits_for_joiners(cluster: LocalCluster) -> None:
+    sup = cluster.supervisor_ref
+    purge = pubsub("topic", "purge", LATER, "--yes", "--supervisor", sup)
+    assert purge.returncode == 1, (purge.stdout, purge.stderr)
+    assert f"no_members: no member holds {LATER}: nothing purged" in purge.stderr, purge.stderr
+    assert len(purge.stderr.strip().splitlines()) == 1 and not purge.stdout, purge.stderr
+    done = pubsub("retention", "set", LATER, "--max-count", "3", "--supervisor", sup)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "no member yet; kept for members that join", done.stderr
+    assert done.stdout.strip() == f"{LATER}: max-age none, max-count 3, max-bytes none", done.stdout  # no purge
+    cluster.subscribe(0, LATER)
+
+    def limits_not_there() -> list[str]:
+        held = ((cluster.node_status(0).get("topics") or {}).get(LATER) or {}).get("retention") or {}
+        if held.get("max_count") == 3 and not held.get("purged_ms"):
+            return []
+        return [f"node 0 holds {held or 'no retention'} for {LATER}"]
+
+    cluster.poll(limits_not_there, SPREAD, f"the limits of {LATER} at the node that joined it")
