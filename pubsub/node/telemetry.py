@@ -21,6 +21,13 @@ from pubsub.telemetry.events import EventWriter
 
 #: Arrival paths of a stored publication, as label values.
 VIAS = ("local", "handover", "tree", "flood", "antientropy")
+#: Reasons a publication message is rejected (`AntiEntropy._reject`, and a publication at or
+#: before the topic's retention horizon), as label values of pubsub_publications_rejected.
+REJECTION_REASONS = (
+    "unknown_message", "bad_prefix", "prefix_too_long", "bad_publish", "bad_hops", "bad_spread",
+    "bad_sender", "bad_tuples", "bad_label", "label_too_long", "bad_hash", "bad_publication",
+    "key_mismatch", "retention",
+)
 
 
 class DeliveryMetrics(Observer):
@@ -127,6 +134,7 @@ class NodeCollector:
                 labels=["reason"],
             ),
             rejected,
+            REJECTION_REASONS,
         )
         signing = getattr(app, "signing", None)
         if signing is not None:  # with TLS (`pubsub.node.signing`)
@@ -144,13 +152,14 @@ class NodeCollector:
                 "Publications this node stored for the first time (durably), by arrival path.",
                 labels=["via"],
             ),
-            {via: self.deliveries.delivered.get(via, 0) for via in VIAS}
-            | dict(self.deliveries.delivered),
+            self.deliveries.delivered,
+            VIAS,
         )
         yield self.deliveries.latency.family(
             "pubsub_delivery_latency_seconds",
             "Seconds from a publication's acceptance by its first node (published_ms) to "
             "its commit at this node, by arrival path.",
+            VIAS,
         )
         yield _counter(
             "pubsub_client_deliveries", "Delivery frames written to client streams.",

@@ -51,6 +51,10 @@ QUOTA_RATE = "quota_rate"
 QUOTA_BYTES = "quota_bytes"
 #: The error code a refused connection reads before it is closed.
 TOO_MANY = "too_many_connections"
+#: Each set of reasons above (Prometheus reports every one from the start).
+REFUSED_REASONS = (REFUSED_TOTAL, REFUSED_PER_SOURCE)
+CLOSED_REASONS = (HELLO_DEADLINE, FRAME_DEADLINE, IDLE, BUFFER_LIMIT)
+QUOTA_REASONS = (QUOTA_RATE, QUOTA_BYTES, QUOTA_SIZE)
 
 #: The descriptor limit assumed where RLIMIT_NOFILE cannot be read.
 FALLBACK_NOFILE = 1024

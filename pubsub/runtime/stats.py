@@ -10,6 +10,37 @@ import os
 from collections import Counter
 from typing import Any
 
+from pubsub.kernel.wire import ERROR_CODES as WIRE_ERROR_CODES
+
+#: The codes `Stats.errors` counts that are fixed in advance (Prometheus reports each from
+#: the start, 0 until it happens, `pubsub.telemetry.metrics`): the wire's, a frame cut short,
+#: the runtime's refusals and failures, and the daemons' (store_error: node and supervisor,
+#: persist_error: node).  Codes of the admin listener (``admin_...``) are not listed.
+ERROR_CODES = (
+    *WIRE_ERROR_CODES,
+    "truncated_frame",
+    "no_hello",
+    "bad_hello",
+    "duplicate_hello",
+    "identity_mismatch",
+    "forbidden_sender",
+    "forbidden",
+    "permission_denied",
+    "bundle_from_client",
+    "nested_bundle",
+    "request_on_stream",
+    "peer_error_reply",
+    "bad_send",
+    "bad_destination",
+    "handler_error",
+    "runtime_error",
+    "permissions_reload_error",
+    "event_error",
+    "telemetry_error",
+    "store_error",
+    "persist_error",
+)
+
 
 class Stats:
     """Counters of one runtime; `snapshot` is JSON-able and goes into status replies."""

@@ -16,10 +16,13 @@ in another thread.
 
 Label values come from bounded sets only: message kinds (the registered messages), error
 codes and rejection reasons (fixed in the code), arrival paths (local, handover, tree, flood,
-antientropy) and topics.  Topics are chosen by users, so at most ``metrics_max_topics``
-(default 64) topics get their own ``topic`` value, the first ones seen, for the life of the
-process; any further topic is folded into ``topic="_other"`` (sums; the largest label
-length).  No label carries a peer's reference.  The table of metrics is in the README.
+antientropy) and topics.  Counters whose label values are fixed in advance (error codes,
+reasons, arrival paths) report every value from the start, 0 until it is counted, so that
+``rate`` and ``absent`` tell zero from missing; message types and topics appear when seen.
+Topics are chosen by users, so at most ``metrics_max_topics`` (default 64) topics get their
+own ``topic`` value, the first ones seen, for the life of the process; any further topic is
+folded into ``topic="_other"`` (sums; the largest label length).  No label carries a peer's
+reference.  The table of metrics is in the README.
 
 `Telemetry` starts what the settings ask for (the endpoint, the event stream of
 `pubsub.telemetry.events`) for one daemon and stops it again.
@@ -44,6 +47,8 @@ from prometheus_client.metrics_core import (
     HistogramMetricFamily,
     Metric,
 )
+from pubsub.runtime import limits, tlscount
+from pubsub.runtime.stats import ERROR_CODES
 from pubsub.telemetry.events import EventWriter
 
 
@@ -99,14 +104,16 @@ class LatencyHistogram:
         counts[bisect.bisect_left(self.bounds, seconds)] += 1
         self.sums[via] = self.sums.get(via, 0.0) + seconds
 
-    def family(self, name: str, documentation: str) -> HistogramMetricFamily:
+    def family(self, name: str, documentation: str, known: Iterable[str] = ()) -> HistogramMetricFamily:
+        """The histogram of every path observed and of each of `known` (empty until observed)."""
         family = HistogramMetricFamily(name, documentation, labels=["via"])
-        for via, counts in sorted(self.counts.items()):
+        empty = [0] * (len(self.bounds) + 1)
+        for via in sorted(set(self.counts) | set(known)):
             cumulative, running = [], 0
-            for bound, count in zip((*self.bounds, float("inf")), counts, strict=True):
+            for bound, count in zip((*self.bounds, float("inf")), self.counts.get(via, empty), strict=True):
                 running += count
                 cumulative.append((_bound(bound), running))
-            family.add_metric([via], cumulative, sum_value=self.sums[via])
+            family.add_metric([via], cumulative, sum_value=self.sums.get(via, 0.0))
         return family
 
 
@@ -124,25 +131,30 @@ def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
 
 
 def _by_label(
-    family: CounterMetricFamily | GaugeMetricFamily, values: Mapping[str, float]
+    family: CounterMetricFamily | GaugeMetricFamily, values: Mapping[str, float], known: Iterable[str] = ()
 ) -> CounterMetricFamily | GaugeMetricFamily:
-    for key, value in sorted(values.items()):
+    """`family` with a sample per label value of `values`, and one (0 until counted) for
+    each of `known`: the label values fixed in advance."""
+    for key, value in sorted(({key: 0 for key in known} | dict(values)).items()):
         family.add_metric([key], value)
     return family
 
 
-#: The runtime's resource-limit counters (`pubsub.runtime.limits`), each by reason.
+#: The runtime's resource-limit counters (`pubsub.runtime.limits`), each by reason: name,
+#: `Stats` attribute, help, the reasons.
 LIMIT_COUNTERS = (
     ("pubsub_connections_refused", "refused",
-     "Connections closed as soon as accepted, over a cap (reason: total, per_source)."),
+     "Connections closed as soon as accepted, over a cap (reason: total, per_source).",
+     limits.REFUSED_REASONS),
     ("pubsub_connections_closed", "closed",
      "Connections closed by a limit (reason: hello_deadline, frame_deadline, idle_timeout, "
-     "buffer_limit)."),
+     "buffer_limit).", limits.CLOSED_REASONS),
     ("pubsub_publish_quota_refused", "quota",
-     "Publications refused by a client's quota (reason: quota_rate, quota_bytes, quota_size)."),
+     "Publications refused by a client's quota (reason: quota_rate, quota_bytes, quota_size).",
+     limits.QUOTA_REASONS),
     ("pubsub_tls_handshake_failures", "tls_failures",
      "TLS handshakes on this daemon's port that failed (reason: certificate, protocol, closed, "
-     "incomplete, other)."),
+     "incomplete, other).", tlscount.REASONS),
 )
 
 
@@ -206,6 +218,7 @@ class RuntimeCollector:
                 labels=["code"],
             ),
             s.errors,
+            ERROR_CODES,
         )
         yield _counter(
             "pubsub_dropped_sends", "Frames dropped (queue full, peer unreachable, stopping).",
@@ -217,8 +230,8 @@ class RuntimeCollector:
             s.peers_unreachable,
         )
         yield _gauge("pubsub_connections_open", "Open TCP connections.", s.connections_open)
-        for name, attr, doc in LIMIT_COUNTERS:
-            yield _by_label(CounterMetricFamily(name, doc, labels=["reason"]), getattr(s, attr, {}))
+        for name, attr, doc, reasons in LIMIT_COUNTERS:
+            yield _by_label(CounterMetricFamily(name, doc, labels=["reason"]), getattr(s, attr, {}), reasons)
         if self.app is not None:
             yield _counter(
                 "pubsub_timeout_intervals", "Timeout actions run since the start.",

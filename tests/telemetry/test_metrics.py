@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import re
 import socket
 import urllib.error
 import urllib.request
@@ -27,8 +28,9 @@ from pubsub.runtime.settings import TelemetrySettings
 from pubsub.skipring.labels import l
 from pubsub.skipring.messages import SetData
 from pubsub.skipring.nodecore import NodeCore
-from pubsub.node.telemetry import node_instrument
+from pubsub.node.telemetry import REJECTION_REASONS, node_instrument
 from pubsub.runtime.host import Telemetry
+from pubsub.runtime.stats import ERROR_CODES
 from pubsub.telemetry.metrics import (
     OTHER_TOPIC,
     MetricsError,
@@ -151,7 +153,7 @@ def test_supervisor_and_node_metrics_over_http(tmp_path: Path, mode: str, fast: 
             assert value(a_found, "pubsub_delivery_latency_seconds_bucket", via="local", le="+Inf") == 3.0
             assert (value(a_found, "pubsub_messages_sent_total", type=carrier) or 0) >= 3
             assert (value(a_found, "pubsub_sent_bytes_total", type=carrier) or 0) > 0
-            assert value(a_found, "pubsub_frame_errors_total", code="bad_msgpack") is None
+            assert value(a_found, "pubsub_frame_errors_total", code="bad_msgpack") == 0.0  # known, none counted
             assert value(a_found, "pubsub_daemon_info", role="node", ref=art.ref) == 1.0
 
     run(scenario())
@@ -315,3 +317,25 @@ def test_antientropy_counters_survive_leaving_a_topic() -> None:
     core.handle(SetData(T, None, None, None), 0.0)  # the supervisor grants the leave
     assert T not in core.publications
     assert core.publication_counters() == before
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_label_values_reported_from_the_start_cover_the_code() -> None:
+    """Every error code the code counts by a literal (but the admin listener's) is in
+    `ERROR_CODES`, and every publication rejection reason in `REJECTION_REASONS`: the
+    values a fresh scrape reports as 0 (tests/telemetry/test_prometheus_scrape.py)."""
+    codes: set[str] = set()
+    reasons: set[str] = set()
+    for package in ("pubsub", "supervisor", "broker"):
+        for path in (ROOT / package).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            codes.update(re.findall(r'(?:stats\.error|_bad_input)\(\s*(?:conn,\s*)?"([a-z_]+)"', text))
+            if package == "pubsub":  # a node's (the broker counts rejected_* of its own)
+                reasons.update(re.findall(r'_reject\("([a-z_]+)"\)', text))
+                reasons.update(re.findall(r'counters\["rejected_([a-z_]+)"\]', text))
+    codes = {c for c in codes if not c.startswith("admin_")}
+    assert {"handler_error", "truncated_frame", "store_error"} <= codes  # the patterns still match
+    assert codes <= set(ERROR_CODES), sorted(codes - set(ERROR_CODES))
+    assert reasons - {"malformed"} == set(REJECTION_REASONS)

@@ -4,7 +4,9 @@ The cluster (`LocalCluster(metrics=True)`) writes its file_sd target file; Prome
 with a configuration generated into tmp_path (`pubsub.telemetry.metrics.prometheus_config`, scrape
 interval 1 s), its own storage in tmp_path and a free port on 127.0.0.1.  The test then
 asks Prometheus' HTTP API (/api/v1/query) for the series the daemons export.  The shipped
-deploy/prometheus.yml is checked with `promtool`.
+deploy/prometheus.yml is checked with `promtool`.  And a fresh daemon's scrape already has a
+sample, 0, for every label value fixed in advance (error codes, reasons, arrival paths), so
+that ``rate`` and ``absent`` tell zero from missing.
 
 Prometheus is looked up on PATH (and in /usr/bin); when it is missing and this machine can
 install it (apt-get as root), it is installed once.  Only if that is impossible does the
@@ -25,9 +27,12 @@ from typing import Any
 
 import pytest
 
+from pubsub.node.telemetry import REJECTION_REASONS, VIAS
 from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import pick_free_ports, poll
-from pubsub.telemetry.metrics import prometheus_config
+from pubsub.runtime import limits, tlscount
+from pubsub.runtime.stats import ERROR_CODES
+from pubsub.telemetry.metrics import prometheus_config, samples
 
 pytestmark = pytest.mark.integration
 
@@ -151,3 +156,29 @@ def test_prometheus_scrapes_a_four_node_cluster(tmp_path: Path) -> None:
                 server.wait()
             log.close()
     assert server.returncode is not None
+
+
+#: Labelled counters whose label values are fixed in advance: name -> (label, values).
+KNOWN_EVERYWHERE = {
+    "pubsub_frame_errors_total": ("code", ERROR_CODES),
+    "pubsub_connections_refused_total": ("reason", limits.REFUSED_REASONS),
+    "pubsub_connections_closed_total": ("reason", limits.CLOSED_REASONS),
+    "pubsub_publish_quota_refused_total": ("reason", limits.QUOTA_REASONS),
+    "pubsub_tls_handshake_failures_total": ("reason", tlscount.REASONS),
+}
+KNOWN_AT_NODES = {
+    "pubsub_publications_rejected_total": ("reason", REJECTION_REASONS),
+    "pubsub_publications_delivered_total": ("via", VIAS),
+    "pubsub_delivery_latency_seconds_count": ("via", VIAS),
+}
+
+
+def test_a_fresh_daemon_reports_zero_for_every_known_label_value(tmp_path: Path) -> None:
+    with LocalCluster(tmp_path / "cluster", 1, interval=0.2, metrics=True) as cluster:
+        for daemon, known in ((cluster.supervisor, KNOWN_EVERYWHERE),
+                              (cluster.nodes[0], KNOWN_EVERYWHERE | KNOWN_AT_NODES)):
+            with urllib.request.urlopen(f"http://127.0.0.1:{daemon.metrics_port}/metrics", timeout=5) as reply:
+                found = list(samples(reply.read().decode()))
+            for name, (label, values) in known.items():
+                got = {labels[label]: value for sample, labels, value in found if sample == name}
+                assert got == dict.fromkeys(values, 0.0), (daemon.ref, name, got)
