@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pubsub.kernel import wire
-from pubsub.kernel.effects import Answer, Persist
+from pubsub.kernel.effects import Answer, Batched, Persist
 from pubsub.kernel.message import Message, Send
 from pubsub.kernel.wire import WireError
 from pubsub.skipring.trie import PatriciaTrie, TrieNode
@@ -42,7 +42,8 @@ def roundtrip(msg: Message) -> None:
 
 
 def check_effects(effects: Iterable[Any], *, refs: bool = True) -> int:
-    """Every effect is a Send, Answer or Persist whose messages survive the codec; with
+    """Every effect is a Send, Answer, Persist or Batched whose messages survive the codec
+    (a Batched item is handed to its sink alone, as an executor without batches does); with
     `refs`, every destination is a valid reference.  Returns how many messages it checked."""
     count = 0
     for effect in effects:
@@ -61,6 +62,9 @@ def check_effects(effects: Iterable[Any], *, refs: bool = True) -> int:
             count += 1
         elif isinstance(effect, Persist):
             count += check_effects(effect.then, refs=refs) + check_effects(effect.otherwise, refs=refs)
+        elif isinstance(effect, Batched):
+            require(callable(effect.sink), f"a batched item without a sink: {effect!r}")
+            count += check_effects(effect.sink([effect.item]), refs=refs)  # as an executor would
         else:
             raise Broken(f"not an effect: {effect!r}")
     return count
