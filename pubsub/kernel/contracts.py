@@ -27,9 +27,9 @@ class Core(Protocol):
     """A protocol core: pure, deterministic given its inputs, no I/O, no clock of its own."""
 
     def handle(self, msg: Message, now: float) -> Sequence[Effect]:
-        """React to one message; what to do: messages to send (`Send`), and where order
-        against durability or a client matters, `Persist` and `Answer`
-        (`pubsub.kernel.effects`)."""
+        """React to one message; what to do: messages to send (`Send`), where order
+        against durability or a client matters `Persist` and `Answer`, and per-item work
+        to be done once per batch `Batched` (`pubsub.kernel.effects`)."""
         ...
 
     def timeout(self, now: float) -> Sequence[Effect]:
