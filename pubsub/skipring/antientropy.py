@@ -334,10 +334,10 @@ class AntiEntropy:
     def spread_own(self, publications: list[Publication]) -> list[Send]:
         """Start the arc broadcast of publications issued (or taken over) here: one Spread
         per neighbour for all of them (several when they exceed `MAX_PUBLICATIONS` or about
-        `batch_bytes`), each with its piece of the whole ring but us; or,
-        when we have no arc to trust (no label), PublishNew to every neighbour as §4.3
-        does.  `publish_local` returns this as a `Batched` effect, so that the arcs are
-        computed once per batch of publications, not once per publication."""
+        `batch_bytes`), each with its piece of the whole ring but us; or, when we have no
+        arc to trust (no label), PublishNew to every neighbour as §4.3 does.
+        `publish_local` returns this as a `Batched` effect, so that the arcs are computed
+        once per batch of publications, not once per publication."""
         view = self._view()
         if view is None:
             for publication in publications:
