@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_left
+from operator import attrgetter
 from collections.abc import Iterator
 from typing import Generic, TypeVar, cast
 
@@ -184,10 +185,6 @@ class TrieNode(Generic[V]):
     def __repr__(self) -> str:
         kind = "leaf" if self.children is None else "inner"
         return f"TrieNode({kind} {self.label.bits!r} {self.hash.hex()[:8]})"
-
-
-def _node_value(node: TrieNode[V]) -> int:
-    return node.value
 
 
 class PatriciaTrie(Generic[V]):
@@ -320,7 +317,7 @@ class PatriciaTrie(Generic[V]):
         pending = self._pending
         if pending:
             self._pending = []
-            pending.sort(key=_node_value)
+            pending.sort(key=attrgetter("value"))
             keys = [leaf.value for leaf in pending]
             if self._root is None:
                 self._root = self._build(pending, keys, 0, len(keys))
@@ -366,29 +363,24 @@ class PatriciaTrie(Generic[V]):
         if first >> shift == value and last >> shift == value:
             children = node.children
             assert children is not None  # a leaf's label is a whole key: no new key extends it
-            mid = bisect_left(keys, ((value << 1) | 1) << (shift - 1), lo, hi)
+            mid = self._split(keys, lo, hi, length)
             if mid > lo:
                 children[0] = self._place(children[0], leaves, keys, lo, mid)
             if mid < hi:
                 children[1] = self._place(children[1], leaves, keys, mid, hi)
-            self.hash_computations += 1
-            node.hash = _digest(children[0].hash + children[1].hash)
+            node.hash = self._inner_hash(node)
             return node
         # The longest prefix of `node`'s label shared by the first and the last key (and
         # so by every key between them), and by those two keys themselves.
         top = value << shift
         common = min(length, kb - (first ^ top).bit_length(), kb - (last ^ top).bit_length())
         common = min(common, kb - (first ^ last).bit_length())
-        cut = kb - 1 - common
-        mid = bisect_left(keys, ((first >> (cut + 1) << 1) | 1) << cut, lo, hi)
+        mid = self._split(keys, lo, hi, common)
         if (value >> (length - 1 - common)) & 1:
             pair = [self._build(leaves, keys, lo, mid), self._place(node, leaves, keys, mid, hi) if mid < hi else node]
         else:
             pair = [self._place(node, leaves, keys, lo, mid) if mid > lo else node, self._build(leaves, keys, mid, hi)]
-        inner = TrieNode(first >> (kb - common), common, b"", pair, None)
-        self.hash_computations += 1
-        inner.hash = _digest(pair[0].hash + pair[1].hash)
-        return inner
+        return self._joined(first >> (kb - common), common, pair)
 
     def _place_one(self, top: TrieNode[V], leaf: TrieNode[V]) -> TrieNode[V]:
         """`_place` for a single new leaf, walking down without recursion: the subtree of
@@ -406,7 +398,7 @@ class PatriciaTrie(Generic[V]):
             if diff:
                 common = length - diff.bit_length()
                 pair = [node, leaf] if (k >> (kb - 1 - common)) & 1 else [leaf, node]
-                inner = TrieNode(k >> (kb - common), common, _digest(pair[0].hash + pair[1].hash), pair, None)
+                inner = self._joined(k >> (kb - common), common, pair)
                 if parent is None:
                     top = inner
                 else:
@@ -417,11 +409,8 @@ class PatriciaTrie(Generic[V]):
             assert parent is not None  # a leaf's label differs from any other key
             slot = (k >> (kb - 1 - length)) & 1
             node = parent[slot]
-        self.hash_computations += 1 + len(path)
         for ancestor in reversed(path):
-            children = ancestor.children
-            assert children is not None
-            ancestor.hash = _digest(children[0].hash + children[1].hash)
+            ancestor.hash = self._inner_hash(ancestor)
         return top
 
     def _build(self, leaves: list[TrieNode[V]], keys: list[int], lo: int, hi: int) -> TrieNode[V]:
@@ -433,13 +422,21 @@ class PatriciaTrie(Generic[V]):
         kb = self.key_bits
         first = keys[lo]
         common = kb - (first ^ keys[hi - 1]).bit_length()
-        cut = kb - 1 - common
-        mid = bisect_left(keys, ((first >> (cut + 1) << 1) | 1) << cut, lo, hi)
+        mid = self._split(keys, lo, hi, common)
         pair = [self._build(leaves, keys, lo, mid), self._build(leaves, keys, mid, hi)]
-        inner = TrieNode(first >> (kb - common), common, b"", pair, None)
-        self.hash_computations += 1
-        inner.hash = _digest(pair[0].hash + pair[1].hash)
+        return self._joined(first >> (kb - common), common, pair)
+
+    def _joined(self, value: int, length: int, pair: list[TrieNode[V]]) -> TrieNode[V]:
+        """A new inner node labelled (`value`, `length`) over `pair`, hashed."""
+        inner = TrieNode(value, length, b"", pair, None)
+        inner.hash = self._inner_hash(inner)
         return inner
+
+    def _split(self, keys: list[int], lo: int, hi: int, common: int) -> int:
+        """Where ``keys[lo:hi]`` (sorted, all sharing their first `common` bits) splits: the
+        index of the first key whose next bit is 1 (`hi` if none)."""
+        cut = self.key_bits - 1 - common
+        return bisect_left(keys, ((keys[lo] >> (cut + 1) << 1) | 1) << cut, lo, hi)
 
     # ------------------------------------------------------------------ queries
     @property
