@@ -119,6 +119,8 @@ def test_prometheus_scrapes_a_four_node_cluster(tmp_path: Path) -> None:
                     members = query(f'pubsub_topic_members{{topic="{TOPIC}"}}')
                     degree = query(f'pubsub_node_degree{{topic="{TOPIC}"}}')
                     size = query(f'pubsub_trie_publications{{topic="{TOPIC}"}}')
+                    # a scrape can fall between the trie insert and the commit that counts it
+                    local = query('pubsub_publications_delivered_total{via="local"} > 0')
                 except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
                     return [f"prometheus API not answering yet: {exc}"]
                 wrong = []
@@ -135,6 +137,8 @@ def test_prometheus_scrapes_a_four_node_cluster(tmp_path: Path) -> None:
                     float(r["value"][1]) != 1 for r in size
                 ):
                     wrong.append(f"trie size: {size}")
+                if not local:
+                    wrong.append("no node has counted a local delivery yet")
                 return wrong
 
             poll(problems, 90, "Prometheus to hold the cluster's series", interval=0.5)
