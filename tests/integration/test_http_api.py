@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import unquote
 
 import aiohttp
 import pytest
@@ -275,7 +277,16 @@ def test_schemathesis_finds_no_failure(api: Api) -> None:
                 suppress_health_check=list(HealthCheck),
             )
             def check(case: schemathesis.Case) -> None:
-                case.call_and_validate(base_url=api.base, timeout=REQUEST_TIMEOUT)
+                topic = unquote(str((case.path_parameters or {}).get("topic", "")))
+                if re.search("[\x00-\x1f\x7f-\x9f]", topic):
+                    # A topic with a control character breaks the documented pattern, yet
+                    # schemathesis once took such a case for a valid one (ST202, "schema-valid
+                    # request rejected"); the node must refuse it as bad input.
+                    response = case.call(base_url=api.base, timeout=REQUEST_TIMEOUT)
+                    assert response.status_code == 400, response.text
+                    assert response.json()["code"].startswith("bad_"), response.text
+                else:
+                    case.call_and_validate(base_url=api.base, timeout=REQUEST_TIMEOUT)
                 calls[(case.meta.generation.mode.value if case.meta else "?", case.operation.label)] += 1
 
             check()
