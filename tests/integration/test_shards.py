@@ -164,7 +164,10 @@ def run_shards(tmp_path: Path, n_topics: int, n_nodes: int, per_topic: int, time
         moved = sum(released_after[r] - released_before[r] for r in survivors)
         assert moved == len(expected), (moved, len(expected))
         report["moved_by_join"] = moved
-        assert 0.15 * n_topics <= moved <= 0.5 * n_topics  # about 1/3 with three live
+        # A share moves, never all: a third on average, but the share depends on where the
+        # random ports hash (3 to 27 of 45 topics over 5,000 draws of four ports; the old
+        # bound of 15-50% failed about 3% of runs); which topics move is checked exactly above.
+        assert 1 <= moved <= 0.6 * n_topics
         report["regrown_s"] = cluster.poll(_patient(lambda: ring_problems(cluster, wanted)), timeout, "exact rings after join")
         cluster.poll(_patient(lambda: _missing_publications(cluster, members, acked)), timeout, "publications after join")
         redirects = [
