@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
+from typing import cast
 
 from pubsub.kernel import wire
 from pubsub.kernel.message import Message, Ref
@@ -25,7 +27,7 @@ def split_ref(ref: str) -> tuple[str, int]:
 
 
 class Connection:
-    """One TCP connection (peer or client), alive as long as its reader task runs."""
+    """One TCP connection (peer or client), alive until `finished` (the runtime's `_forget`)."""
 
     _next_seq = 0
 
@@ -50,7 +52,12 @@ class Connection:
         self.write_closed = False
         self.closed = False
         self.fatal = False  # bad input: ErrorReply sent, write side closed, discarding input
-        self.task: asyncio.Task[None] | None = None
+        #: Done once the runtime forgot the connection (it ended or was closed).
+        self.finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        #: Frames received and not yet acted on, and whether reading waits for the other
+        #: side to read (`pubsub.runtime.net`: a client is not served while it does not read).
+        self.pending: deque[bytes] = deque()
+        self.reading_paused = False
         #: Resource limits (`pubsub.runtime.limits`), on the monotonic clock: when the
         #: unfinished frame being read began (None: between frames), when a frame was last
         #: read or written, what this connection borrowed of the shared frame buffer, and
@@ -76,6 +83,20 @@ class Connection:
     @property
     def writable(self) -> bool:
         return not self.write_closed and not self.closed and not self.writer.is_closing()
+
+    def backlogged(self) -> bool:
+        """Whether more is buffered for the other side than the connection's high-water mark
+        (the point at which ``drain`` would start to wait)."""
+        transport = self.writer.transport
+        return bool(transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1])
+
+    def pause_reading(self) -> None:
+        self.reading_paused = True
+        cast(asyncio.Transport, self.writer.transport).pause_reading()
+
+    def resume_reading(self) -> None:
+        self.reading_paused = False
+        cast(asyncio.Transport, self.writer.transport).resume_reading()
 
     def write(self, data: bytes) -> bool:
         if not self.writable:
@@ -178,10 +199,7 @@ class ClientSession:
     def backlogged(self) -> bool:
         """Whether more is buffered for the client than its connection's high-water mark
         (the point at which `drain` starts to wait)."""
-        if self.closed:
-            return False
-        transport = self._conn.writer.transport
-        return bool(transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1])
+        return not self.closed and self._conn.backlogged()
 
     async def drain(self) -> None:
         """Wait until the client has read enough of what was sent (returns at once when

@@ -36,6 +36,7 @@ from pubsub.kernel.control import Hello
 from pubsub.kernel.message import Ref
 from pubsub.runtime.connection import Connection, split_ref
 from pubsub.runtime.identity import DAEMON_ROLES, Identity
+from pubsub.runtime.receiving import connect
 from pubsub.runtime.settings import RuntimeSettings
 from pubsub.runtime.stats import LogLimiter, Stats
 from pubsub.runtime.tls import connect_context, peer_identity
@@ -268,7 +269,7 @@ class Links:
             link.conn_added.clear()
             try:
                 reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(host, port, ssl=self._ssl), s.connect_timeout
+                    connect(host, port, ssl=self._ssl), s.connect_timeout
                 )
                 identity = peer_identity(writer) if self._ssl is not None else None
                 if self._ssl is not None and not self._is_peer(link, identity, writer):

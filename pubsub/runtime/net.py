@@ -24,7 +24,8 @@ The core (`Application`) never sees a socket.  The runtime
   first (``forbidden_sender`` when it objects); without TLS it refuses to listen on an
   address that is not loopback unless ``insecure`` is set;
 * calls ``app.timeout`` every ``timeout_interval`` seconds (+- ``timer_jitter``);
-* reads each connection in chunks and cuts them into frames with the sans-I/O
+* takes each connection's chunks as they arrive, without a reader task
+  (`pubsub.runtime.receiving`), and cuts them into frames with the sans-I/O
   `pubsub.kernel.framing.FrameDecoder`;
 * survives bad input: an over-long length prefix is refused before the body is read
   (counted, answered with ErrorReply, connection closed), a frame cut short by EOF is
@@ -52,6 +53,7 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from pubsub.kernel import wire
@@ -79,7 +81,7 @@ from pubsub.runtime.limits import (
 from pubsub.runtime.links import Links
 from pubsub.runtime.settings import RuntimeSettings
 from pubsub.runtime.stats import LogLimiter, Stats
-from pubsub.runtime.streams import READ_CHUNK
+from pubsub.runtime.receiving import receiver_of, serve
 from pubsub.runtime.permissions import DENIED, Authority
 from pubsub.runtime.tls import TlsError, check_own, listen_problem, peer_identity, server_context
 from pubsub.runtime.tlscount import count_handshakes
@@ -163,9 +165,9 @@ class Runtime:
         if self._ssl is not None:
             tls = {"ssl": self._ssl, "ssl_handshake_timeout": self.settings.hello_timeout}
         if self._sock is not None:
-            self._server = await asyncio.start_server(self._accept, sock=self._sock, **tls)
+            self._server = await serve(self._accept, sock=self._sock, **tls)
         else:
-            self._server = await asyncio.start_server(self._accept, host=host, port=port, **tls)
+            self._server = await serve(self._accept, host=host, port=port, **tls)
         self._timer = self._spawn(self._timer_loop(), "timer")
         self._spawn(self._sweep_loop(), "deadlines")
         log.info(
@@ -185,13 +187,13 @@ class Runtime:
         await self._links.flush(self.settings.flush_timeout)
         # Half-close first and give peers a moment to close their side: closing a socket with
         # unread input would reset the connection and could discard frames just flushed.
-        readers = [c.task for c in self._conns if c.task is not None and not c.task.done()]
+        open_conns = [c.finished for c in self._conns if not c.finished.done()]
         for conn in list(self._conns):
             conn.close_write()
-        if readers:
-            await asyncio.wait(readers, timeout=min(self.settings.flush_timeout, 1.0))
+        if open_conns:
+            await asyncio.wait(open_conns, timeout=min(self.settings.flush_timeout, 1.0))
         for conn in list(self._conns):
-            conn.close()
+            self._forget(conn)
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -389,7 +391,12 @@ class Runtime:
     def _register(self, conn: Connection) -> None:
         self._conns.add(conn)
         self.stats.connections_open = len(self._conns)
-        conn.task = self._spawn(self._read_loop(conn), f"reader {conn.address}")
+        decoder = FrameDecoder(self.settings.max_frame_bytes)
+        receiver_of(conn.writer).attach(
+            partial(self._received, conn, decoder),
+            partial(self._ended, conn, decoder),
+            partial(self._client_reads, conn, decoder),
+        )
 
     def _refuse(self, conn: Connection, reason: str) -> None:
         """Close a connection over a cap at once: counted, one ErrorReply, no reader."""
@@ -430,38 +437,56 @@ class Runtime:
         conn.borrowed = borrowed
         return True
 
-    async def _read_loop(self, conn: Connection) -> None:
-        decoder = FrameDecoder(self.settings.max_frame_bytes)
-        reader = conn.reader
+    def _received(self, conn: Connection, decoder: FrameDecoder, data: bytes) -> None:
+        """A chunk from `conn` (`pubsub.runtime.receiving`): cut it into frames and act on
+        them in order.  After bad input that closes the connection, what still arrives is
+        discarded until the peer closes (or ERROR_LINGER closes us), so that closing with
+        unread input does not reset away our ErrorReply."""
+        if conn.closed or conn.fatal:
+            return
         try:
-            while not conn.closed and not conn.fatal:
-                data = await reader.read(READ_CHUNK)
-                if not data:
-                    if decoder.in_frame:
-                        self._bad_input(
-                            conn, "truncated_frame", "connection closed inside a frame", close=True
-                        )
-                    break
-                payloads = decoder.feed(data)
-                if not self._hold(conn, decoder, bool(payloads)):
-                    break
-                for payload in payloads:
-                    await self._on_frame(conn, payload)
-                    if conn.closed or conn.fatal:
-                        break
-                if decoder.error is not None and not conn.fatal:
-                    self._bad_input(conn, decoder.error.code, decoder.error.detail, close=True)
-            if conn.fatal:
-                # Read and discard until the peer closes (or ERROR_LINGER closes us), so
-                # that closing with unread input does not reset away our ErrorReply.
-                while await reader.read(READ_CHUNK):
-                    pass
-        except (ConnectionError, OSError) as exc:
-            log.debug("%s: connection %r lost: %r", self.ref, conn, exc)
-        finally:
+            payloads = decoder.feed(data)
+            if not self._hold(conn, decoder, bool(payloads)):
+                return
+            conn.pending.extend(payloads)
+            if not conn.reading_paused:
+                self._take_frames(conn, decoder)
+        except Exception:  # noqa: BLE001 - a failure here ends this connection, not the daemon
+            self.stats.error("runtime_error")
+            log.exception("%s: reading %r failed", self.ref, conn)
             self._forget(conn)
 
-    async def _on_frame(self, conn: Connection, payload: bytes) -> None:
+    def _take_frames(self, conn: Connection, decoder: FrameDecoder) -> None:
+        """Act on the frames `conn` delivered, in order.  A client that does not read what
+        it is sent is not served: once its connection holds more than the high-water mark,
+        the rest waits and reading pauses until the client has read enough
+        (`_client_reads`)."""
+        pending = conn.pending
+        while pending and not conn.closed and not conn.fatal:
+            self._on_frame(conn, pending.popleft())
+            if conn.role == "client" and conn.writable and conn.backlogged():
+                conn.pause_reading()
+                return
+        pending.clear()
+        if decoder.error is not None and not conn.fatal and not conn.closed:
+            self._bad_input(conn, decoder.error.code, decoder.error.detail, close=True)
+
+    def _client_reads(self, conn: Connection, decoder: FrameDecoder) -> None:
+        """`conn`'s write buffer drained: go on with the frames that waited, then read."""
+        if not conn.reading_paused or conn.closed:
+            return
+        conn.resume_reading()
+        self._take_frames(conn, decoder)
+
+    def _ended(self, conn: Connection, decoder: FrameDecoder, exc: BaseException | None) -> None:
+        """`conn` reached its end: EOF, a local close, or an error."""
+        if exc is not None:
+            log.debug("%s: connection %r lost: %r", self.ref, conn, exc)
+        elif decoder.in_frame and not conn.fatal and not conn.closed:
+            self._bad_input(conn, "truncated_frame", "connection closed inside a frame", close=True)
+        self._forget(conn)
+
+    def _on_frame(self, conn: Connection, payload: bytes) -> None:
         """One frame from `conn`: decode it, count it, act on it."""
         try:
             msg = wire.decode(payload, self.settings.max_frame_bytes)
@@ -472,10 +497,11 @@ class Runtime:
         self.stats.bytes_in[msg.kind] += wire.HEADER_SIZE + len(payload)
         conn.last_active = time.monotonic()
         self._on_message(conn, msg)
-        if conn.role == "client" and conn.writable:
-            await conn.writer.drain()  # a client that does not read is not served
 
     def _forget(self, conn: Connection) -> None:
+        if conn.finished.done():
+            return
+        conn.finished.set_result(None)
         conn.close()
         if conn.counted_as is not None:
             self._counts.release(conn.counted_as)

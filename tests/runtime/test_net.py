@@ -546,3 +546,67 @@ def test_bundles_are_checked_like_frames(run: Any) -> None:
             writer2.close()
 
     run(scenario)
+
+
+def test_a_client_that_does_not_read_its_replies_is_not_served_until_it_reads(run: Callable[..., None]) -> None:
+    """Requests from a client that leaves its replies unread are taken only until the replies
+    fill the connection's high-water mark; the rest wait (reading pauses, so the client's
+    sends back up) and are all answered, in order, once the client reads."""
+
+    async def scenario() -> None:
+        async with running() as (b, app_b):
+            host, port = b.ref.rsplit(":", 1)
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # replies back up soon
+            sock.connect((host, int(port)))
+            sock.setblocking(False)
+            try:
+                request_frame = wire.encode(StatusRequest())
+                pending = wire.encode(Hello(ref=None, role="client")) + request_frame * 100_000
+                loop = asyncio.get_running_loop()
+                sent = 0
+                deadline = loop.time() + 10
+                # Send until the runtime stops taking requests (its reading paused, the socket
+                # buffers full): each `send` is bounded, and so is the loop.
+                while sent < len(pending) and loop.time() < deadline:
+                    try:
+                        sent += sock.send(pending[sent : sent + 65536])
+                    except BlockingIOError:
+                        if any(c.reading_paused for c in b._conns):
+                            break
+                        await asyncio.sleep(0.01)
+                await wait_until(lambda: any(c.reading_paused for c in b._conns), 10, "reading paused")
+                requests = (sent - len(wire.encode(Hello(ref=None, role="client")))) // len(request_frame)
+                answered = b.stats.frames_out["reply"]
+                assert 0 < answered < requests, (answered, requests)
+                # Now read: every request sent so far is answered, in order.
+                replies: list[Message] = []
+                decoder = FramedReplies()
+                deadline = loop.time() + 15
+                while len(replies) < requests and loop.time() < deadline:
+                    try:
+                        data = sock.recv(1 << 20)
+                    except BlockingIOError:
+                        await asyncio.sleep(0.005)
+                        continue
+                    assert data, "the runtime closed the connection"
+                    replies += decoder.feed(data)
+                assert len(replies) >= requests
+                assert all(isinstance(r, Reply) and r.body["ref"] == b.ref for r in replies)
+                assert not b.stats.errors
+            finally:
+                sock.close()
+
+    run(scenario)
+
+
+class FramedReplies:
+    """Messages out of a byte stream (the runtime's framing)."""
+
+    def __init__(self) -> None:
+        from pubsub.kernel.framing import FrameDecoder
+
+        self._decoder = FrameDecoder(wire.DEFAULT_MAX_FRAME)
+
+    def feed(self, data: bytes) -> list[Message]:
+        return [wire.decode(payload) for payload in self._decoder.feed(data)]
