@@ -13,10 +13,11 @@ publication when publications arrive one at a time.
 `attach` instead of the stream reader: `on_data(chunk)` for each chunk, and `on_end(exc)`
 once, on the next pass of the loop after the connection ended (``None`` at a clean end of
 the stream or a local close, else the error).  What arrives before `attach` is kept and
-handed over by `attach`.  `on_writable()` is called, on the next pass of the loop, when the
-transport's write buffer drained below its low-water mark after having been above the
-high-water mark -- the moment ``drain`` would return -- so that the owner can resume
-reading a connection it paused because the other side does not read what it is sent.
+handed over by `attach` (up to `EARLY_LIMIT` bytes; reading pauses beyond that).
+`on_writable()` is called, on the next pass of the loop, when the transport's write buffer
+drained below its low-water mark after having been above the high-water mark -- the moment
+``drain`` would return -- so that the owner can resume reading a connection it paused
+because the other side does not read what it is sent.
 
 `serve` and `connect` are `asyncio.start_server` and `asyncio.open_connection` with this
 protocol.
@@ -28,7 +29,10 @@ import asyncio
 import socket
 import ssl
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
+
+#: Bytes kept before `attach` at most; beyond them reading pauses until `attach`.
+EARLY_LIMIT = 256 * 1024
 
 OnData = Callable[[bytes], None]
 OnEnd = Callable[[BaseException | None], None]
@@ -48,22 +52,38 @@ class Receiver(asyncio.StreamReaderProtocol):
         self._on_end: OnEnd | None = None
         self._on_writable: OnWritable | None = None
         self._early: list[bytes] = []
+        self._early_bytes = 0
+        self._transport: asyncio.BaseTransport | None = None
+        self._paused_early = False
         self._ended: list[BaseException | None] = []  # [exc] once ended, before `attach`
         self._end_told = False
 
     def attach(self, on_data: OnData, on_end: OnEnd, on_writable: OnWritable) -> None:
         """Send what arrives to these callbacks from now on (and what arrived already)."""
         self._on_data, self._on_end, self._on_writable = on_data, on_end, on_writable
-        early, self._early = self._early, []
+        early, self._early, self._early_bytes = self._early, [], 0
         for chunk in early:
             on_data(chunk)
+        if self._paused_early:
+            self._paused_early = False
+            if not self._ended and self._transport is not None:
+                cast(asyncio.Transport, self._transport).resume_reading()
         if self._ended:
             self._end(self._ended[0])
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+        super().connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
         on_data = self._on_data
         if on_data is None:
             self._early.append(data)
+            self._early_bytes += len(data)
+            if self._early_bytes > EARLY_LIMIT and not self._paused_early:
+                self._paused_early = True  # the rest waits in the socket until `attach`
+                if self._transport is not None:
+                    cast(asyncio.Transport, self._transport).pause_reading()
         else:
             on_data(data)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from pubsub.runtime.receiving import Receiver, connect, receiver_of, serve
+from pubsub.runtime.receiving import EARLY_LIMIT, Receiver, connect, receiver_of, serve
 from tests.runtime import test_net
 from tests.runtime.test_net import wait_until
 
@@ -65,6 +65,36 @@ def test_a_connection_the_other_side_drops_ends_once_after_its_data(run: Callabl
             assert ends[0] is None or isinstance(ends[0], ConnectionError)
             await asyncio.sleep(0.05)
             assert got == [b"data"] and len(ends) == 1
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    run(scenario)
+
+
+def test_more_than_the_early_limit_before_attach_waits_in_the_socket(run: Callable[..., None]) -> None:
+    """Before `attach` a Receiver keeps at most about EARLY_LIMIT bytes (reading pauses);
+    `attach` hands them over and reading resumes: every byte arrives, in order."""
+
+    async def scenario() -> None:
+        accepted: list[asyncio.StreamWriter] = []
+        server = await serve(lambda reader, writer: accepted.append(writer), host="127.0.0.1", port=0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            _, client = await connect("127.0.0.1", port)
+            await wait_until(lambda: len(accepted) == 1, what="the connection accepted")
+            receiver = receiver_of(accepted[0])
+            sent = bytes(i % 251 for i in range(8 * EARLY_LIMIT))
+            client.write(sent)  # more than the socket buffers and the limit hold
+            await wait_until(lambda: receiver._paused_early, what="reading paused before attach")
+            assert receiver._early_bytes <= EARLY_LIMIT + 512 * 1024  # the limit plus one read
+            got: list[bytes] = []
+            receiver.attach(got.append, lambda exc: None, lambda: None)
+            await client.drain()
+            await wait_until(lambda: sum(map(len, got)) == len(sent), what="every byte")
+            assert b"".join(got) == sent
+            accepted[0].close()
+            client.close()
         finally:
             server.close()
             await server.wait_closed()
