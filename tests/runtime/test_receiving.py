@@ -4,70 +4,81 @@ the end told once -- over real TCP on 127.0.0.1, on asyncio's loop and on uvloop
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 
-from pubsub.runtime.receiving import EARLY_LIMIT, Receiver, connect, receiver_of, serve
+from pubsub.runtime.receiving import EARLY_LIMIT, Accept, Receiver, connect, receiver_of, serve
 from tests.runtime import test_net
 from tests.runtime.test_net import wait_until
 
 run = test_net.run
 
 
+@contextlib.asynccontextmanager
+async def served(accept: Accept) -> AsyncIterator[tuple[asyncio.StreamWriter, asyncio.StreamWriter]]:
+    """A listener on a free 127.0.0.1 port and one connection to it: (client side, server side)."""
+    accepted: list[asyncio.StreamWriter] = []
+
+    def note(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+        accept(reader, writer)
+
+    server = await serve(note, host="127.0.0.1", port=0)
+    try:
+        _, client = await connect("127.0.0.1", server.sockets[0].getsockname()[1])
+        await wait_until(lambda: len(accepted) == 1, what="the connection accepted")
+        try:
+            yield client, accepted[0]
+        finally:
+            client.close()
+            accepted[0].close()
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def loop_passes(count: int = 5) -> None:
+    """Let the event loop run `count` passes (what `call_soon` scheduled has run)."""
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
 def test_bytes_before_attach_and_the_end_reach_the_callbacks_in_order(run: Callable[..., None]) -> None:
     async def scenario() -> None:
-        accepted: list[asyncio.StreamWriter] = []
-        server = await serve(lambda reader, writer: accepted.append(writer), host="127.0.0.1", port=0)
-        port = server.sockets[0].getsockname()[1]
-        try:
-            _, client = await connect("127.0.0.1", port)
+        async with served(lambda reader, writer: None) as (client, server_side):
             assert isinstance(receiver_of(client), Receiver)
-            await wait_until(lambda: len(accepted) == 1, what="the connection accepted")
+            receiver = receiver_of(server_side)
             client.write(b"one,")
             client.write(b"two,")
-            await client.drain()
             client.write_eof()  # the end, too, before anyone listens
-            receiver = receiver_of(accepted[0])
-            await asyncio.sleep(0.05)  # let it all arrive before the callbacks exist
+            await wait_until(lambda: receiver._early_bytes == 8 and bool(receiver._ended), what="all of it kept")
             got: list[bytes] = []
             ends: list[BaseException | None] = []
             receiver.attach(got.append, ends.append, lambda: None)
-            await wait_until(lambda: ends == [None], what="the end told once")
+            await wait_until(lambda: ends == [None], what="the end told")
             assert b"".join(got) == b"one,two,"
-            await asyncio.sleep(0.05)
+            await loop_passes()
             assert ends == [None]  # once
-            accepted[0].close()
-            client.close()
-        finally:
-            server.close()
-            await server.wait_closed()
 
     run(scenario)
 
 
 def test_a_connection_the_other_side_drops_ends_once_after_its_data(run: Callable[..., None]) -> None:
     async def scenario() -> None:
-        accepted: list[asyncio.StreamWriter] = []
         got: list[bytes] = []
         ends: list[BaseException | None] = []
 
         def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            accepted.append(writer)
             receiver_of(writer).attach(got.append, ends.append, lambda: None)
 
-        server = await serve(accept, host="127.0.0.1", port=0)
-        port = server.sockets[0].getsockname()[1]
-        try:
-            _, client = await connect("127.0.0.1", port)
+        async with served(accept) as (client, _):
             client.write(b"data")
             await wait_until(lambda: got == [b"data"], what="the data")
             client.transport.abort()
             await wait_until(lambda: len(ends) == 1, what="the end")
             assert ends[0] is None or isinstance(ends[0], ConnectionError)
-            await asyncio.sleep(0.05)
+            await loop_passes()
             assert got == [b"data"] and len(ends) == 1
-        finally:
-            server.close()
-            await server.wait_closed()
 
     run(scenario)
 
@@ -77,13 +88,8 @@ def test_more_than_the_early_limit_before_attach_waits_in_the_socket(run: Callab
     `attach` hands them over and reading resumes: every byte arrives, in order."""
 
     async def scenario() -> None:
-        accepted: list[asyncio.StreamWriter] = []
-        server = await serve(lambda reader, writer: accepted.append(writer), host="127.0.0.1", port=0)
-        port = server.sockets[0].getsockname()[1]
-        try:
-            _, client = await connect("127.0.0.1", port)
-            await wait_until(lambda: len(accepted) == 1, what="the connection accepted")
-            receiver = receiver_of(accepted[0])
+        async with served(lambda reader, writer: None) as (client, server_side):
+            receiver = receiver_of(server_side)
             sent = bytes(i % 251 for i in range(8 * EARLY_LIMIT))
             client.write(sent)  # more than the socket buffers and the limit hold
             await wait_until(lambda: receiver._paused_early, what="reading paused before attach")
@@ -93,10 +99,5 @@ def test_more_than_the_early_limit_before_attach_waits_in_the_socket(run: Callab
             await client.drain()
             await wait_until(lambda: sum(map(len, got)) == len(sent), what="every byte")
             assert b"".join(got) == sent
-            accepted[0].close()
-            client.close()
-        finally:
-            server.close()
-            await server.wait_closed()
 
     run(scenario)
