@@ -31,10 +31,20 @@ from typing import Any
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from broker.cores import control as broker_control
+from broker.cores import messages
+from pubsub.kernel import control
+from pubsub.kernel.message import kinds_of
 from pubsub.runtime.host import Instrument, Instruments
 from pubsub.runtime.settings import TelemetrySettings
 from pubsub.telemetry.events import EventWriter, MessageDeltas, Observer
 from pubsub.telemetry.metrics import TopicLabels
+
+#: Every message kind of the broker daemon: the kernel's control messages, the brokers' and
+#: their clients' (of both protocols: a few dozen).  The runtime's message and byte counters
+#: report each from the start; tests/telemetry/test_metrics.py checks that every
+#: ``@message`` of broker/ is here.
+KINDS = kinds_of(control, broker_control, messages)
 
 
 class BrokerCollector:
@@ -164,6 +174,6 @@ def broker_instrument(app: Any, stats: Any) -> Instrument:
         observers: list[Observer] = []
         if events is not None:
             observers.append(BrokerEvents(events, app, stats, settings.events_snapshot_every))
-        return Instruments([BrokerCollector(app)], observers)
+        return Instruments([BrokerCollector(app)], observers, KINDS)
 
     return make

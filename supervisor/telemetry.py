@@ -14,6 +14,7 @@ from prometheus_client.metrics_core import (
 from pubsub.telemetry.events import EventWriter, _SnapshotObserver
 from pubsub.telemetry.metrics import TopicLabels, _by_label, _counter, _gauge
 from pubsub.runtime.host import Instrument, Instruments
+from pubsub.skipring.admission import KINDS
 from pubsub.runtime.settings import TelemetrySettings
 from pubsub.telemetry.events import Observer
 
@@ -132,6 +133,6 @@ def supervisor_instrument(app: Any, stats: Any) -> Instrument:
             observer = SupervisorEvents(events, app, stats, settings.events_snapshot_every)
             observer.start()
             observers.append(observer)
-        return Instruments([SupervisorCollector(app, topics)], observers)
+        return Instruments([SupervisorCollector(app, topics)], observers, KINDS)
 
     return make

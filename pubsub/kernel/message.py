@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import NamedTuple, NewType, TypeVar, dataclass_transform
 
 #: A daemon's reference: the address it listens on, "host:port" (ARCHITECTURE: decisions).
@@ -52,3 +53,10 @@ def message(kind: str) -> Callable[[type[M]], type[M]]:
         return dc
 
     return wrap
+
+
+def kinds_of(*modules: ModuleType) -> tuple[str, ...]:
+    """The kinds of the messages whose classes `modules` define, sorted: e.g. those a mode's
+    daemons speak (the label values their message counters report from the start)."""
+    names = {module.__name__ for module in modules}
+    return tuple(sorted(kind for kind, cls in MESSAGE_TYPES.items() if cls.__module__ in names))

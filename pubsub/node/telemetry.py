@@ -15,6 +15,7 @@ from prometheus_client.metrics_core import (
 from pubsub.telemetry.events import Observer, _SnapshotObserver, _pair
 from pubsub.telemetry.metrics import LatencyHistogram, TopicLabels, _by_label, _counter, _gauge
 from pubsub.runtime.host import Instrument, Instruments
+from pubsub.skipring.admission import KINDS
 from pubsub.runtime.settings import TelemetrySettings
 from pubsub.telemetry.events import EventWriter
 
@@ -251,6 +252,6 @@ def node_instrument(app: Any, stats: Any) -> Instrument:
         observers: list[Observer] = [deliveries]
         if events is not None:
             observers.append(NodeEvents(events, app, stats, settings.events_snapshot_every))
-        return Instruments([NodeCollector(app, topics, deliveries)], observers)
+        return Instruments([NodeCollector(app, topics, deliveries)], observers, KINDS)
 
     return make

@@ -5,8 +5,9 @@ runtime, then hands them to `host` with what is its own:
 
 * `Instruments`, made by an `Instrument` function once the host knows the topic-label
   cap and whether there is an event stream: the daemon's Prometheus collectors (beside the
-  runtime's own `RuntimeCollector`, which every daemon gets) and its telemetry observers
-  (added to ``app.observers``; the event stream's observers among them);
+  runtime's own `RuntimeCollector`, which every daemon gets), its telemetry observers
+  (added to ``app.observers``; the event stream's observers among them) and the message
+  kinds it speaks (the runtime's message counters report each from the start);
 * its admin actions beyond the generic info / crash / partition / drop
   (`pubsub.runtime.admin.Chaos`);
 * the sends to dispatch once serving starts, and what to do at a graceful stop (e.g. the
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -44,6 +45,7 @@ from pubsub.runtime.adminserver import open_admin
 from pubsub.runtime.httpserve import HttpService
 from pubsub.runtime.net import Runtime
 from pubsub.runtime.settings import AdminSettings, TelemetrySettings
+from pubsub.runtime.stats import ADMIN_ERROR_CODES
 from pubsub.telemetry.events import EventWriter, Observer
 from pubsub.telemetry.metrics import (
     MetricsError,
@@ -71,6 +73,9 @@ class Instruments(NamedTuple):
 
     collectors: list[Any]
     observers: list[Observer]
+    #: The message kinds the daemon speaks (its mode's): the runtime's message and byte
+    #: counters report each from the first scrape, 0 until counted.
+    kinds: Sequence[str] = ()
 
 
 #: Makes a daemon's `Instruments`: (topic labels, the event writer or None, settings).
@@ -92,6 +97,7 @@ class Telemetry:
 
     def __init__(self) -> None:
         self.server: MetricsServer | None = None
+        self.collector: RuntimeCollector | None = None
         self.registry: CollectorRegistry | None = None
         self.events: EventWriter | None = None
         self.observers: list[Observer] = []
@@ -115,6 +121,8 @@ class Telemetry:
             )
             runtime.events = self.events
         own = instrument(TopicLabels(settings.metrics_max_topics), self.events, settings)
+        runtime.kinds = tuple(own.kinds)
+        self.collector = runtime
         self.observers.extend(own.observers)
         if settings.metrics_port:
             self.registry = registry_for(runtime, *own.collectors)
@@ -168,6 +176,8 @@ async def host(
         admin_server = open_admin(
             admin, runtime, role=daemon.role, actions=daemon.actions, events=extras.events
         )
+        if admin_server is not None and extras.collector is not None:  # its codes too, from the start
+            extras.collector.error_codes += ADMIN_ERROR_CODES
 
         def started() -> None:
             tune_gc()

@@ -15,7 +15,7 @@ from pubsub.kernel.wire import ERROR_CODES as WIRE_ERROR_CODES
 #: The codes `Stats.errors` counts that are fixed in advance (Prometheus reports each from
 #: the start, 0 until it happens, `pubsub.telemetry.metrics`): the wire's, a frame cut short,
 #: the runtime's refusals and failures, and the daemons' (store_error: node and supervisor,
-#: persist_error: node).  Codes of the admin listener (``admin_...``) are not listed.
+#: persist_error: node).  The admin listener's codes are `ADMIN_ERROR_CODES`.
 ERROR_CODES = (
     *WIRE_ERROR_CODES,
     "truncated_frame",
@@ -39,6 +39,28 @@ ERROR_CODES = (
     "telemetry_error",
     "store_error",
     "persist_error",
+)
+
+#: The codes the admin listener (`pubsub.runtime.adminserver`) counts in `Stats.errors`, each
+#: as ``admin_<code>``: bad input (the wire's codes, a frame cut short, no Hello, an identity
+#: not allowed admin actions) and refused requests (not a chaos request; the `ChaosError`
+#: codes of the generic actions, `pubsub.runtime.admin` and `adminparams`, and of the
+#: daemons' own, pubsub/node/faults.py, supervisor/faults.py, broker/faults.py).  A daemon
+#: with an admin listener reports each from the start (`pubsub.runtime.host`).
+ADMIN_ERROR_CODES = tuple(
+    f"admin_{code}"
+    for code in (
+        *WIRE_ERROR_CODES,
+        "truncated_frame",
+        "no_hello",
+        "permission_denied",
+        "unsupported",
+        "bad_params",
+        "unknown_topic",
+        "nothing_to_corrupt",
+        "bad_rate",
+        "bad_link",
+    )
 )
 
 

@@ -20,10 +20,18 @@ Pure functions of (message, role, name): tested directly (tests/runtime/test_ide
 
 from __future__ import annotations
 
-from pubsub.kernel.message import Message
+from pubsub.kernel import control
+from pubsub.kernel.message import Message, kinds_of
+from pubsub.skipring import messages, retention, shards
 from pubsub.skipring.messages import MemberIs, Ping, Pong, SetData, Subscribe, Unsubscribe
 from pubsub.skipring.retention import Retention
 from pubsub.skipring.shards import GetSupervisors, SupervisorBeat, Supervisors
+
+#: Every message kind of the skip ring's daemons (nodes and supervisors): the kernel's control
+#: messages and the skip ring's.  Their runtime's message and byte counters report each from
+#: the start (`pubsub.runtime.host.Instruments`); tests/telemetry/test_metrics.py checks that
+#: every ``@message`` of pubsub/ and supervisor/ is here.
+KINDS = kinds_of(control, messages, retention, shards)
 
 #: Messages a node accepts from its supervisor only.
 FROM_SUPERVISOR = (SetData, Ping, MemberIs, Retention)

@@ -16,9 +16,11 @@ in another thread.
 
 Label values come from bounded sets only: message kinds (the registered messages), error
 codes and rejection reasons (fixed in the code), arrival paths (local, handover, tree, flood,
-antientropy) and topics.  Counters whose label values are fixed in advance (error codes,
-reasons, arrival paths) report every value from the start, 0 until it is counted, so that
-``rate`` and ``absent`` tell zero from missing; message types and topics appear when seen.
+antientropy) and topics.  Counters whose label values are fixed in advance (error codes --
+the admin listener's too where it is open --, reasons, arrival paths, and the message types
+of the daemon's mode, `pubsub.runtime.host.Instruments`) report every value from the start,
+0 until it is counted, so that ``rate`` and ``absent`` tell zero from missing; topics appear
+when seen.
 Topics are chosen by users, so at most ``metrics_max_topics`` (default 64) topics get their
 own ``topic`` value, the first ones seen, for the life of the process; any further topic is
 folded into ``topic="_other"`` (sums; the largest label length).  No label carries a peer's
@@ -161,12 +163,19 @@ LIMIT_COUNTERS = (
 class RuntimeCollector:
     """The network runtime's counters (`pubsub.runtime.stats.Stats`), for every daemon."""
 
-    def __init__(self, stats: Any, role: str, ref: str, app: Any = None) -> None:
+    def __init__(
+        self, stats: Any, role: str, ref: str, app: Any = None, kinds: Iterable[str] = ()
+    ) -> None:
         self.stats = stats
         self.role = role
         self.ref = ref
         self.app = app
         self.events: EventWriter | None = None
+        #: The message kinds the daemon speaks: the message and byte counters have a sample
+        #: for each from the start (any other kind counted appears when counted).
+        self.kinds = tuple(kinds)
+        #: The error codes with a sample from the start (the host adds the admin listener's).
+        self.error_codes: tuple[str, ...] = ERROR_CODES
 
     def describe(self) -> list[Metric]:
         return []
@@ -187,6 +196,7 @@ class RuntimeCollector:
                 labels=["type"],
             ),
             Counter(s.frames_out) + Counter(getattr(s, "bundled_out", {})),
+            self.kinds,
         )
         yield _by_label(
             CounterMetricFamily(
@@ -195,6 +205,7 @@ class RuntimeCollector:
                 labels=["type"],
             ),
             Counter(s.frames_in) + Counter(getattr(s, "bundled_in", {})),
+            self.kinds,
         )
         yield _by_label(
             CounterMetricFamily(
@@ -202,6 +213,7 @@ class RuntimeCollector:
                 labels=["type"],
             ),
             s.bytes_out,
+            self.kinds,
         )
         yield _by_label(
             CounterMetricFamily(
@@ -209,6 +221,7 @@ class RuntimeCollector:
                 labels=["type"],
             ),
             s.bytes_in,
+            self.kinds,
         )
         yield _by_label(
             CounterMetricFamily(
@@ -218,7 +231,7 @@ class RuntimeCollector:
                 labels=["code"],
             ),
             s.errors,
-            ERROR_CODES,
+            self.error_codes,
         )
         yield _counter(
             "pubsub_dropped_sends", "Frames dropped (queue full, peer unreachable, stopping).",

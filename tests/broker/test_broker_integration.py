@@ -43,6 +43,7 @@ from broker.cores.language.filters import Filter
 from broker.cores.language.text import parse_filter
 from broker.topologyfile import scot3x3
 from broker.localscot import LocalScot
+from broker.telemetry import KINDS
 from pubsub.ops.processes import ClusterError, poll
 from pubsub.telemetry.metrics import samples
 
@@ -235,6 +236,12 @@ def test_broker_metrics_show_publications_routed_and_delivered(state: State) -> 
     assert ("pubsub_daemon_info", (("ref", scot.address(HOST_BROKER)), ("role", "broker"))) in before_host
     assert ("pubsub_broker_table_entries", (("table", "prt"),)) in before_host
     assert ("pubsub_broker_link_queue", (("link", "b,1"),)) in before_host
+    # every message type of the brokers has a sample (the PADRES ones 0 here), no skip ring one;
+    # the admin listener's codes too
+    types = {dict(labels)["type"] for name, labels in before_host if name == "pubsub_messages_received_total"}
+    assert types == set(KINDS), sorted(types ^ set(KINDS))
+    assert before_host[("pubsub_received_bytes_total", (("type", "padres_pub"),))] == 0.0
+    assert before_host[("pubsub_frame_errors_total", (("code", "admin_bad_link"),))] == 0.0
     seqs = list(range(len(state.published), len(state.published) + 10))
     publish_cli(state, seqs)
     wait_deliveries(state, list(SUBSCRIBERS))

@@ -30,11 +30,13 @@ from pubsub.skipring.messages import SetData
 from pubsub.skipring.nodecore import NodeCore
 from pubsub.node.telemetry import REJECTION_REASONS, node_instrument
 from pubsub.runtime.host import Telemetry
-from pubsub.runtime.stats import ERROR_CODES
+from pubsub.runtime.stats import ADMIN_ERROR_CODES, ERROR_CODES, Stats
+from pubsub.skipring import admission
 from pubsub.telemetry.metrics import (
     OTHER_TOPIC,
     MetricsError,
     MetricsServer,
+    RuntimeCollector,
     TopicLabels,
     parse_families,
     registry_for,
@@ -43,6 +45,7 @@ from pubsub.telemetry.metrics import (
 from supervisor.app import SupervisorApp
 from supervisor.core import SupervisorCore
 from supervisor.telemetry import SupervisorCollector, supervisor_instrument
+from broker import telemetry as broker_telemetry
 from tests.integration.test_daemons import supervisor, wait_until
 from tests.node.test_node_publications import pnode, run
 
@@ -154,6 +157,8 @@ def test_supervisor_and_node_metrics_over_http(tmp_path: Path, mode: str, fast: 
             assert (value(a_found, "pubsub_messages_sent_total", type=carrier) or 0) >= 3
             assert (value(a_found, "pubsub_sent_bytes_total", type=carrier) or 0) > 0
             assert value(a_found, "pubsub_frame_errors_total", code="bad_msgpack") == 0.0  # known, none counted
+            assert value(a_found, "pubsub_messages_received_total", type="key_request") == 0.0  # no TLS
+            assert value(b_found, "pubsub_sent_bytes_total", type="hand_over") == 0.0
             assert value(a_found, "pubsub_daemon_info", role="node", ref=art.ref) == 1.0
 
     run(scenario())
@@ -339,3 +344,88 @@ def test_the_label_values_reported_from_the_start_cover_the_code() -> None:
     assert {"handler_error", "truncated_frame", "store_error"} <= codes  # the patterns still match
     assert codes <= set(ERROR_CODES), sorted(codes - set(ERROR_CODES))
     assert reasons - {"malformed"} == set(REJECTION_REASONS)
+
+
+#: The runtime's counters by message type.
+BY_TYPE = (
+    "pubsub_messages_sent_total", "pubsub_messages_received_total",
+    "pubsub_sent_bytes_total", "pubsub_received_bytes_total",
+)
+
+
+def by_label(collector: RuntimeCollector) -> dict[str, dict[str, float]]:
+    """sample name -> {the value of its one label: value} of a scrape of `collector` alone."""
+    found: dict[str, dict[str, float]] = {}
+    for name, labels, sample in samples(generate_latest(registry_for(collector)).decode()):
+        if len(labels) == 1:
+            found.setdefault(name, {})[next(iter(labels.values()))] = sample
+    return found
+
+
+def test_a_fresh_runtime_reports_every_kind_of_its_mode_from_the_start() -> None:
+    """Messages and bytes by type have a sample, 0, for every kind the daemon speaks before
+    any is counted; what is counted adds to it (bundled messages by their own type), and a
+    kind outside the list still appears when counted."""
+    stats = Stats()
+    collector = RuntimeCollector(stats, "node", "127.0.0.1:1", kinds=admission.KINDS)
+    found = by_label(collector)
+    for name in BY_TYPE:
+        assert found[name] == dict.fromkeys(admission.KINDS, 0.0), name
+    assert found["pubsub_frame_errors_total"] == dict.fromkeys(ERROR_CODES, 0.0)
+
+    stats.frames_out["publish"] += 2
+    stats.bundled_out["publish"] += 1
+    stats.frames_out["bundle"] += 1
+    stats.bytes_out["publish"] += 100
+    stats.frames_in["scot_pub"] += 1  # not the skip ring's: appears once counted
+    collector.error_codes += ADMIN_ERROR_CODES  # as the host does with an admin listener
+    stats.error("admin_no_hello")
+    found = by_label(collector)
+    sent = found["pubsub_messages_sent_total"]
+    assert (sent["publish"], sent["bundle"], sent["ping"]) == (3.0, 1.0, 0.0)
+    assert found["pubsub_sent_bytes_total"]["publish"] == 100.0
+    assert set(found["pubsub_messages_received_total"]) == {*admission.KINDS, "scot_pub"}
+    assert found["pubsub_frame_errors_total"] == dict.fromkeys(ERROR_CODES, 0.0) | dict.fromkeys(
+        ADMIN_ERROR_CODES, 0.0
+    ) | {"admin_no_hello": 1.0}
+
+
+def test_each_daemon_reports_the_kinds_of_its_mode() -> None:
+    """A node's and a supervisor's instruments name the skip ring's kinds, a broker's the
+    brokers'; and each list holds every ``@message`` kind its mode defines (a source scan:
+    the kernel's are every daemon's, pubsub/ and supervisor/ the skip ring's, broker/ the
+    brokers')."""
+    defined: dict[str, set[str]] = {"kernel": set(), "skipring": set(), "broker": set()}
+    for package in ("pubsub", "supervisor", "broker"):
+        for path in (ROOT / package).rglob("*.py"):
+            found = re.findall(r'@message\(\s*"([a-z_]+)"\s*\)', path.read_text(encoding="utf-8"))
+            part = "kernel" if path.is_relative_to(ROOT / "pubsub" / "kernel") else (
+                "broker" if package == "broker" else "skipring")
+            defined[part].update(found)
+    assert {"hello", "publish", "scot_pub", "broker_heartbeat"} <= set().union(*defined.values())
+    assert set(admission.KINDS) == defined["kernel"] | defined["skipring"]
+    assert set(broker_telemetry.KINDS) == defined["kernel"] | defined["broker"]
+
+    settings = TelemetrySettings()
+    app = SimpleNamespace()
+    assert node_instrument(app, Stats())(TopicLabels(), None, settings).kinds == admission.KINDS
+    assert supervisor_instrument(app, Stats())(TopicLabels(), None, settings).kinds == admission.KINDS
+    assert broker_telemetry.broker_instrument(app, Stats())(TopicLabels(), None, settings).kinds == (
+        broker_telemetry.KINDS
+    )
+
+
+def test_the_admin_codes_reported_from_the_start_cover_the_code() -> None:
+    """Every code the admin listener counts (``admin_<code>``: the codes it refuses input
+    with, and those of every `ChaosError` an action raises) is in `ADMIN_ERROR_CODES`."""
+    codes: set[str] = set()
+    for package in ("pubsub", "supervisor", "broker"):
+        for path in (ROOT / package).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            codes.update(re.findall(r'ChaosError\(\s*"([a-z_]+)"', text))
+            codes.update(re.findall(r'_refuse\(\s*writer,\s*source,\s*"([a-z_]+)"', text))
+            codes.update(re.findall(r'stats\.error\(\s*"admin_([a-z_]+)"', text))
+    codes.discard("bad_reply")  # raised by the client side, `pubsub.runtime.admin.admin_request`
+    assert {"bad_params", "no_hello", "unsupported", "bad_link"} <= codes  # the patterns still match
+    # besides: the wire's codes and a frame cut short (`wire.WireError`), a refused identity
+    assert {f"admin_{code}" for code in codes} <= set(ADMIN_ERROR_CODES), sorted(codes)

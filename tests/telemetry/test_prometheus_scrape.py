@@ -5,8 +5,9 @@ with a configuration generated into tmp_path (`pubsub.telemetry.metrics.promethe
 interval 1 s), its own storage in tmp_path and a free port on 127.0.0.1.  The test then
 asks Prometheus' HTTP API (/api/v1/query) for the series the daemons export.  The shipped
 deploy/prometheus.yml is checked with `promtool`.  And a fresh daemon's scrape already has a
-sample, 0, for every label value fixed in advance (error codes, reasons, arrival paths), so
-that ``rate`` and ``absent`` tell zero from missing.
+sample, 0, for every label value fixed in advance (error codes, the admin listener's among
+them, reasons, arrival paths), and one for every message type of its mode, so that ``rate``
+and ``absent`` tell zero from missing.
 
 Prometheus is looked up on PATH (and in /usr/bin); when it is missing and this machine can
 install it (apt-get as root), it is installed once.  Only if that is impossible does the
@@ -31,7 +32,8 @@ from pubsub.node.telemetry import REJECTION_REASONS, VIAS
 from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import pick_free_ports, poll
 from pubsub.runtime import limits, tlscount
-from pubsub.runtime.stats import ERROR_CODES
+from pubsub.runtime.stats import ADMIN_ERROR_CODES, ERROR_CODES
+from pubsub.skipring import admission
 from pubsub.telemetry.metrics import prometheus_config, samples
 
 pytestmark = pytest.mark.integration
@@ -164,7 +166,6 @@ def test_prometheus_scrapes_a_four_node_cluster(tmp_path: Path) -> None:
 
 #: Labelled counters whose label values are fixed in advance: name -> (label, values).
 KNOWN_EVERYWHERE = {
-    "pubsub_frame_errors_total": ("code", ERROR_CODES),
     "pubsub_connections_refused_total": ("reason", limits.REFUSED_REASONS),
     "pubsub_connections_closed_total": ("reason", limits.CLOSED_REASONS),
     "pubsub_publish_quota_refused_total": ("reason", limits.QUOTA_REASONS),
@@ -177,12 +178,25 @@ KNOWN_AT_NODES = {
 }
 
 
-def test_a_fresh_daemon_reports_zero_for_every_known_label_value(tmp_path: Path) -> None:
-    with LocalCluster(tmp_path / "cluster", 1, interval=0.2, metrics=True) as cluster:
-        for daemon, known in ((cluster.supervisor, KNOWN_EVERYWHERE),
-                              (cluster.nodes[0], KNOWN_EVERYWHERE | KNOWN_AT_NODES)):
+#: The runtime's counters by message type: a sample for every kind of the daemon's mode.
+BY_TYPE = (
+    "pubsub_messages_sent_total", "pubsub_messages_received_total",
+    "pubsub_sent_bytes_total", "pubsub_received_bytes_total",
+)
+
+
+@pytest.mark.parametrize("admin", [True, False])
+def test_a_fresh_daemon_reports_zero_for_every_known_label_value(tmp_path: Path, admin: bool) -> None:
+    # the admin listener's codes only where it is open
+    codes = {"pubsub_frame_errors_total": ("code", (*ERROR_CODES, *ADMIN_ERROR_CODES) if admin else ERROR_CODES)}
+    with LocalCluster(tmp_path / "cluster", 1, interval=0.2, metrics=True, admin=admin) as cluster:
+        for daemon, known in ((cluster.supervisor, KNOWN_EVERYWHERE | codes),
+                              (cluster.nodes[0], KNOWN_EVERYWHERE | KNOWN_AT_NODES | codes)):
             with urllib.request.urlopen(f"http://127.0.0.1:{daemon.metrics_port}/metrics", timeout=5) as reply:
                 found = list(samples(reply.read().decode()))
             for name, (label, values) in known.items():
                 got = {labels[label]: value for sample, labels, value in found if sample == name}
                 assert got == dict.fromkeys(values, 0.0), (daemon.ref, name, got)
+            for name in BY_TYPE:  # every kind, some (hello, ...) counted by now
+                got = {labels["type"] for sample, labels, value in found if sample == name}
+                assert got == set(admission.KINDS), (daemon.ref, name, sorted(got))
