@@ -53,7 +53,7 @@ class Receiver(asyncio.StreamReaderProtocol):
         self._on_writable: OnWritable | None = None
         self._early: list[bytes] = []
         self._early_bytes = 0
-        self._transport: asyncio.BaseTransport | None = None
+        self._read_transport: asyncio.BaseTransport | None = None  # ours, to pause and resume
         self._paused_early = False
         self._ended: list[BaseException | None] = []  # [exc] once ended, before `attach`
         self._end_told = False
@@ -66,13 +66,13 @@ class Receiver(asyncio.StreamReaderProtocol):
             on_data(chunk)
         if self._paused_early:
             self._paused_early = False
-            if not self._ended and self._transport is not None:
-                cast(asyncio.Transport, self._transport).resume_reading()
+            if not self._ended and self._read_transport is not None:
+                cast(asyncio.Transport, self._read_transport).resume_reading()
         if self._ended:
             self._end(self._ended[0])
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport
+        self._read_transport = transport
         super().connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
@@ -82,8 +82,8 @@ class Receiver(asyncio.StreamReaderProtocol):
             self._early_bytes += len(data)
             if self._early_bytes > EARLY_LIMIT and not self._paused_early:
                 self._paused_early = True  # the rest waits in the socket until `attach`
-                if self._transport is not None:
-                    cast(asyncio.Transport, self._transport).pause_reading()
+                if self._read_transport is not None:
+                    cast(asyncio.Transport, self._read_transport).pause_reading()
         else:
             on_data(data)
 
