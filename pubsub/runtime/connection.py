@@ -33,7 +33,6 @@ class Connection:
 
     def __init__(
         self,
-        reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         *,
         outgoing: bool,
@@ -41,7 +40,6 @@ class Connection:
     ) -> None:
         Connection._next_seq += 1
         self.seq = Connection._next_seq
-        self.reader = reader
         self.writer = writer
         self.outgoing = outgoing
         self.role: str | None = None  # "peer" / "client" once known

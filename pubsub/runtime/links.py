@@ -268,7 +268,7 @@ class Links:
             host, port = split_ref(link.ref)
             link.conn_added.clear()
             try:
-                reader, writer = await asyncio.wait_for(
+                writer = await asyncio.wait_for(
                     connect(host, port, ssl=self._ssl), s.connect_timeout
                 )
                 identity = peer_identity(writer) if self._ssl is not None else None
@@ -293,7 +293,7 @@ class Links:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(link.conn_added.wait(), delay)
                 continue
-            conn = Connection(reader, writer, outgoing=True, identity=identity)
+            conn = Connection(writer, outgoing=True, identity=identity)
             conn.role = "peer"
             conn.peer = link.ref
             conn.initiator = self.me

@@ -375,7 +375,7 @@ class Runtime:
             writer.close()
             return
         identity = peer_identity(writer) if self._ssl is not None else None
-        conn = Connection(reader, writer, outgoing=False, identity=identity)
+        conn = Connection(writer, outgoing=False, identity=identity)
         self.stats.connections_accepted += 1
         source = source_of(conn.address)
         refused = self._counts.admit(source)

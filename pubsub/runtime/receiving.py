@@ -132,11 +132,10 @@ async def serve(accept: Accept, *, host: str | None = None, port: int | None = N
     return await loop.create_server(lambda: Receiver(loop, accept), host, port, **kwargs)
 
 
-async def connect(
-    host: str, port: int, *, ssl: ssl.SSLContext | None = None
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """Connect like `asyncio.open_connection`; the writer's protocol is a `Receiver`."""
+async def connect(host: str, port: int, *, ssl: ssl.SSLContext | None = None) -> asyncio.StreamWriter:
+    """Connect like `asyncio.open_connection`: the writer, whose protocol is a `Receiver`
+    (what arrives goes to the callbacks given to its `attach`, no reader is needed)."""
     loop = asyncio.get_running_loop()
     protocol = Receiver(loop)
     transport, _ = await loop.create_connection(lambda: protocol, host, port, ssl=ssl)
-    return protocol.reader, asyncio.StreamWriter(transport, protocol, protocol.reader, loop)
+    return asyncio.StreamWriter(transport, protocol, protocol.reader, loop)

@@ -25,7 +25,7 @@ async def served(accept: Accept) -> AsyncIterator[tuple[asyncio.StreamWriter, as
 
     server = await serve(note, host="127.0.0.1", port=0)
     try:
-        _, client = await connect("127.0.0.1", server.sockets[0].getsockname()[1])
+        client = await connect("127.0.0.1", server.sockets[0].getsockname()[1])
         await wait_until(lambda: len(accepted) == 1, what="the connection accepted")
         try:
             yield client, accepted[0]
