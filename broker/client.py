@@ -58,7 +58,7 @@ from pubsub.client.library import connect_checked
 from pubsub.client.library import ClientError, ConnectionLost, _close, _read
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message
-from pubsub.runtime.streams import MessageReader
+from pubsub.runtime.streams import ReceivedMessages
 
 #: Seconds a request may take.
 DEFAULT_TIMEOUT = 5.0
@@ -162,7 +162,7 @@ class BrokerClient:
         self.client_id = client_id or f"c-{secrets.token_hex(4)}"
         self.timeout = timeout
         self.max_frame = max_frame
-        self._reader: MessageReader | None = None
+        self._reader: ReceivedMessages | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._task: asyncio.Task[None] | None = None
         self._pending: deque[asyncio.Future[Message]] = deque()
@@ -203,7 +203,7 @@ class BrokerClient:
     ) -> None:
         await self.close()
 
-    async def _read_loop(self, reader: MessageReader) -> None:
+    async def _read_loop(self, reader: ReceivedMessages) -> None:
         try:
             while True:
                 msg = await _read(reader)

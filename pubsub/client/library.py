@@ -45,7 +45,7 @@ import asyncio
 import contextlib
 import itertools
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -66,9 +66,10 @@ from pubsub.skipring.messages import (
 )
 from pubsub.client.roles import role_problem
 from pubsub.skipring.fields import validate_msg_id
-from pubsub.runtime.client import HANDSHAKE_TIMEOUT, HandshakeTimeout, RequestError, bounded_reader, request
+from pubsub.runtime import receiving
+from pubsub.runtime.client import HANDSHAKE_TIMEOUT, HandshakeTimeout, RequestError, read_first, request
 from pubsub.runtime.connection import split_ref
-from pubsub.runtime.streams import MessageReader
+from pubsub.runtime.streams import ReceivedMessages
 from pubsub.runtime.tls import TlsError, client_context, closed_hint, handshake_failure
 
 #: Seconds a request (join, status, ...) may take.
@@ -179,9 +180,10 @@ def _topic(topic: str) -> Topic:
 
 async def connect_checked(
     addr: str, timeout: float, max_frame: int, role: str
-) -> tuple[MessageReader, asyncio.StreamWriter]:
+) -> tuple[ReceivedMessages, asyncio.StreamWriter]:
     """An open client connection to the `role` daemon at `addr` (Hello sent, its status
-    answered within the handshake bound), its messages read through the frame decoder.
+    answered within the handshake bound), its messages cut into frames as they arrive
+    (`pubsub.runtime.streams.ReceivedMessages`).
 
     The status request, answered within `pubsub.runtime.client.HANDSHAKE_TIMEOUT` (1 s) by
     any pubsub daemon, tells a silent or foreign port (``not_pubsub``) and a daemon of
@@ -196,7 +198,7 @@ async def connect_checked(
     try:
         async with asyncio.timeout(timeout):
             context = client_context()
-            reader, writer = await asyncio.open_connection(host, port, ssl=context)
+            writer = await receiving.connect(host, port, ssl=context)
     except TimeoutError:
         raise ClientError("connection", f"cannot reach {addr} within {timeout:g} s") from None
     except ConnectionRefusedError:
@@ -207,11 +209,13 @@ async def connect_checked(
         if (failure := handshake_failure(addr, exc, context)) is not None:
             raise ClientError("tls", failure) from None
         raise ClientError("connection", f"cannot reach {addr}: {exc.strerror or exc}") from None
-    messages = bounded_reader(reader, addr, min(timeout, HANDSHAKE_TIMEOUT), max_frame)
+    messages = ReceivedMessages(writer, max_frame)
     writer.write(wire.encode(Hello(ref=None, role="client")) + wire.encode(StatusRequest()))
     try:
         async with asyncio.timeout(timeout):
-            first = await _read(messages)
+            first = await read_first(messages, addr, min(timeout, HANDSHAKE_TIMEOUT))
+        if first is None:
+            raise asyncio.IncompleteReadError(b"", None)
     except HandshakeTimeout as exc:
         await _close(writer)
         raise ClientError("not_pubsub", str(exc)) from None
@@ -221,7 +225,9 @@ async def connect_checked(
             raise ClientError("tls", failure) from None
         if isinstance(exc, TimeoutError):
             detail = "no answer"
-        elif isinstance(exc, asyncio.IncompleteReadError):
+        elif isinstance(exc, asyncio.IncompleteReadError) or (
+            isinstance(exc, wire.WireError) and exc.code == "truncated_frame"
+        ):
             detail = f"it closed the connection{closed_hint(context)}"
         else:
             detail = str(exc) or "connection closed"
@@ -237,12 +243,12 @@ async def connect_checked(
 
 async def _connect(
     addr: str, timeout: float, max_frame: int = wire.DEFAULT_MAX_FRAME
-) -> tuple[MessageReader, asyncio.StreamWriter]:
+) -> tuple[ReceivedMessages, asyncio.StreamWriter]:
     """`connect_checked` to a node."""
     return await connect_checked(addr, timeout, max_frame, "node")
 
 
-async def _read(messages: MessageReader) -> Message:
+async def _read(messages: ReceivedMessages) -> Message:
     """The next message; IncompleteReadError at the end of the stream (also inside a
     frame), WireError for garbage."""
     try:
@@ -265,19 +271,24 @@ async def _close(writer: asyncio.StreamWriter | None) -> None:
 
 
 class _Publisher:
-    """The connection shared by concurrent `publish` calls, answers matched by id."""
+    """The connection shared by concurrent `publish` calls, answers matched by id.
+
+    Answers are matched in the callback that received them from the connection
+    (`ReceivedMessages.on_ready`): no task wakes up to read them."""
 
     def __init__(
-        self, addr: str, reader: MessageReader, writer: asyncio.StreamWriter, max_frame: int
+        self, addr: str, reader: ReceivedMessages, writer: asyncio.StreamWriter, max_frame: int
     ) -> None:
         self.addr = addr
+        self.reader = reader
         self.writer = writer
         self.max_frame = max_frame
         self.pending: dict[int, asyncio.Future[Message]] = {}
         self.error: ClientError | None = None
         self._loop = asyncio.get_running_loop()
-        self.task = self._loop.create_task(self._read_loop(reader))
         self._outgoing: list[bytes] = []
+        reader.on_ready(self._answers)
+        self._answers()  # what arrived with the handshake
 
     @property
     def usable(self) -> bool:
@@ -299,10 +310,17 @@ class _Publisher:
         if self.writer.transport.get_write_buffer_size() > DRAIN_ABOVE:
             await self.writer.drain()
 
-    async def _read_loop(self, reader: MessageReader) -> None:
+    def _answers(self) -> None:
+        """Hand each answer that arrived to the call waiting for it."""
+        reader = self.reader
         try:
-            while True:
-                msg = await _read(reader)
+            while self.error is None:
+                payload = reader.take()
+                if payload is None:
+                    if reader.ended():
+                        self._fail(_Unanswered("connection", f"{self.addr} closed the connection"))
+                    return
+                msg = wire.decode(payload, self.max_frame)
                 if isinstance(msg, (PublishAck, PublishFailed)):
                     future = self.pending.pop(msg.id, None)
                     if future is not None and not future.done():
@@ -311,23 +329,24 @@ class _Publisher:
                     # Not tied to one request: the node rejected a frame (should not happen
                     # for frames this library builds).  Fail everything in flight.
                     self._fail(ClientError(msg.code, f"{self.addr} refused a request: {msg.detail}"))
-        except asyncio.IncompleteReadError:
-            self._fail(_Unanswered("connection", f"{self.addr} closed the connection"))
         except wire.WireError as exc:
-            self._fail(_Unanswered("connection", f"bad frame from {self.addr}: {exc}"))
+            if exc.code == "truncated_frame":
+                self._fail(_Unanswered("connection", f"{self.addr} closed the connection"))
+            else:
+                self._fail(_Unanswered("connection", f"bad frame from {self.addr}: {exc}"))
         except (ConnectionError, OSError) as exc:
             self._fail(_Unanswered("connection", f"connection to {self.addr} lost: {exc}"))
 
     def _fail(self, error: ClientError) -> None:
-        self.error = error
+        if self.error is None:
+            self.error = error
         pending, self.pending = self.pending, {}
         for future in pending.values():
             if not future.done():
                 future.set_exception(error)
 
     async def close(self) -> None:
-        self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
+        self.reader.on_ready(None)
         self._fail(PublishError("connection", "the client was closed"))
         await _close(self.writer)
 
@@ -528,7 +547,8 @@ class HistoryPage:
 
 
 class Subscription:
-    """One Follow stream: an async iterator of `Delivery`, and an async context manager.
+    """One Follow stream: an async iterator of `Delivery` (or, with a callback and no task
+    switch per delivery, `consume`), and an async context manager.
 
     `last_seq` is the local number of the last delivery handed out (or `since`); `latest`
     is what the node held when the stream began; `incarnation` the node store's incarnation
@@ -560,7 +580,7 @@ class Subscription:
         self.live = live
         self.last_seq = since
         self.latest: int | None = None
-        self._reader: MessageReader | None = None
+        self._reader: ReceivedMessages | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._ended = False
 
@@ -625,29 +645,77 @@ class Subscription:
             await self.open()
         if self._ended or self._reader is None:
             raise StopAsyncIteration
-        node = self.client.node
         try:
             msg = await _read(self._reader)
-        except asyncio.IncompleteReadError:
-            self._ended = True
-            raise ConnectionLost(
-                "connection", f"{node} closed the stream after local #{self.last_seq}"
-            ) from None
-        except (ConnectionError, OSError, wire.WireError) as exc:
-            self._ended = True
-            raise ConnectionLost(
-                "connection", f"stream from {node} broke after local #{self.last_seq}: {exc}"
-            ) from None
+        except (asyncio.IncompleteReadError, ConnectionError, OSError, wire.WireError) as exc:
+            raise self._lost(exc) from None
+        return self._delivered(msg)
+
+    async def consume(self, on_delivery: Callable[[Delivery], object]) -> None:
+        """Call `on_delivery(delivery)` for each delivery, in order, until the stream ends:
+        what ``async for delivery in sub`` does, without a task switch per delivery.
+
+        Deliveries are handed over from the callback that received them from the
+        connection, so `on_delivery` must not block (it may start tasks); the stream reads
+        no further while it runs.  Returns when the node ends the stream (as iteration
+        stops); raises what iteration would raise (`ConnectionLost`, `ClientError`), and
+        whatever `on_delivery` raises, after which the stream stays open and can be read on
+        (`last_seq` counts the delivery it was given).
+        """
+        if self._reader is None and not self._ended:
+            await self.open()
+        reader = self._reader
+        if self._ended or reader is None:
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def hand_over() -> None:
+            try:
+                while not done.done():
+                    try:
+                        payload = reader.take()
+                        if payload is None:
+                            if not reader.ended():
+                                return
+                            raise asyncio.IncompleteReadError(b"", None)
+                        msg = wire.decode(payload, self.client.max_frame)
+                    except (asyncio.IncompleteReadError, ConnectionError, OSError, wire.WireError) as exc:
+                        raise self._lost(exc) from None
+                    on_delivery(self._delivered(msg))
+            except StopAsyncIteration:
+                done.set_result(None)
+            except Exception as exc:  # noqa: BLE001 - handed to the caller of consume
+                done.set_exception(exc)
+
+        reader.on_ready(hand_over)
+        try:
+            hand_over()  # what arrived before
+            await done
+        finally:
+            reader.on_ready(None)
+
+    def _lost(self, exc: BaseException) -> ConnectionLost:
+        """The stream broke (`exc` from reading it): it is over."""
+        self._ended = True
+        node = self.client.node
+        if isinstance(exc, asyncio.IncompleteReadError) or (
+            isinstance(exc, wire.WireError) and exc.code == "truncated_frame"
+        ):
+            return ConnectionLost("connection", f"{node} closed the stream after local #{self.last_seq}")
+        return ConnectionLost("connection", f"stream from {node} broke after local #{self.last_seq}: {exc}")
+
+    def _delivered(self, msg: Message) -> Delivery:
+        """The delivery `msg` is; StopAsyncIteration at the node's end of the stream,
+        ClientError for an error or anything else (the stream is then over)."""
         if isinstance(msg, Delivery):
             self.last_seq = msg.local_seq
             return msg
+        self._ended = True
+        node = self.client.node
         if isinstance(msg, Reply) and msg.body.get("end"):
-            self._ended = True
             raise StopAsyncIteration
         if isinstance(msg, ErrorReply):
-            self._ended = True
             raise ClientError(msg.code, f"{node} ended the stream: {msg.code}: {msg.detail}")
-        self._ended = True
         raise ClientError("protocol", f"{node} sent an unexpected {msg.kind!r} on the stream")
 
 

@@ -1,5 +1,5 @@
 """The client side of the runtime: one control request, one reply (`request`), and the
-handshake bound every client connection shares (`bounded_reader`).
+handshake bound every client connection shares (`read_first`).
 
 A daemon answers a client's request in the event-loop pass that reads it, so a port that
 accepts the connection and then stays silent is not a pubsub daemon (or one too stuck to
@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from typing import cast
 
 from pubsub.kernel import wire
 from pubsub.kernel.control import Hello
 from pubsub.kernel.message import Message
 from pubsub.runtime.connection import split_ref
-from pubsub.runtime.streams import MessageReader
+from pubsub.runtime import receiving
+from pubsub.runtime.streams import ReceivedMessages
 from pubsub.runtime.tls import TlsError, client_context, closed_hint, handshake_failure
 
 #: Seconds a daemon may take to send the first bytes of its first reply on a new connection.
@@ -43,36 +43,14 @@ class HandshakeTimeout(RequestError):
         self.bound = bound
 
 
-class _FirstReadBounded:
-    """A StreamReader whose first `read` must return within `bound` seconds."""
-
-    def __init__(self, reader: asyncio.StreamReader, addr: str, bound: float) -> None:
-        self._reader = reader
-        self._addr = addr
-        self._bound = bound
-        self._first = True
-
-    async def read(self, n: int = -1) -> bytes:
-        if not self._first:
-            return await self._reader.read(n)
-        self._first = False
-        try:
-            async with asyncio.timeout(self._bound):
-                return await self._reader.read(n)
-        except TimeoutError:
-            raise HandshakeTimeout(self._addr, self._bound) from None
-
-
-def bounded_reader(
-    reader: asyncio.StreamReader,
-    addr: str,
-    bound: float = HANDSHAKE_TIMEOUT,
-    max_frame: int = wire.DEFAULT_MAX_FRAME,
-) -> MessageReader:
-    """A `MessageReader` on `reader` whose first socket read raises `HandshakeTimeout`
-    unless bytes arrive within `bound` seconds; later reads are not bounded here."""
-    bounded = _FirstReadBounded(reader, addr, bound)
-    return MessageReader(cast(asyncio.StreamReader, bounded), max_frame)
+async def read_first(messages: ReceivedMessages, addr: str, bound: float) -> Message | None:
+    """The first message of a new client connection (None if it closed cleanly first);
+    `HandshakeTimeout` unless it arrives within `bound` seconds."""
+    try:
+        async with asyncio.timeout(bound):
+            return await messages.read()
+    except TimeoutError:
+        raise HandshakeTimeout(addr, bound) from None
 
 
 async def request(
@@ -102,12 +80,12 @@ async def request(
     try:
         async with asyncio.timeout(timeout):
             context = context or client_context()
-            reader, writer = await asyncio.open_connection(host, port, ssl=context)
+            writer = await receiving.connect(host, port, ssl=context)
+            messages = ReceivedMessages(writer, max_frame)
             writer.write(wire.encode(Hello(ref=None, role="client")) + wire.encode(msg, max_frame))
             await writer.drain()
-            messages = bounded_reader(reader, addr, min(handshake, timeout), max_frame)
             try:
-                reply = await messages.read()
+                reply = await read_first(messages, addr, min(handshake, timeout))
             except wire.WireError as exc:
                 if exc.code != "truncated_frame":
                     raise

@@ -14,7 +14,8 @@ from pubsub.client.library import Ack, Client
 from pubsub.client.run import publish_pipelined
 from pubsub.kernel import wire
 from pubsub.kernel.message import Ref
-from pubsub.runtime.streams import MessageReader
+from pubsub.runtime import receiving
+from pubsub.runtime.streams import MessageReader, ReceivedMessages
 from pubsub.skipring.messages import PublicationKey, PublishAck, PublishRequest
 
 
@@ -151,11 +152,11 @@ async def test_concurrent_publishes_leave_in_call_order_while_the_connection_ope
     client = Client(f"127.0.0.1:{port}")
     later: list[asyncio.Task[Ack]] = []
 
-    async def connect(addr: str, timeout: float, max_frame: int) -> tuple[MessageReader, asyncio.StreamWriter]:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    async def connect(addr: str, timeout: float, max_frame: int) -> tuple[ReceivedMessages, asyncio.StreamWriter]:
+        writer = await receiving.connect("127.0.0.1", port)
         # The third publish comes while the first holds the new connection and the second waits for it.
         later.append(asyncio.create_task(client.publish("t", b"3")))
-        return MessageReader(reader), writer
+        return ReceivedMessages(writer), writer
 
     monkeypatch.setattr(library, "_connect", connect)
     try:
@@ -165,6 +166,49 @@ async def test_concurrent_publishes_leave_in_call_order_while_the_connection_ope
             acks = [await first, await second, await later[0]]
         assert received == [b"1", b"2", b"3"]
         assert [ack.local_seq for ack in acks] == [1, 2, 3]
+    finally:
+        await client.close()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_node_that_drops_the_connection_fails_the_publications_in_flight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The answers are matched where they are received; a connection that ends with
+    publications unanswered fails them as ``unknown`` (sent, outcome not known) at once."""
+    requests: list[PublishRequest] = []
+
+    async def node(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        messages = MessageReader(reader)
+        while (msg := await messages.read()) is not None:
+            assert isinstance(msg, PublishRequest)
+            requests.append(msg)
+            if len(requests) == 1:
+                writer.write(wire.encode(PublishAck(msg.id, msg.topic, Ref("127.0.0.1:1"), 1,
+                                                    PublicationKey(bytes(16)), Ref("127.0.0.1:1"), 1)))
+            else:
+                writer.write(wire.encode(PublishAck(msg.id, msg.topic, Ref("127.0.0.1:1"), 2,
+                                                    PublicationKey(bytes(16)), Ref("127.0.0.1:1"), 2))[:9])
+                writer.close()  # the second answer breaks off inside its frame
+                return
+
+    server = await asyncio.start_server(node, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+
+    async def connect(addr: str, timeout: float, max_frame: int) -> tuple[ReceivedMessages, asyncio.StreamWriter]:
+        writer = await receiving.connect("127.0.0.1", port)
+        return ReceivedMessages(writer), writer
+
+    monkeypatch.setattr(library, "_connect", connect)
+    client = Client(f"127.0.0.1:{port}", publish_timeout=30)
+    try:
+        async with asyncio.timeout(10):  # well under publish_timeout: the end is noticed, not waited out
+            first = await client.publish("t", b"1")
+            with pytest.raises(library.PublishError) as failed:
+                await client.publish("t", b"2", retries=0)
+        assert first.local_seq == 1
+        assert failed.value.code == "unknown" and "closed the connection" in str(failed.value)
     finally:
         await client.close()
         server.close()

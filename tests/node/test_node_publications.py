@@ -17,7 +17,7 @@ import uvloop
 
 from pubsub.kernel import wire
 from pubsub.cli.formats import format_ack, format_delivery
-from pubsub.client.library import Ack, Client, ClientError, PublishError
+from pubsub.client.library import Ack, Client, ClientError, ConnectionLost, PublishError, Subscription
 from pubsub.kernel.control import Hello, Reply, StatusRequest
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import Delivery, Follow
@@ -135,6 +135,63 @@ def test_streams_history_new_only_and_resume(tmp_path: Path) -> None:
             assert status["topics"][T]["publications"]["latest_local_seq"] == 7
 
     run(scenario())
+
+
+class Enough(Exception):
+    """What the test's delivery callback raises to stop `consume`."""
+
+
+def test_consume_hands_each_delivery_to_a_callback_as_iteration_would(tmp_path: Path) -> None:
+    """`Subscription.consume`: the deliveries in order, history then live; a callback's
+    exception ends the call and the stream reads on from there; a stream the node ends
+    returns; a node that goes away raises ConnectionLost."""
+
+    async def scenario() -> None:
+        async with supervisor(tmp_path / "sup") as (srt, _):
+            async with pnode(srt.ref, None) as (rt, app):
+                client = Client(rt.ref)
+                await client.join(T)
+                for i in range(3):
+                    await client.publish(T, f"m{i}")
+                got: list[Delivery] = []
+
+                def take(delivery: Delivery) -> None:
+                    got.append(delivery)
+                    if delivery.local_seq == 5:
+                        raise Enough()
+
+                sub = await client.subscribe(T, join=False).open()
+                consuming = asyncio.create_task(sub.consume(take))
+                await wait_until(_holds(got, 3), what="the history")
+                for i in range(3, 6):
+                    await client.publish(T, f"m{i}")
+                with pytest.raises(Enough):
+                    await asyncio.wait_for(consuming, 10)
+                assert [d.payload for d in got] == [b"m0", b"m1", b"m2", b"m3", b"m4"]
+                assert sub.last_seq == 5
+                assert (await anext(sub)).payload == b"m5"  # the stream reads on
+                # what ends the history stream ends consume
+                done: list[Delivery] = []
+                async with Subscription(client, T, 2, False, join=False, live=False) as past:
+                    await past.consume(done.append)
+                assert [d.local_seq for d in done] == [3, 4, 5, 6]
+                consuming = asyncio.create_task(sub.consume(got.append))
+                await client.publish(T, "m6")
+                await wait_until(_holds(got, 6), what="the live delivery")
+                await client.close()
+            with pytest.raises(ConnectionLost, match="closed the stream after local #7"):  # the node stopped
+                await asyncio.wait_for(consuming, 10)
+            await sub.close()
+            assert [d.local_seq for d in got] == [1, 2, 3, 4, 5, 7]
+
+    run(scenario())
+
+
+def _holds(got: list[Delivery], count: int):  # type: ignore[no-untyped-def]
+    async def check() -> bool:
+        return len(got) >= count
+
+    return check
 
 
 def test_a_stream_accepts_no_further_requests(tmp_path: Path) -> None:
