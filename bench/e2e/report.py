@@ -34,6 +34,7 @@ def summarize(runs: list[dict[str, Any]], systems: list[str], sizes: list[int], 
                 "p99_ms": _spread_of(rows, lambda r: r["p99_ms"]),
                 "max_ms": _spread_of(rows, lambda r: r["max_ms"]),
                 "ack_p50_ms": _spread_of(rows, lambda r: r["ack_p50_ms"]),
+                "cpu_ms_per_pub": _spread_of(rows, lambda r: r.get("cpu_ms_per_pub")),
                 "incomplete": [r["incomplete"] for r in rows],
                 "failed_publishes": [r["failed"] for r in rows],
             }
@@ -70,13 +71,14 @@ def summarize(runs: list[dict[str, Any]], systems: list[str], sizes: list[int], 
             "harness_cpu_us_per_pub": _spread_of(rows, lambda r: r.get("harness_cpu_us_per_pub")),
             "exactly_k_per_node": [r["exactly_k_per_node"] for r in rows if "exactly_k_per_node" in r],
         }
-    ratios: dict[str, Any] = {"latency_p50": {}, "held_per_s": {}, "acked_per_s": {}}
+    ratios: dict[str, Any] = {"latency_p50": {}, "paced_cpu": {}, "held_per_s": {}, "acked_per_s": {}}
     for other in systems:
         if other == "pubsub" or "pubsub" not in systems:
             continue
-        ratios["latency_p50"][other] = {
-            str(n): _ratio(latency["pubsub"][str(n)]["p50_ms"], latency[other][str(n)]["p50_ms"]) for n in sizes
-        }
+        for key, field in (("latency_p50", "p50_ms"), ("paced_cpu", "cpu_ms_per_pub")):
+            ratios[key][other] = {
+                str(n): _ratio(latency["pubsub"][str(n)][field], latency[other][str(n)][field]) for n in sizes
+            }
         for key in ("held_per_s", "acked_per_s"):
             ratios[key][other] = _ratio(throughput["pubsub"][key], throughput[other][key])
     if "pubsub" in systems and "pubsub-tls" in systems:  # TLS and signing beside the plain path
@@ -137,6 +139,15 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
                 f"{n:>3}  {system:<10}  {cell(row['p50_ms']):>22}  {cell(row['p99_ms']):>22}  {cell(row['max_ms']):>22}"
                 f"  {cell(row['ack_p50_ms']):>20}  {','.join(map(str, row['incomplete']))}"
             )
+    print()
+    print(
+        "== CPU per publication of the whole deployment in the latency run, ms (/proc: every process of the "
+        "system, the n subscriber processes and the harness; the paced phase and its drain); " + each
+    )
+    print(f"{'n':>3}  " + "".join(f"{system:>24}" for system in systems))
+    for n in sizes:
+        print(f"{n:>3}  " + "".join(
+            f"{cell(summary['latency'][system][str(n)]['cpu_ms_per_pub']):>24}" for system in systems))
     others = [s for s in systems if s != "pubsub"]
     if "pubsub" in systems and others:
         print()
@@ -149,6 +160,9 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
         for n in sizes:
             print(f"{'latency p50, n=' + str(n):<22}" + "".join(
                 f"{ratio_cell(summary['ratios']['latency_p50'][o][str(n)]):>15}" for o in others))
+        for n in sizes:
+            print(f"{'paced CPU/pub, n=' + str(n):<22}" + "".join(
+                f"{ratio_cell(summary['ratios']['paced_cpu'][o][str(n)]):>15}" for o in others))
         print(f"{'held/s, n=' + str(tput_n):<22}" + "".join(
             f"{ratio_cell(summary['ratios']['held_per_s'][o]):>15}" for o in others))
         print(f"{'acked/s, n=' + str(tput_n):<22}" + "".join(

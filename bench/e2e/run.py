@@ -101,6 +101,8 @@ async def measure(system: System, plan: Plan, workdir: Path) -> dict[str, Any]:
                 after = await counters(system)
                 out["latency"] = latency_result(pub, [d for d in await subs.dump()], plan)
                 out["latency"]["contention"] = others
+                # every process of the deployment, its subscriber processes and the harness
+                out["latency"]["cpu_ms_per_pub"] = round(others["ours_s"] * 1000 / plan.count, 2)
                 if before is not None and after is not None:
                     out["frames"] = frames_result(before, after, len(pub.ack_ns), plan.n)
                     pubs = before[0].get("publications") or {}

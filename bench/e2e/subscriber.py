@@ -3,7 +3,8 @@
     python -m bench.e2e.subscriber SYSTEM TARGET --out FILE --expect PHASE=COUNT ...
 
 SYSTEM is pubsub (TARGET: a node, HOST:PORT; a new-only follow stream with the client
-library), nats (TARGET: nats://HOST:PORT; a core subscription), jetstream (a durable push
+library, read with a callback, `Subscription.consume`, as the NATS subscribers read with
+one), nats (TARGET: nats://HOST:PORT; a core subscription), jetstream (a durable push
 consumer of its own that acknowledges every message, delivering only messages published
 after it was created), jetstream-ordered (an ordered push consumer, no acknowledgements) or
 redis (TARGET: HOST:PORT; SUBSCRIBE).
@@ -86,8 +87,7 @@ async def pubsub_subscribe(target: str, on_payload: OnPayload) -> Callable[[], A
 
     async def pump() -> None:
         try:
-            async for delivery in sub:
-                on_payload(delivery.payload)
+            await sub.consume(lambda delivery: on_payload(delivery.payload))
         except Exception as exc:  # noqa: BLE001 - reported to the harness
             say(f"error stream ended: {exc}")
 

@@ -97,6 +97,7 @@ def test_the_smallest_run_measures_every_system_here(tmp_path: Path) -> None:
         assert lat["acked"] == lat["sent"] == 20 and lat["complete"] == 20 and lat["incomplete"] == 0
         assert 0 < lat["p50_ms"] <= lat["p99_ms"] <= lat["max_ms"]
         assert lat["ack_p50_ms"] > 0 and len(lat["last_ms_by_id"]) == 20
+        assert lat["cpu_ms_per_pub"] > 0  # the whole deployment's CPU per paced publication
         tput = run["throughput"]
         assert tput["acked"] == tput["sent"] == 200 and tput["failed"] == 0
         assert tput["held_per_s"] > 0 and tput["acked_per_s"] > 0 and tput["held_seconds"] > 0
@@ -120,8 +121,9 @@ def test_the_smallest_run_measures_every_system_here(tmp_path: Path) -> None:
     tls = ratios["tls_vs_plain"]
     assert tls["held_per_s"] > 0 and tls["acked_per_s"] > 0 and tls["latency_p50"]["4"] > 0
     assert "ratios pubsub-tls/pubsub" in done.stdout
+    assert "CPU per publication of the whole deployment in the latency run" in done.stdout
     for anchor in anchors:
-        assert ratios["latency_p50"][anchor]["4"] > 0
+        assert ratios["latency_p50"][anchor]["4"] > 0 and ratios["paced_cpu"][anchor]["4"] > 0
         assert ratios["held_per_s"][anchor] > 0 and ratios["acked_per_s"][anchor] > 0
 
     assert [(i["n"], i["topics"]) for i in doc["idle"]] == [(4, 1), (4, 5)]
