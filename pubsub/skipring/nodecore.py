@@ -43,7 +43,8 @@ daemon what to persist and remove from its store.
 
 Sharded supervisors (`pubsub.skipring.shards`, issue 14 item 4): with
 ``discover_supervisors`` the node asks a supervisor for the live supervisor set
-(`GetSupervisors`) at its first Timeout and every `POLL_EVERY` Timeouts after, and adopts
+(`GetSupervisors`) at its first Timeout and then at gaps that double from `POLL_EVERY` to
+`POLL_MAX` Timeouts (back to `POLL_EVERY` when the set changes), and adopts
 every `Supervisors` it receives (an answer, a redirect, or the news a supervisor sends its
 members when the set changes).  Each topic's instance talks to the topic's owner on the
 hash ring of that set (`owner_of`); when the owner of a topic we run changes, we Subscribe
@@ -105,8 +106,14 @@ from pubsub.kernel.wire import MAX_PAYLOAD_BYTES
 
 #: How new publications may spread besides anti-entropy.
 DISSEMINATIONS = ("tree", "flood", "off")
-#: With supervisor discovery: Timeouts between two questions for the live supervisor set.
+#: With supervisor discovery: Timeouts between two questions for the live supervisor set,
+#: at first and again after the set changed or a supervisor became unreachable; every
+#: question doubles the gap up to `POLL_MAX` (about 5 s at the default 0.3 s interval),
+#: so that a stable set costs each supervisor a few questions per second from 100 nodes
+#: instead of one per node every other Timeout.  Changes reach members at once anyway (a
+#: supervisor tells the members of its topics), the questions are the fallback.
 POLL_EVERY = 2
+POLL_MAX = 16
 
 
 def _carried_ref(msg: Message) -> Ref | None:
@@ -156,6 +163,8 @@ class NodeCore:
         self.shard_counters: Counter[str] = Counter()
         self._ticks = 0
         self._asked = 0
+        self._poll_every = POLL_EVERY
+        self._next_poll = 0  # the Timeout (counted in `_ticks`) of the next GetSupervisors
         self.rng = rng
         self.instances: dict[Topic, SkipRingNode] = {}
         self.publications: dict[Topic, AntiEntropy] = {}
@@ -222,6 +231,11 @@ class NodeCore:
             return self.owner_of(Topic(topic))
         return Ref(name) if name in self.supervisors else self.supervisor
 
+    def _poll_soon(self) -> None:
+        """Ask for the live set again within `POLL_EVERY` Timeouts, and as often at first."""
+        self._poll_every = POLL_EVERY
+        self._next_poll = min(self._next_poll, self._ticks + POLL_EVERY)
+
     def _ask_supervisors(self) -> list[Send]:
         """GetSupervisors to the next supervisor we know (rotating, so a dead one is
         passed over)."""
@@ -241,6 +255,7 @@ class NodeCore:
             self.supervisors = live
             self._shards = ring_of(frozenset(live))
             self.shard_counters["supervisor_sets"] += 1
+            self._poll_soon()
         sends: list[Send] = []
         for topic, instance in self.instances.items():
             target = self.owner_of(topic)
@@ -333,8 +348,10 @@ class NodeCore:
         """
         sends: list[Effect] = self.publishing.timeout(now)
         if self.discover_supervisors:
-            if self._ticks % POLL_EVERY == 0:
+            if self._ticks >= self._next_poll:
                 sends.extend(self._ask_supervisors())
+                self._next_poll = self._ticks + self._poll_every
+                self._poll_every = min(2 * self._poll_every, POLL_MAX)
             self._ticks += 1
         for topic, target in list(self.rehoming.items()):
             if topic in self.instances and topic not in self.leaving and target == self.owner_of(topic):
@@ -535,7 +552,10 @@ class NodeCore:
         """The runtime gave up on `ref`: forget it everywhere and hint the supervisor (§3.3)."""
         if ref == self.supervisor or ref in self.supervisors:
             # a supervisor: the supervisors judge each other; ask another for the live set
-            return self._ask_supervisors() if self.discover_supervisors else []
+            if not self.discover_supervisors:
+                return []
+            self._poll_soon()
+            return self._ask_supervisors()
         for instance in self.instances.values():
             instance.forget(ref)
         return [Send(s, SuspectCrash(ref)) for s in self.supervisors]

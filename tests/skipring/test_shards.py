@@ -13,7 +13,7 @@ from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.admission import node_admits, supervisor_admits
 from pubsub.skipring.labels import l
 from pubsub.skipring.messages import GetConfiguration, MemberIs, Ping, Pong, SetData, Subscribe, Unsubscribe
-from pubsub.skipring.nodecore import NodeCore
+from pubsub.skipring.nodecore import POLL_MAX, NodeCore
 from pubsub.skipring.shards import (
     GetSupervisors,
     HashRing,
@@ -191,6 +191,32 @@ def test_node_routes_per_topic_and_rehomes_a_moved_topic() -> None:
     # leaving goes to the topic's owner
     (send,) = node.leave(Topic(moving))
     assert send.dest == two.owner(moving) and isinstance(send.msg, Unsubscribe)
+
+
+def _polls(node: NodeCore, ticks: range, answer: list[Ref] | None = None) -> list[int]:
+    """The Timeouts among `ticks` at which `node` asks for the live set (answered with
+    `answer` when given)."""
+    asked = []
+    for tick in ticks:
+        for send in node.timeout(float(tick)):
+            if isinstance(send.msg, GetSupervisors):
+                asked.append(tick)
+                if answer is not None:
+                    node.handle(Supervisors(send.dest, list(answer)), float(tick))
+    return asked
+
+
+def test_node_asks_for_the_supervisor_set_less_often_while_it_stays_the_same() -> None:
+    node = NodeCore(Ref("n:1"), SUPS[0], rng=random.Random(1), discover_supervisors=True)
+    assert _polls(node, range(0, 100), SUPS[:2]) == [0, 2, 4, 8, 16, 32, 48, 64, 80, 96]
+    assert POLL_MAX == 16
+    # a new set: asked again within POLL_EVERY Timeouts, and often at first
+    node.handle(Supervisors(SUPS[0], list(SUPS[:3])), 100.0)
+    assert _polls(node, range(100, 120), SUPS[:3]) == [102, 104, 108, 116]
+    # a supervisor the runtime gave up on: another is asked at once, and soon again
+    sends = node.peer_unreachable(SUPS[0], 120.0)
+    assert [type(s.msg) for s in sends] == [GetSupervisors] and sends[0].dest != SUPS[0]
+    assert _polls(node, range(120, 126)) == [122, 124]
 
 
 def test_node_admits_configuration_only_from_the_topics_owner() -> None:
