@@ -42,11 +42,11 @@ chromium:
 # Lint first, then the whole suite except the long simulation sweeps (about 6 minutes on
 # 2 cores once the podman images exist).
 test: lint check-java chromium
-	$(BIN)/python -m pytest -q -n auto -m "not slow"
+	$(BIN)/python -m pytest -q -rs -n auto -m "not slow"
 
 # The long sweeps (n = 1000 from 18 more corrupted states); see README.
 test-slow: check-java
-	$(BIN)/python -m pytest -q -n auto -m slow
+	$(BIN)/python -m pytest -q -rs -n auto -m slow
 
 # The three shipped scenarios, each on a local cluster, analysed (runs/<scenario>/).
 experiments: check-java
