@@ -3,7 +3,7 @@ handshake bound every client connection shares (`read_first`).
 
 A daemon answers a client's request in the event-loop pass that reads it, so a port that
 accepts the connection and then stays silent is not a pubsub daemon (or one too stuck to
-serve anybody).  The first read of every client connection is therefore bounded by
+serve anybody).  The first reply on every client connection is therefore bounded by
 `HANDSHAKE_TIMEOUT` (1 s): such a port fails fast with `HandshakeTimeout` instead of
 after the request's whole timeout.  A port that answers with something that is not a
 frame (an HTTP or SSH server, ...) fails at once with a bad-reply error.
@@ -23,7 +23,7 @@ from pubsub.runtime import receiving
 from pubsub.runtime.streams import ReceivedMessages
 from pubsub.runtime.tls import TlsError, client_context, closed_hint, handshake_failure
 
-#: Seconds a daemon may take to send the first bytes of its first reply on a new connection.
+#: Seconds a daemon may take to send its first reply on a new connection.
 HANDSHAKE_TIMEOUT = 1.0
 
 
