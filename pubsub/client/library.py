@@ -314,13 +314,7 @@ class _Publisher:
         """Hand each answer that arrived to the call waiting for it."""
         reader = self.reader
         try:
-            while self.error is None:
-                payload = reader.take()
-                if payload is None:
-                    if reader.ended():
-                        self._fail(_Unanswered("connection", f"{self.addr} closed the connection"))
-                    return
-                msg = wire.decode(payload, self.max_frame)
+            while self.error is None and (msg := reader.take_message()) is not None:
                 if isinstance(msg, (PublishAck, PublishFailed)):
                     future = self.pending.pop(msg.id, None)
                     if future is not None and not future.done():
@@ -329,11 +323,10 @@ class _Publisher:
                     # Not tied to one request: the node rejected a frame (should not happen
                     # for frames this library builds).  Fail everything in flight.
                     self._fail(ClientError(msg.code, f"{self.addr} refused a request: {msg.detail}"))
+        except asyncio.IncompleteReadError:
+            self._fail(_Unanswered("connection", f"{self.addr} closed the connection"))
         except wire.WireError as exc:
-            if exc.code == "truncated_frame":
-                self._fail(_Unanswered("connection", f"{self.addr} closed the connection"))
-            else:
-                self._fail(_Unanswered("connection", f"bad frame from {self.addr}: {exc}"))
+            self._fail(_Unanswered("connection", f"bad frame from {self.addr}: {exc}"))
         except (ConnectionError, OSError) as exc:
             self._fail(_Unanswered("connection", f"connection to {self.addr} lost: {exc}"))
 
@@ -673,14 +666,11 @@ class Subscription:
             try:
                 while not done.done():
                     try:
-                        payload = reader.take()
-                        if payload is None:
-                            if not reader.ended():
-                                return
-                            raise asyncio.IncompleteReadError(b"", None)
-                        msg = wire.decode(payload, self.client.max_frame)
+                        msg = reader.take_message()
                     except (asyncio.IncompleteReadError, ConnectionError, OSError, wire.WireError) as exc:
                         raise self._lost(exc) from None
+                    if msg is None:
+                        return
                     on_delivery(self._delivered(msg))
             except StopAsyncIteration:
                 done.set_result(None)
@@ -698,9 +688,7 @@ class Subscription:
         """The stream broke (`exc` from reading it): it is over."""
         self._ended = True
         node = self.client.node
-        if isinstance(exc, asyncio.IncompleteReadError) or (
-            isinstance(exc, wire.WireError) and exc.code == "truncated_frame"
-        ):
+        if isinstance(exc, asyncio.IncompleteReadError):  # also a stream cut inside a frame
             return ConnectionLost("connection", f"{node} closed the stream after local #{self.last_seq}")
         return ConnectionLost("connection", f"stream from {node} broke after local #{self.last_seq}: {exc}")
 

@@ -96,7 +96,8 @@ class ReceivedMessages(_Messages):
 
     def on_ready(self, callback: Callable[[], None] | None) -> None:
         """From now on call `callback()` (None: stop) from the receiving callback whenever
-        frames arrived or the stream ended; it takes them with `take` and `ended`.  A task
+        frames arrived or the stream ended; it takes them with `take_message` (or `take` and
+        `ended`).  A task
         waiting in `payload` meanwhile is not woken."""
         self._on_ready = callback
 
@@ -125,6 +126,22 @@ class ReceivedMessages(_Messages):
         if self._decoder.in_frame:
             raise wire.WireError("truncated_frame", "connection closed inside a frame")
         return True
+
+    def take_message(self) -> Message | None:
+        """The next message already received, or None while none is waiting.  Raises
+        `asyncio.IncompleteReadError` at the end of the stream (a clean end or one inside a
+        frame), WireError for a frame that is not a valid message or too large, and the
+        connection's error when it broke."""
+        payload = self.take()
+        if payload is not None:
+            return wire.decode(payload, self._max_frame)
+        try:
+            if not self.ended():
+                return None
+        except wire.WireError as exc:
+            if exc.code != "truncated_frame":
+                raise
+        raise asyncio.IncompleteReadError(b"", None)
 
     async def payload(self) -> bytes | None:
         """The next frame's payload; None at a clean end of the stream; raises as `ended`."""

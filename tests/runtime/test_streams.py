@@ -105,3 +105,18 @@ def test_a_reader_that_falls_behind_pauses_the_socket_and_loses_nothing(run: Cal
             assert not messages._paused
 
     run(scenario)
+
+
+def test_take_message_decodes_and_tells_the_end_even_inside_a_frame(run: Callable[..., None]) -> None:
+    async def scenario() -> None:
+        async with served(lambda reader, writer: None) as (client, server_side):
+            messages = ReceivedMessages(client)
+            assert messages.take_message() is None  # open, nothing yet
+            server_side.write(wire.encode(StatusRequest()) + frame(b"whole")[:-2])
+            server_side.write_eof()
+            await wait_until(lambda: messages._ended, what="the end")
+            assert isinstance(messages.take_message(), StatusRequest)
+            with pytest.raises(asyncio.IncompleteReadError):  # the stream ended inside a frame
+                messages.take_message()
+
+    run(scenario)
