@@ -9,7 +9,9 @@ cluster puts in this process's environment while it runs and the subscribers inh
 In the throughput run the subscribers are the nodes themselves: a node holds a publication
 once it stored it, read from its status (README, "Status JSON": `publications.stored` is the
 latest local sequence number of each topic, contiguous from 1, so it counts what the node
-stored; `topics.<t>.publications.count`, the size of its trie, cross-checks it).  Nothing
+stored; `topics.<t>.publications.count`, the size of its trie, cross-checks it), and the
+moment it held the last one is that publication's commit stamp, read back with the client
+library's history (`Delivery.stored_at_ms`, the node's wall clock at its commit).  Nothing
 here reads node internals beyond that JSON and the client library.
 """
 
@@ -186,3 +188,15 @@ class PubsubSystem(System):
             if pending:
                 await asyncio.sleep(0.025 if time.monotonic() - began < 1.0 else 0.1)
         return upper, lower
+
+    async def stored_stamps(self, targets: list[int]) -> list[int | None]:
+        """Per node, the wall-clock ms at which it stored the publication it numbered
+        `targets[i]` (the commit's stamp, `Delivery.stored_at_ms`), or None when it holds
+        no such number."""
+
+        async def one(ref: str, target: int) -> int | None:
+            async with asyncio.timeout(STATUS_TIMEOUT):
+                deliveries = await Client(ref).history(TOPIC, since=target - 1)
+            return next((d.stored_at_ms for d in deliveries if d.local_seq == target), None)
+
+        return list(await asyncio.gather(*(one(r, t) for r, t in zip(self.refs, targets, strict=True))))

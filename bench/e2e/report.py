@@ -53,6 +53,8 @@ def summarize(runs: list[dict[str, Any]], systems: list[str], sizes: list[int], 
             "held_per_s": _spread_of(rows, lambda r: r["held_per_s"]),
             "acked_per_s": _spread_of(rows, lambda r: r["acked_per_s"]),
             "held_seconds": _spread_of(rows, lambda r: r["held_seconds"]),
+            "held_seconds_polled": _spread_of(rows, lambda r: r.get("held_seconds_polled")),
+            "held_from": sorted({r["held_from"] for r in rows}),
             "zero_loss": [r["zero_loss"] for r in rows],
             "duplicates": [r["duplicates"] for r in rows],
             "missing_total": [sum(r["missing_per_subscriber"]) for r in rows],
@@ -184,7 +186,9 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
             continue
         loss = "yes" if all(row["zero_loss"]) else "NO " + ",".join(map(str, row["missing_total"]))
         holds = (
-            "stored at every node (status)" if system.startswith("pubsub") else "received by the n subscriber processes"
+            f"stored at every node (status; when: {', '.join(row['held_from'])}; polls alone: "
+            f"{cell(row['held_seconds_polled'], 3)} s)"
+            if system.startswith("pubsub") else "received by the n subscriber processes"
         )
         print(
             f"{system:<10}  {cell(row['held_per_s'], 1):>26}  {cell(row['acked_per_s'], 1):>26}"

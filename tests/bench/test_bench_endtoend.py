@@ -20,6 +20,7 @@ import pytest
 
 from bench.e2e.common import PAYLOAD_BYTES, cpu_ticks, make_payload, parse_payload
 from bench.e2e.report import print_tables, summarize
+from bench.e2e.run import STAMP_SLACK_NS, held_by_stamps
 from bench.e2e.servers import find_binary, missing_reason
 from bench.e2e.systems import SYSTEMS, unavailable
 
@@ -61,6 +62,26 @@ def test_a_system_that_did_not_run_is_reported_as_such(capsys: pytest.CaptureFix
     assert "redis       not run: redis-server not found" in out
     assert "pubsub      not run: all 1 runs failed" in out
     assert summary["ratios"]["latency_p50"]["redis"]["4"] is None
+
+
+def test_the_last_node_holds_at_its_latest_commit_stamp_when_the_polls_agree() -> None:
+    offset = 1_700_000_000_000 * 1_000_000 - 5_000_000_000  # wall ns minus monotonic ns
+    lower, upper = 7_000_000_000, 7_100_000_000  # the polls around the last completion
+    stamps = [1_700_000_000_000 + 2_010, 1_700_000_000_000 + 2_040, 1_700_000_000_000 + 1_990]
+    # the latest stamp, 2,040 ms after the offset's origin, plus its rounding (1 ms)
+    assert held_by_stamps(stamps, offset, (lower, upper)) == (5_000_000_000 + 2_041_000_000, "commit stamps")
+    # a stamp outside the polls' bracket (a clock that jumped) is not trusted: the upper poll
+    late = [*stamps[:2], 1_700_000_000_000 + 2_300]
+    assert held_by_stamps(late, offset, (lower, upper)) == (upper, "status polls")
+    early = [1_700_000_000_000 + 1_000] * 3
+    assert held_by_stamps(early, offset, (lower, upper)) == (upper, "status polls")
+    # within the slack of the bracket it is trusted, a millisecond beyond not
+    edge = (lower - STAMP_SLACK_NS + offset) // 1_000_000 - 1  # held exactly at lower - slack
+    assert held_by_stamps([edge], offset, (lower, upper)) == (lower - STAMP_SLACK_NS, "commit stamps")
+    assert held_by_stamps([edge - 1], offset, (lower, upper)) == (upper, "status polls")
+    # a node that gave no stamp: the polls; no node complete: nothing
+    assert held_by_stamps([*stamps[:2], None], offset, (lower, upper)) == (upper, "status polls")
+    assert held_by_stamps([], offset, None) == (None, "incomplete")
 
 
 @pytest.mark.integration
@@ -110,6 +131,9 @@ def test_the_smallest_run_measures_every_system_here(tmp_path: Path) -> None:
             assert tput["exactly_k_per_node"] is True
             assert tput["stored_per_node"] == [200] * 4 and tput["trie_added_per_node"] == [200] * 4
             assert tput["node_cpu_us_per_pub"]["count"] == 4 and tput["node_cpu_us_per_pub"]["median"] >= 0
+            # when every node held them: its commit stamps, inside the bracket of the status polls
+            assert tput["held_from"] == "commit stamps"
+            assert tput["held_seconds_lower_bound"] - 0.003 <= tput["held_seconds"] <= tput["held_seconds_polled"] + 0.003
             frames = run["frames"]
             assert frames["publications"] == 20
             assert 0 < frames["publication_frames_per_pub_per_node"] <= frames["all_frames_per_pub_per_node"]
