@@ -39,10 +39,10 @@ lint: $(STAMP)
 chromium:
 	@tests/install-chromium.sh
 
-# Lint first, then the whole suite except the long simulation sweeps (about 6 minutes on
-# 2 cores once the podman images exist).
+# Lint first, then the whole suite except the long simulation sweeps (about 15 minutes on
+# 2 cores once the podman images exist); it names the skipped tests and the slowest ones.
 test: lint check-java chromium
-	$(BIN)/python -m pytest -q -rs -n auto -m "not slow"
+	$(BIN)/python -m pytest -q -rs -n auto -m "not slow" --durations=15
 
 # The long sweeps (n = 1000 from 18 more corrupted states); see README.
 test-slow: check-java
