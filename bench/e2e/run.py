@@ -259,10 +259,12 @@ def held_by_stamps(
     stamps: Sequence[int | None], wall_minus_monotonic_ns: int, polled: tuple[int, int] | None
 ) -> tuple[int | None, str]:
     """When the last node held the last publication, on the harness's monotonic clock, and
-    what says so.  The nodes' commit stamps (ms, rounded down; 1 ms is added so that the
-    time is not early) when every node gave one and the latest lies between the status polls
-    that bracket it; else the poll that first saw every node complete (an upper bound, up to
-    one poll interval late), or None when some node never completed."""
+    what says so.  The nodes' commit stamps (ms, rounded down, so 1 ms is added) when every
+    node gave one and the latest lies between the status polls that bracket it; else the
+    poll that first saw every node complete (an upper bound, up to one poll interval late),
+    or None when some node never completed.  A stamp is read as its commit begins: the write
+    that follows takes well under a millisecond with the default sync "normal" (the commit
+    runs on the event loop), a few with "full" (fsync), by which the time may be early."""
     if polled is None:
         return None, "incomplete"
     lower, upper = polled
