@@ -11,7 +11,7 @@ once it stored it, read from its status (README, "Status JSON": `publications.st
 latest local sequence number of each topic, contiguous from 1, so it counts what the node
 stored; `topics.<t>.publications.count`, the size of its trie, cross-checks it), and the
 moment it held the last one is that publication's commit stamp, read back with the client
-library's history (`Delivery.stored_at_ms`, the node's wall clock at its commit).  Nothing
+library's history (`Delivery.stored_at_ms`, the node's wall clock as that commit began).  Nothing
 here reads node internals beyond that JSON and the client library.
 """
 

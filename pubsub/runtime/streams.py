@@ -97,8 +97,7 @@ class ReceivedMessages(_Messages):
     def on_ready(self, callback: Callable[[], None] | None) -> None:
         """From now on call `callback()` (None: stop) from the receiving callback whenever
         frames arrived or the stream ended; it takes them with `take_message` (or `take` and
-        `ended`).  A task
-        waiting in `payload` meanwhile is not woken."""
+        `ended`).  A task waiting in `payload` meanwhile is not woken."""
         self._on_ready = callback
 
     def take(self) -> bytes | None:
