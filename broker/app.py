@@ -297,6 +297,7 @@ class BrokerApp:
         for bid, link in self.links.items():
             entry = link.snapshot()
             entry["congested"] = lst.overloaded(bid)
+            entry["congested_windows"] = lst.congested_windows(bid)
             row = lst.rows.get(bid)
             entry["ce"] = None if row is None else round(row.ce, 4)
             entry["state"] = self.link_state(bid)

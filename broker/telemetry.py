@@ -11,6 +11,7 @@ label takes the broker ids of this broker's neighbours, a set the topology fixes
 ``pubsub_broker_link_queue{link}``             messages waiting on the link (Q_l of §9.2)
 ``pubsub_broker_link_congested{link}``         1 while Eq. 3's congestion element exceeds tau
 ``pubsub_broker_link_congestion{link}``        the congestion element itself
+``pubsub_broker_link_congested_windows_total``  t_w windows after which the link was congested
 ``pubsub_broker_link_sent_total{link}``        messages written towards the neighbour
 ``pubsub_broker_link_dropped_total{link}``     messages lost because the link's queue was full
 ``pubsub_broker_link_rate_limit{link}``        the link's rate limit, messages/s (absent: none)
@@ -109,6 +110,9 @@ class BrokerCollector:
             "pubsub_broker_link_congested", "1 while the link is congested (Eq. 3).", labels=["link"]
         )
         ce = GaugeMetricFamily("pubsub_broker_link_congestion", "The link's congestion element.", labels=["link"])
+        windows = CounterMetricFamily(
+            "pubsub_broker_link_congested_windows", "t_w windows after which the link was congested.", labels=["link"]
+        )
         sent = CounterMetricFamily("pubsub_broker_link_sent", "Messages sent on the link.", labels=["link"])
         dropped = CounterMetricFamily(
             "pubsub_broker_link_dropped", "Messages lost to a full link queue.", labels=["link"]
@@ -119,11 +123,12 @@ class BrokerCollector:
             congested.add_metric([bid], 1 if lst.overloaded(bid) else 0)
             row = lst.rows.get(bid)
             ce.add_metric([bid], 0.0 if row is None else row.ce)
+            windows.add_metric([bid], lst.congested_windows(bid))
             sent.add_metric([bid], link.sent)
             dropped.add_metric([bid], link.dropped)
             if link.rate is not None:
                 rate.add_metric([bid], link.rate)
-        yield from (queue, congested, ce, sent, dropped, rate)
+        yield from (queue, congested, ce, windows, sent, dropped, rate)
 
 
 class BrokerEvents(Observer):

@@ -74,6 +74,9 @@ class LinkStatus:
     q_in: int = 0
     q_out: int = 0
     updated: float = 0.0
+    #: reports (t_w windows) after which the link was congested: a monotonic count, so a
+    #: congestion that lasted one window stays visible to a reader that polls less often
+    congested_windows: int = 0
 
     @property
     def ce(self) -> float:
@@ -104,10 +107,17 @@ class LinkStatusTable:
         row.q_in = max(0, int(q_in))
         row.q_out = max(0, int(q_out))
         row.updated = now
+        if row.congestion > self.tau:
+            row.congested_windows += 1
 
     def queue_len(self, link: BrokerId) -> int:
         row = self.rows.get(link)
         return 0 if row is None else row.queue_len
+
+    def congested_windows(self, link: BrokerId) -> int:
+        """How many reports on `link` found it congested (0 for a link never reported)."""
+        row = self.rows.get(link)
+        return 0 if row is None else row.congested_windows
 
     def overloaded(self, link: BrokerId) -> bool:
         """Eq. 3: Q_l * CE > tau (a link never reported is not congested)."""
@@ -133,6 +143,7 @@ class LinkStatusTable:
                 "q_out": row.q_out,
                 "ce": round(row.ce, 4),
                 "congested": row.congestion > self.tau,
+                "congested_windows": row.congested_windows,
             }
             for link, row in sorted(self.rows.items())
         }

@@ -284,6 +284,7 @@ async def test_a_rate_limited_ilink_fills_up_is_congested_and_recovers() -> None
         await wait_until(congested, what="the throttled iLink congested (Eq. 3)")
         status = await pub.status()
         assert status["links"]["a,1"]["rate_limit"] == 2.0
+        assert status["links"]["a,1"]["congested_windows"] >= 1
         assert "yes" in next(line for line in format_broker_status(status).splitlines() if "a,1" in line and "iLink" in line)
         # Published while the iLink is congested, with one TSC and no other target link:
         # Case III (the extra copy goes into the congested iLink, its bit cleared).
@@ -294,6 +295,8 @@ async def test_a_rate_limited_ilink_fills_up_is_congested_and_recovers() -> None
         await wait_until(idle(apps), what="queues drained")
         got = [d["price"] for d in await drain(sub)]
         assert sorted(got) == list(range(35))  # nothing lost, nothing twice
+        link = (await pub.status())["links"]["a,1"]
+        assert not link["congested"] and link["congested_windows"] >= status["links"]["a,1"]["congested_windows"]
         await pub.close()
         await subscriber.close()
 

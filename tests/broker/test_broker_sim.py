@@ -81,11 +81,18 @@ def test_lst_reports_queue_length_and_window_counts() -> None:
     sim.run(until=1.25)  # one more window: nothing in, the first one out (at 1.25)
     row = sim.cores["a,0"].lst.rows["a,1"]
     assert (row.q_in, row.q_out, row.queue_len) == (0, 1, 29)
-    assert sim.cores["a,0"].lst.overloaded("a,1")
+    lst = sim.cores["a,0"].lst
+    assert lst.overloaded("a,1") and lst.congested_windows("a,1") == 2
     assert sim.run()
+    drained = lst.congested_windows("a,1")
+    # One send per two windows: a window with a send (CE = 1/2) is congested while Q_l > 20
+    # (Q_l 29..21: 9 windows), one without (CE = 1) while Q_l > 10 (29..11: 19), plus the first.
+    assert drained == 1 + 9 + 19
     sim.publish("P", {"k": 0})
     assert sim.run()
-    assert not sim.cores["a,0"].lst.overloaded("a,1")
+    assert not lst.overloaded("a,1")
+    assert lst.congested_windows("a,1") == drained  # a count of the past, not of the present
+    assert lst.snapshot()["a,1"]["congested_windows"] == drained
 
 
 def test_background_load_congests_a_link_and_is_not_counted_as_traffic() -> None:
