@@ -162,17 +162,20 @@ class PubsubSystem(System):
         return await statuses(self.refs)
 
     async def wait_stored(
-        self, targets: list[int], timeout: float
+        self, targets: list[int], timeout: float, since_ns: int
     ) -> tuple[dict[int, int], dict[int, int]]:
         """Poll the nodes still short of their target (`publications.stored`) until all
         reach it or `timeout` passes.  Returns, per node that got there, the time the status
         reply showing it arrived (an upper bound) and the send time of that node's previous
-        poll (a lower bound).  Polls every 25 ms for the first second, then every 100 ms."""
+        poll, or `since_ns` (when the publications began to leave) for a node complete at
+        the first poll (a lower bound: a node may hold everything before the publisher has
+        its last acknowledgement).  Polls every 25 ms for the first second, then every
+        100 ms."""
         refs = self.refs
         pending = set(range(len(refs)))
         upper: dict[int, int] = {}
         lower: dict[int, int] = {}
-        previous = {i: time.monotonic_ns() for i in pending}
+        previous = dict.fromkeys(pending, since_ns)
         began = time.monotonic()
         while pending and time.monotonic() - began < timeout:
             order = sorted(pending)

@@ -288,7 +288,7 @@ async def stored_throughput(system: System, publisher: Publisher, plan: Plan) ->
     wall_minus_monotonic_ns = time.time_ns() - time.monotonic_ns()
     pub = await windowed(publisher, THROUGHPUT, plan.total, plan.window, PUBLISH_TIMEOUT)
     targets = [b + len(pub.ack_ns) for b in base]
-    upper, lower = await system.wait_stored(targets, THROUGHPUT_DRAIN)
+    upper, lower = await system.wait_stored(targets, THROUGHPUT_DRAIN, pub.first_ns)
     cpu = cpu_delta_seconds(cpu_before, cpu_snapshot(pids))
     others = contention.result()
     after = await system.statuses()
