@@ -85,6 +85,7 @@ from pubsub.runtime.net import Runtime
 from pubsub.runtime.stats import LogLimiter, Stats
 from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
 from pubsub.skipring.antientropy import DEFAULT_BATCH_BYTES
+from pubsub.skipring.fields import MAX_PUBLICATIONS
 from pubsub.skipring.messages import (
     Follow,
     JoinTopic,
@@ -103,6 +104,10 @@ log = logging.getLogger(__name__)
 SEQ_BLOCK = 1024
 #: Seconds between checkpoints of the store's log under sync "normal".
 CHECKPOINT_EVERY = 1.0
+#: A node holds its arc broadcasts back (`NodeApp._hold_batched`) only after one that
+#: carried at least this many publications, and never while a Spread's worth waits.
+HOLD_MIN_BATCH = 8
+HOLD_MAX_ITEMS = MAX_PUBLICATIONS
 
 
 class NodeApp:
@@ -117,6 +122,7 @@ class NodeApp:
         *,
         store: PublicationStore | None = None,
         linger: float = 0.0,
+        spread_hold: float = 0.0,
     ) -> None:
         self.ref = ref
         self.core = core
@@ -153,6 +159,11 @@ class NodeApp:
         self._outbox: list[Send] = []  # released by commits, sent at the end of the loop pass
         #: `Batched` items released by commits, by sink: one call each when the outbox leaves.
         self._batched: dict[Callable[[list[Any]], Sequence[Effect]], list[Any]] = {}
+        #: Seconds `Batched` items may be held back under load (`_hold_batched`), the timer
+        #: that releases them, and how many items the last release carried.
+        self.spread_hold = spread_hold
+        self._hold_timer: asyncio.TimerHandle | None = None
+        self._last_release = 0
         self._replies: dict[int, list[Message]] = {}  # answers per client, one write each
         self._outbox_scheduled = False
         self._reserving: concurrent.futures.Future[None] | None = None
@@ -415,11 +426,52 @@ class NodeApp:
             if session is not None:
                 session.send_many(msgs)
         sends, self._outbox = self._outbox, []
+        if self._batched and not self._hold_batched():
+            self._release_batched(sends)
+        self._dispatch(sends)
+
+    def _hold_batched(self) -> bool:
+        """Whether the `Batched` items wait for more: only under load (the last release
+        carried at least `HOLD_MIN_BATCH` items), fewer than `HOLD_MAX_ITEMS` waiting, and at
+        most `spread_hold` seconds (a timer releases them).  Their publications are stored and
+        acknowledged already; the wait lets one arc broadcast carry more of them, so that
+        every node down the tree handles fewer, larger batches."""
+        if self.spread_hold <= 0:
+            return False
+        waiting = sum(len(items) for items in self._batched.values())
+        if waiting >= HOLD_MAX_ITEMS:
+            if self._hold_timer is not None:
+                self._hold_timer.cancel()
+                self._hold_timer = None
+            return False
+        if self._hold_timer is not None:
+            return True
+        if self._last_release < HOLD_MIN_BATCH:
+            return False
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (a test driving the app by hand)
+            return False
+        self._hold_timer = loop.call_later(self.spread_hold, self._release_held)
+        self.counters["spreads_held"] += 1
+        return True
+
+    def _release_held(self) -> None:
+        self._hold_timer = None
+        sends: list[Send] = []
+        self._release_batched(sends)
+        self._dispatch(sends)
+
+    def _release_batched(self, sends: list[Send]) -> None:
+        """Hand every waiting `Batched` item to its sink (one call per sink); their sends
+        join `sends`."""
+        released = 0
         while self._batched:
             batched, self._batched = self._batched, {}
             for sink, items in batched.items():
+                released += len(items)
                 sends.extend(self._execute(sink(items)))
-        self._dispatch(sends)
+        self._last_release = released
 
     def _answer(self, answer: Answer, written: Mapping[tuple[Topic, bytes], int]) -> None:
         """Send an answer to its client; local numbers are the store's, so a PublishAck for
@@ -498,6 +550,10 @@ class NodeApp:
     def flush(self) -> None:
         """Write everything still queued now (blocks; shutdown and tests)."""
         self.commits.flush()
+        if self._hold_timer is not None:
+            self._hold_timer.cancel()
+            self._hold_timer = None
+            self._last_release = 0  # so that the release below does not wait again
         if self._outbox or self._replies or self._batched:
             self._send_outbox()
 
@@ -634,7 +690,10 @@ async def _serve_node(
             discover_supervisors=True,  # sharded supervisors (`pubsub.skipring.shards`)
         )
         stats = Stats()
-        app = NodeApp(listen, core, stats, topic_file, store=store, linger=settings.publish_linger)
+        app = NodeApp(
+            listen, core, stats, topic_file, store=store, linger=settings.publish_linger,
+            spread_hold=settings.spread_hold,
+        )
         signing = Signing.from_settings(listen, runtime_settings, settings.data_dir)
         if signing is not None:
             app.enable_signing(signing)

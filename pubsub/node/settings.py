@@ -14,6 +14,9 @@ from pubsub.runtime.settings import ENV_PREFIX, RuntimeSettings, SettingsError, 
 
 #: Default largest payload a client may publish (PUBSUB_MAX_PAYLOAD_BYTES).
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
+#: Seconds a node under load may hold its own publications' arc broadcast back to batch
+#: them (`pubsub.node.app.NodeApp._hold_batched`; docs/measurements/issue11.md, eighth round).
+DEFAULT_SPREAD_HOLD = 0.015
 #: Bytes of a frame reserved for everything but the payload (topic, references, key, ...).
 FRAME_OVERHEAD = DEFAULT_MAX_FRAME - MAX_PAYLOAD_BYTES
 
@@ -43,6 +46,14 @@ class NodeSettings(BaseSettings):
         le=1.0,
         description="seconds a group commit waits for more publications before it starts "
         "(0: at the end of the event-loop pass)",
+    )
+    spread_hold: float = Field(
+        DEFAULT_SPREAD_HOLD,
+        ge=0,
+        le=1.0,
+        description="seconds the publications issued here may wait, stored and acknowledged, to "
+        "start their arc broadcast together while the node is under load (its previous "
+        "broadcast carried at least 8 of them); 0: never",
     )
     max_payload_bytes: int = Field(
         DEFAULT_MAX_PAYLOAD_BYTES,

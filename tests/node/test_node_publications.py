@@ -23,7 +23,7 @@ from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import Delivery, Follow
 from pubsub.runtime.net import Runtime
 from pubsub.runtime.stats import Stats
-from pubsub.node.app import SEQ_BLOCK, NodeApp
+from pubsub.node.app import HOLD_MIN_BATCH, SEQ_BLOCK, NodeApp
 from pubsub.node.topicfile import TopicFile
 from pubsub.skipring.nodecore import NodeCore
 from pubsub.node.store import PublicationStore
@@ -327,6 +327,60 @@ def test_a_slow_reader_costs_one_batch_and_loses_nothing(tmp_path: Path) -> None
             await client.close()
 
     run(scenario(), timeout=120)
+
+
+def test_under_load_a_publisher_holds_its_broadcasts_back_and_loses_nothing(tmp_path: Path) -> None:
+    """`spread_hold`: publications one at a time start their arc broadcast at once; once a
+    broadcast carried at least HOLD_MIN_BATCH of them, the next ones wait (at most the hold)
+    and leave together; the other member gets every one; `flush` sends what waits."""
+
+    async def scenario() -> None:
+        async with (
+            supervisor(tmp_path / "sup") as (srt, _),
+            pnode(srt.ref, None) as (rta, a),
+            pnode(srt.ref, None) as (rtb, _b),
+        ):
+            a.spread_hold = 0.2
+            ca, cb = Client(rta.ref), Client(rtb.ref)
+            await ca.join(T)
+            await cb.join(T)
+
+            async def ring() -> bool:
+                labels = await members(srt.ref, T)
+                return len(labels) == 2 and all(labels.values())
+
+            await wait_until(ring, what="a ring of two")
+
+            def held_by_b(count: int) -> Any:
+                async def check() -> bool:
+                    body = await cb.status()
+                    return bool(body["topics"][T]["publications"]["count"] >= count)
+
+                return check
+
+            for i in range(3):
+                await ca.publish(T, f"alone {i}")
+            await wait_until(held_by_b(3), what="the single publications at the other member")
+            assert a.counters["spreads_held"] == 0  # one at a time: never held
+            sent = 3
+            for burst in range(10):  # bounded: a burst that arrives in one pass releases >= 8
+                await asyncio.gather(*(ca.publish(T, f"burst {burst} {k}") for k in range(2 * HOLD_MIN_BATCH)))
+                sent += 2 * HOLD_MIN_BATCH
+                if a.counters["spreads_held"]:
+                    break
+            assert a.counters["spreads_held"] >= 1
+            await wait_until(held_by_b(sent), what="every burst at the other member")
+            a.spread_hold = 60.0  # what waits now would wait a minute: flush must send it
+            await asyncio.gather(*(ca.publish(T, f"last {k}") for k in range(HOLD_MIN_BATCH)))
+            sent += HOLD_MIN_BATCH
+            assert a._hold_timer is not None and a._batched  # acknowledged, waiting to spread
+            a.flush()
+            assert a._hold_timer is None and not a._batched
+            await wait_until(held_by_b(sent), what="the flushed publications at the other member")
+            await ca.close()
+            await cb.close()
+
+    run(scenario())
 
 
 def test_publish_errors(tmp_path: Path) -> None:
