@@ -11,7 +11,7 @@ label takes the broker ids of this broker's neighbours, a set the topology fixes
 ``pubsub_broker_link_queue{link}``             messages waiting on the link (Q_l of §9.2)
 ``pubsub_broker_link_congested{link}``         1 while Eq. 3's congestion element exceeds tau
 ``pubsub_broker_link_congestion{link}``        the congestion element itself
-``pubsub_broker_link_congested_windows_total``  t_w windows after which the link was congested
+``pubsub_broker_link_congested_windows_total{link}``  t_w windows after which it was congested
 ``pubsub_broker_link_sent_total{link}``        messages written towards the neighbour
 ``pubsub_broker_link_dropped_total{link}``     messages lost because the link's queue was full
 ``pubsub_broker_link_rate_limit{link}``        the link's rate limit, messages/s (absent: none)
