@@ -370,9 +370,12 @@ def test_under_load_a_publisher_holds_its_broadcasts_back_and_loses_nothing(tmp_
                     break
             assert a.counters["spreads_held"] >= 1
             await wait_until(held_by_b(sent), what="every burst at the other member")
-            a.spread_hold = 60.0  # what waits now would wait a minute: flush must send it
-            await asyncio.gather(*(ca.publish(T, f"last {k}") for k in range(HOLD_MIN_BATCH)))
-            sent += HOLD_MIN_BATCH
+            a.spread_hold = 60.0  # what is held from now on would wait a minute: flush must send it
+            for burst in range(10):  # bounded, as above: until a burst is held
+                await asyncio.gather(*(ca.publish(T, f"last {burst} {k}") for k in range(2 * HOLD_MIN_BATCH)))
+                sent += 2 * HOLD_MIN_BATCH
+                if a._hold_timer is not None:
+                    break
             assert a._hold_timer is not None and a._batched  # acknowledged, waiting to spread
             a.flush()
             assert a._hold_timer is None and not a._batched
