@@ -65,7 +65,7 @@ from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.node.delivery import Deliveries
 from pubsub.node.faults import node_actions
 from pubsub.node.http import http_application
-from pubsub.node.settings import FRAME_OVERHEAD, NodeSettings
+from pubsub.node.settings import FRAME_OVERHEAD, HOLD_MIN_BATCH, NodeSettings
 from pubsub.node.commits import GroupCommit, Written
 from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
 from pubsub.runtime.datadir import held_data_dir
@@ -104,9 +104,8 @@ log = logging.getLogger(__name__)
 SEQ_BLOCK = 1024
 #: Seconds between checkpoints of the store's log under sync "normal".
 CHECKPOINT_EVERY = 1.0
-#: A node holds its arc broadcasts back (`NodeApp._hold_batched`) only after one that
-#: carried at least this many publications, and never while a Spread's worth waits.
-HOLD_MIN_BATCH = 8
+#: A node never holds its arc broadcasts back (`NodeApp._hold_batched`) while a Spread's
+#: worth waits.
 HOLD_MAX_ITEMS = MAX_PUBLICATIONS
 
 
@@ -440,9 +439,7 @@ class NodeApp:
             return False
         waiting = sum(len(items) for items in self._batched.values())
         if waiting >= HOLD_MAX_ITEMS:
-            if self._hold_timer is not None:
-                self._hold_timer.cancel()
-                self._hold_timer = None
+            self._cancel_hold()
             return False
         if self._hold_timer is not None:
             return True
@@ -455,6 +452,11 @@ class NodeApp:
         self._hold_timer = loop.call_later(self.spread_hold, self._release_held)
         self.counters["spreads_held"] += 1
         return True
+
+    def _cancel_hold(self) -> None:
+        if self._hold_timer is not None:
+            self._hold_timer.cancel()
+            self._hold_timer = None
 
     def _release_held(self) -> None:
         self._hold_timer = None
@@ -550,11 +552,10 @@ class NodeApp:
     def flush(self) -> None:
         """Write everything still queued now (blocks; shutdown and tests)."""
         self.commits.flush()
-        if self._hold_timer is not None:
-            self._hold_timer.cancel()
-            self._hold_timer = None
-            self._last_release = 0  # so that the release below does not wait again
-        if self._outbox or self._replies or self._batched:
+        self._cancel_hold()
+        if self._batched:  # never held back here: after the other sends, as `_send_outbox` orders them
+            self._release_batched(self._outbox)
+        if self._outbox or self._replies:
             self._send_outbox()
 
     def close(self) -> None:

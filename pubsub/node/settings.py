@@ -17,6 +17,8 @@ DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
 #: Seconds a node under load may hold its own publications' arc broadcast back to batch
 #: them (`pubsub.node.app.NodeApp._hold_batched`; docs/measurements/issue11.md, eighth round).
 DEFAULT_SPREAD_HOLD = 0.015
+#: The hold starts only after a broadcast that carried at least this many publications.
+HOLD_MIN_BATCH = 8
 #: Bytes of a frame reserved for everything but the payload (topic, references, key, ...).
 FRAME_OVERHEAD = DEFAULT_MAX_FRAME - MAX_PAYLOAD_BYTES
 
@@ -53,7 +55,7 @@ class NodeSettings(BaseSettings):
         le=1.0,
         description="seconds the publications issued here may wait, stored and acknowledged, to "
         "start their arc broadcast together while the node is under load (its previous "
-        "broadcast carried at least 8 of them); 0: never",
+        f"broadcast carried at least {HOLD_MIN_BATCH} of them); 0: never",
     )
     max_payload_bytes: int = Field(
         DEFAULT_MAX_PAYLOAD_BYTES,

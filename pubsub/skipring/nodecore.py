@@ -45,12 +45,13 @@ Sharded supervisors (`pubsub.skipring.shards`, issue 14 item 4): with
 ``discover_supervisors`` the node asks a supervisor for the live supervisor set
 (`GetSupervisors`) at its first Timeout and then at gaps that double from `POLL_EVERY` to
 `POLL_MAX` Timeouts (back to `POLL_EVERY` when the set changes or a supervisor is
-unreachable), and adopts every `Supervisors` it receives (an answer, a redirect, or the
-news a supervisor sends its members when the set changes).  Each topic's instance talks to the topic's owner on the
-hash ring of that set (`owner_of`); when the owner of a topic we run changes, we Subscribe
-there (again every Timeout until a configuration arrives), and the new owner, whose database
-for the topic starts empty, rebuilds it from its subscribers.  Until the first answer, and
-always without discovery (the simulator), every topic's owner is `supervisor`.
+unreachable), and adopts every `Supervisors` it receives (an answer, a redirect, or the news
+a supervisor sends its members when the set changes).  Each topic's instance talks to the
+topic's owner on the hash ring of that set (`owner_of`); when the owner of a topic we run
+changes, we Subscribe there (again every Timeout until a configuration arrives), and the new
+owner, whose database for the topic starts empty, rebuilds it from its subscribers.  Until
+the first answer, and always without discovery (the simulator), every topic's owner is
+`supervisor`.
 
 The daemon (`pubsub.node.app`) and the simulator (`pubsub.sim`) drive this same class.
 """

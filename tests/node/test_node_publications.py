@@ -23,7 +23,8 @@ from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import Delivery, Follow
 from pubsub.runtime.net import Runtime
 from pubsub.runtime.stats import Stats
-from pubsub.node.app import HOLD_MIN_BATCH, SEQ_BLOCK, NodeApp
+from pubsub.node.app import SEQ_BLOCK, NodeApp
+from pubsub.node.settings import HOLD_MIN_BATCH
 from pubsub.node.topicfile import TopicFile
 from pubsub.skipring.nodecore import NodeCore
 from pubsub.node.store import PublicationStore
