@@ -202,7 +202,27 @@ class Compose:
         return out[0]
 
     def exec(self, container: str, *args: str, timeout: float = 60.0) -> str:
-        return self.podman("exec", container, *args, timeout=timeout).stdout
+        done = self.podman("exec", container, *args, timeout=timeout, check=False)
+        if done.returncode != 0:
+            raise AssertionError(
+                f"`podman exec {container} {' '.join(args)[:200]} ...` exited {done.returncode}:"
+                f"\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}\n{self.post_mortem(container)}"
+            )
+        return done.stdout
+
+    def post_mortem(self, container: str) -> str:
+        """The container's state and last log lines, for a failed exec (an exec is killed
+        with status 137 when the container's main process exits under it)."""
+        state = self.podman(
+            "inspect", "--format",
+            "status={{.State.Status}} exit={{.State.ExitCode}} oom={{.State.OOMKilled}} "
+            "started={{.State.StartedAt}} finished={{.State.FinishedAt}} "
+            "restarts={{.RestartCount}}",
+            container, check=False,
+        )
+        logs = self.podman("logs", "--tail", "30", container, check=False)
+        return (f"{container}: {state.stdout.strip()} {state.stderr.strip()}\n"
+                f"last log lines:\n{logs.stdout}{logs.stderr}")
 
     def statuses(self, via: str, refs: Sequence[str]) -> dict[str, dict[str, Any]]:
         out = self.exec(via, "python", "-c", STATUS_SCRIPT, *refs)
