@@ -232,14 +232,12 @@ class Deliveries:
             or stream.end is not None
             or stream.cursor + 1 != rows[0].local_seq
             or len(rows) > self.batch
-            or session.closed
-            or session.backlogged()
+            or not session.takes_more()
             or self.removed_through(stream.topic) > max(stream.cursor, stream.accepted)
-            or sum(len(stored.publication.payload) for stored in rows) > self.batch_bytes
+            or sum([len(stored.publication.payload) for stored in rows]) > self.batch_bytes
         ):
             return False
-        self._send_batch(stream, rows[-1].local_seq, rows)
-        return not session.closed
+        return self._send_batch(stream, rows[-1].local_seq, rows)
 
     def pruned(self, topic: Topic) -> None:
         """Retention removed publications of `topic`: its tail in memory may hold them, so it
@@ -328,20 +326,21 @@ class Deliveries:
         read = self.reads.submit(self.store.read, stream.topic, stream.cursor, want, self.batch_bytes)
         return await asyncio.wrap_future(read)
 
-    def _send_batch(self, stream: Stream, limit: int, rows: list[Stored]) -> None:
+    def _send_batch(self, stream: Stream, limit: int, rows: list[Stored]) -> bool:
+        """Write `rows` up to local number `limit` to the stream's client and move its
+        cursor; False if the client is gone."""
+        if rows and rows[-1].local_seq > limit:
+            rows = [stored for stored in rows if stored.local_seq <= limit]
         if not rows:  # only damaged rows in the range (the store logged them): skip them
             stream.cursor = limit
-            return
-        rows = [stored for stored in rows if stored.local_seq <= limit]
-        if not rows:
-            stream.cursor = limit
-            return
+            return True
         skipped = stream.session.send_many([delivery_of(stored) for stored in rows])
         if skipped is None:
-            return  # the client is gone
+            return False  # the client is gone
         for i in skipped:  # cannot be framed (counted by the runtime); never retried forever
             log.error("cannot deliver %s #%d: too large for a frame", rows[i].topic, rows[i].local_seq)
         sent = len(rows) - len(skipped)
         stream.delivered += sent
         self.delivered += sent
         stream.cursor = rows[-1].local_seq
+        return True

@@ -151,7 +151,7 @@ def _entry(local_seq: int, p: Publication, via: str, hops: int | None) -> list[A
 
 def _row(topic: object, stamp: object, entries: list[list[Any]]) -> tuple[object, ...]:
     """The column values of a row holding `entries` (in local order), for `_INSERT`."""
-    oldest = min((e[7] for e in entries if type(e[7]) is int), default=0)
+    oldest = min([e[7] for e in entries if type(e[7]) is int], default=0)
     return (topic, entries[-1][0], entries[0][0], len(entries), stamp, oldest, msgpack.packb(entries))
 
 
@@ -342,7 +342,7 @@ class PublicationStore:
                     entries = bodies[topic] = []
                 entries.append(_entry(local_seq, p, via, hops))
             if bodies:
-                self._write(_row(topic, stamp, entries) for topic, entries in bodies.items())
+                self._write([_row(topic, stamp, entries) for topic, entries in bodies.items()])
         except BaseException as exc:
             for held, key in added:
                 held.discard(key)
@@ -353,9 +353,13 @@ class PublicationStore:
         self.commits += 1
         return written
 
-    def _write(self, values: Iterable[tuple[object, ...]]) -> None:
-        """Insert batch rows in one transaction."""
+    def _write(self, values: list[tuple[object, ...]]) -> None:
+        """Insert batch rows in one transaction (one row: a single statement, which SQLite
+        runs as a transaction of its own)."""
         db = self._db
+        if len(values) == 1:
+            db.execute(_INSERT, values[0])
+            return
         db.execute("BEGIN")
         try:
             db.executemany(_INSERT, values)

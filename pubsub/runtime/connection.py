@@ -41,6 +41,9 @@ class Connection:
         Connection._next_seq += 1
         self.seq = Connection._next_seq
         self.writer = writer
+        #: The writer's transport, written to directly (the hot path: no StreamWriter
+        #: method in between).
+        self.transport = cast(asyncio.Transport, writer.transport)
         self.outgoing = outgoing
         self.role: str | None = None  # "peer" / "client" once known
         self.peer: Ref | None = None  # the other side's ref (peers only)
@@ -80,26 +83,27 @@ class Connection:
 
     @property
     def writable(self) -> bool:
-        return not self.write_closed and not self.closed and not self.writer.is_closing()
+        return not (self.write_closed or self.closed or self.transport.is_closing())
 
     def backlogged(self) -> bool:
         """Whether more is buffered for the other side than the connection's high-water mark
         (the point at which ``drain`` would start to wait)."""
-        transport = self.writer.transport
+        transport = self.transport
         return bool(transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1])
 
     def pause_reading(self) -> None:
         self.reading_paused = True
-        cast(asyncio.Transport, self.writer.transport).pause_reading()
+        self.transport.pause_reading()
 
     def resume_reading(self) -> None:
         self.reading_paused = False
-        cast(asyncio.Transport, self.writer.transport).resume_reading()
+        self.transport.resume_reading()
 
     def write(self, data: bytes) -> bool:
-        if not self.writable:
+        """Write `data` unless the connection can no longer be written to (False then)."""
+        if self.write_closed or self.closed or self.transport.is_closing():  # `writable`
             return False
-        self.writer.write(data)
+        self.transport.write(data)
         self.last_active = time.monotonic()
         return True
 
@@ -169,7 +173,7 @@ class ClientSession:
         """Write several frames to the client with one write.  None (nothing written) if
         the connection is gone; else the indices of the messages that did not fit in a
         frame (counted as errors by their code, and skipped)."""
-        if self.closed:
+        if self._gone or not self._conn.writable:
             return None
         stats = self._stats
         frames: list[bytes] = []
@@ -192,12 +196,22 @@ class ClientSession:
         """Bytes written to the client and not yet accepted by its socket."""
         if self.closed:
             return 0
-        return self._conn.writer.transport.get_write_buffer_size()
+        return self._conn.transport.get_write_buffer_size()
 
     def backlogged(self) -> bool:
         """Whether more is buffered for the client than its connection's high-water mark
         (the point at which `drain` starts to wait)."""
         return not self.closed and self._conn.backlogged()
+
+    def takes_more(self) -> bool:
+        """Whether the connection is open and not `backlogged` (one look, for the hot path)."""
+        conn = self._conn
+        if self._gone or conn.write_closed or conn.closed:
+            return False
+        transport = conn.transport
+        return not transport.is_closing() and (
+            transport.get_write_buffer_size() <= transport.get_write_buffer_limits()[1]
+        )
 
     async def drain(self) -> None:
         """Wait until the client has read enough of what was sent (returns at once when

@@ -125,7 +125,7 @@ class Links:
         task switch less per frame on the hot path)."""
         if not link.queue and link.rate is None and not self.stopping:
             conn = self.active(link)
-            if conn is not None and conn.writer.transport.get_write_buffer_size() < WRITE_BATCH_BYTES:
+            if conn is not None and conn.transport.get_write_buffer_size() < WRITE_BATCH_BYTES:
                 conn.write(frame)
                 link.enqueued += 1
                 link.written += 1

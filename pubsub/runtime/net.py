@@ -536,7 +536,7 @@ class Runtime:
         )
         if (
             conn.writable
-            and conn.writer.transport.get_write_buffer_size() < ERROR_REPLY_BUFFER_LIMIT
+            and conn.transport.get_write_buffer_size() < ERROR_REPLY_BUFFER_LIMIT
         ):
             reply = ErrorReply(code=code, detail=detail[: wire.MAX_STR_CHARS])
             conn.write(wire.encode(reply, self.settings.max_frame_bytes))

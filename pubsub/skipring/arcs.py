@@ -49,17 +49,12 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from pubsub.kernel.message import Ref
-from pubsub.skipring.labels import MAX_LABEL_BITS, Label
+from pubsub.skipring.labels import MAX_LABEL_BITS
 
 #: Resolution of a position on the wire: units of 2^-64 of the ring.
 POSITION_BITS = MAX_LABEL_BITS
 RING = 1 << POSITION_BITS
 _INF = 1 << 30
-
-
-def position(label: Label) -> int:
-    """r(label) in units of 2^-64."""
-    return label.numerator << (POSITION_BITS - label.length)
 
 
 def in_arc(point: int, start: int, end: int) -> bool:

@@ -2,11 +2,13 @@
 the generic per-field machinery (issue 11).
 
 Every node decodes every Spread it receives -- one per batch of new publications -- and
-forwards the same batch to its children.  `decode_spread` reads such a frame with a
-streaming unpacker, checks each field with direct type tests (the same bounds the generic
-codec applies, `pubsub.kernel.wire` and `pubsub.skipring.fields`), and keeps the bytes the
-publications arrived as, so that forwarding them re-encodes nothing
-(`pubsub.skipring.messages.PublicationList`).
+forwards the same batch to its children.  `decode_spread` checks each field with direct
+type tests (the same bounds the generic codec applies, `pubsub.kernel.wire` and
+`pubsub.skipring.fields`).  A large frame (a batch under load) is read with a streaming
+unpacker that keeps the bytes the publications arrived as, so that forwarding them
+re-encodes nothing (`pubsub.skipring.messages.PublicationList`); a small one (a publication
+or a few, at moderate rates) is read in one call, which costs less than the streaming
+reader's call per field, and re-encoded only if this node forwards it.
 
 Every following client reads one Delivery frame per publication; `decode_delivery` reads
 the full form of that frame with direct type tests.  Every publication starts as a client's
@@ -53,10 +55,22 @@ from pubsub.skipring.messages import (
 
 _FIELDS = frozenset(("v", "t", "topic", "sender", "start", "end", "levels", "hops", "publications"))
 _INT64 = 1 << 63
+#: Spread frames of at least this many bytes keep the bytes of their publications (module
+#: docstring); about 16 publications of 64 bytes, where re-encoding the batch for a
+#: forward starts to cost more than the streaming reader's calls.
+KEEP_BYTES_FROM = 2048
 
 
 def decode_spread(payload: bytes) -> Spread | None:
     """The Spread in `payload`, or None to leave the frame to the generic decoder."""
+    if len(payload) < KEEP_BYTES_FROM:
+        whole = _full_map(payload, "spread", _FIELDS)
+        if whole is None:
+            return None
+        try:
+            return _checked(whole, b"")
+        except (WireError, TypeError, ValueError):
+            return None
     n = len(payload)
     unpacker = msgpack.Unpacker(
         raw=False,

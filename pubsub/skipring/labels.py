@@ -28,7 +28,7 @@ class LabelError(ValueError):
 class Label:
     """A label: a non-empty bit string, ordered by r(y) and then by length."""
 
-    __slots__ = ("bits", "numerator", "length", "_hash")
+    __slots__ = ("bits", "numerator", "length", "position", "_hash")
 
     def __init__(self, bits: str) -> None:
         if not bits or len(bits) > MAX_LABEL_BITS or bits.strip("01"):
@@ -36,6 +36,9 @@ class Label:
         self.bits = bits
         self.numerator = int(bits, 2)
         self.length = len(bits)
+        #: r(y) in units of 2^-64: where the label sits on the ring, as arc broadcasts
+        #: (`pubsub.skipring.arcs`) name positions.
+        self.position = self.numerator << (MAX_LABEL_BITS - self.length)
         self._hash = hash(bits)
 
     # -- identity ---------------------------------------------------------------------------

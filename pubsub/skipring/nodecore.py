@@ -64,7 +64,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from pubsub.kernel.effects import Batched, Effect
 from pubsub.kernel.message import Message, Ref, Send, Topic
-from pubsub.skipring.arcs import ArcView, position
+from pubsub.skipring.arcs import ArcView
 from pubsub.skipring.antientropy import (
     HANDOVER,
     DEFAULT_BATCH_BYTES,
@@ -421,10 +421,10 @@ class NodeCore:
         neighbours: list[tuple[int, Ref]] = []
         for label, ref in instance.labelled_contacts():
             if ref != self.ref:
-                neighbours.append((position(label), ref))
+                neighbours.append((label.position, ref))
                 levels = max(levels, label.length)
         return ArcView(
-            position(instance.label), levels, tuple(neighbours), instance.cyclic_right() is not None
+            instance.label.position, levels, tuple(neighbours), instance.cyclic_right() is not None
         )
 
     def _flood_targets(self, topic: Topic) -> Iterator[Ref]:
@@ -526,7 +526,7 @@ class NodeCore:
         out: list[tuple[Topic, Arrival]] = []
         for topic, core in self.publications.items():
             if core.new:
-                out.extend((topic, arrival) for arrival in core.drain_new())
+                out += [(topic, arrival) for arrival in core.drain_new()]
         if now is None:
             return out
         for topic, arrival in out:

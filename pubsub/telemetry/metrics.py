@@ -102,7 +102,9 @@ class LatencyHistogram:
         self.sums: dict[str, float] = {}
 
     def observe(self, via: str, seconds: float) -> None:
-        counts = self.counts.setdefault(via, [0] * (len(self.bounds) + 1))
+        counts = self.counts.get(via)
+        if counts is None:
+            counts = self.counts[via] = [0] * (len(self.bounds) + 1)
         counts[bisect.bisect_left(self.bounds, seconds)] += 1
         self.sums[via] = self.sums.get(via, 0.0) + seconds
 

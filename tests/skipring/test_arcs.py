@@ -11,7 +11,7 @@ from collections import deque
 import pytest
 
 from pubsub.kernel.message import Ref
-from pubsub.skipring.arcs import RING, in_arc, position, skip_distance, split_arc
+from pubsub.skipring.arcs import RING, in_arc, skip_distance, split_arc
 from pubsub.skipring.labels import Label, l
 from tests.checker import ideal_skip_ring
 
@@ -47,7 +47,7 @@ def levels_of(members: dict[str, str]) -> int:
 def broadcast(members: dict[str, str], neighbours: dict[str, set[str]], origin: str) -> dict[str, int]:
     """Run the arc broadcast from `origin` as the nodes would; ref -> hops.  Fails on a
     duplicate delivery or a piece that does not hold its receiver."""
-    pos = {ref: position(Label(bits)) for ref, bits in members.items()}
+    pos = {ref: Label(bits).position for ref, bits in members.items()}
     levels = levels_of(members)
     hops = {origin: 0}
     todo = [(origin, (pos[origin] + 1) % RING, pos[origin])]
@@ -67,7 +67,7 @@ def broadcast(members: dict[str, str], neighbours: dict[str, set[str]], origin: 
 def test_distance_equals_breadth_first_search_for_every_pair(n: int) -> None:
     members, neighbours = ideal(n)
     k = levels_of(members)
-    grid = {ref: position(Label(bits)) >> (64 - k) for ref, bits in members.items()}
+    grid = {ref: Label(bits).position >> (64 - k) for ref, bits in members.items()}
     for a in members:
         dist = bfs(neighbours, a)
         for b in members:
@@ -78,7 +78,7 @@ def test_distance_equals_breadth_first_search_for_every_pair(n: int) -> None:
 def test_distance_equals_breadth_first_search_on_sampled_pairs(n: int) -> None:
     members, neighbours = ideal(n)
     k = levels_of(members)
-    grid = {ref: position(Label(bits)) >> (64 - k) for ref, bits in members.items()}
+    grid = {ref: Label(bits).position >> (64 - k) for ref, bits in members.items()}
     rng = random.Random(n)
     refs = sorted(members)
     for a in rng.sample(refs, 8):
@@ -114,9 +114,9 @@ def test_arc_membership_wraps_around_zero() -> None:
 
 
 def test_split_ignores_neighbours_outside_the_arc_and_is_deterministic() -> None:
-    me = position(Label("0"))
-    contacts = [(position(Label(b)), Ref(f"h:{i + 1}")) for i, b in enumerate(["1", "01", "11", "001"])]
-    arc = (position(Label("01")), position(Label("11")))  # [1/4, 3/4)
+    me = Label("0").position
+    contacts = [(Label(b).position, Ref(f"h:{i + 1}")) for i, b in enumerate(["1", "01", "11", "001"])]
+    arc = (Label("01").position, Label("11").position)  # [1/4, 3/4)
     pieces = split_arc(me, *arc, contacts, 3)
     assert [p.ref for p in pieces] == [Ref("h:2"), Ref("h:1")]  # 01 and 1 lie in it
     assert pieces == split_arc(me, *arc, list(reversed(contacts)), 3)

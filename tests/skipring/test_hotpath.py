@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from pubsub.kernel import wire
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.antientropy import make_publication
+from pubsub.skipring import hotpath
 from pubsub.skipring.hotpath import decode_delivery, decode_publish_request, decode_spread
 from pubsub.skipring.messages import (
     Delivery, MsgId, Payload, Position, PublicationKey, PublicationList, PublishRequest, Spread,
@@ -43,16 +44,40 @@ def generic(payload: bytes) -> object:
         wire._FAST[:] = saved
 
 
-def test_valid_frames_decode_the_same_and_keep_their_bytes() -> None:
+#: `hotpath.KEEP_BYTES_FROM` values that send every frame down one of the two readers: the
+#: streaming one that keeps the bytes, and the one-call one.
+STREAMED, IN_ONE_CALL = 0, 1 << 40
+
+
+def both_ways(payload: bytes) -> list[Spread | None]:
+    """`decode_spread(payload)` by the streaming reader, then by the one-call reader."""
+    saved = hotpath.KEEP_BYTES_FROM
+    try:
+        found = []
+        for threshold in (STREAMED, IN_ONE_CALL):
+            hotpath.KEEP_BYTES_FROM = threshold
+            found.append(decode_spread(payload))
+        return found
+    finally:
+        hotpath.KEEP_BYTES_FROM = saved
+
+
+def test_valid_frames_decode_the_same_and_large_ones_keep_their_bytes() -> None:
     for n in (0, 1, 15, 16, 200):
         payload = frame(n)
+        keeps = len(payload) >= hotpath.KEEP_BYTES_FROM
+        assert keeps == (n == 200)  # (these publications are small: 1 byte of payload or so)
         fast = decode_spread(payload)
         assert fast is not None and fast == generic(payload) == wire.decode(payload)
-        assert isinstance(fast.publications, PublicationList) and fast.publications.packed
-        forwarded = Spread(T, Ref("127.0.0.1:7002"), Position(4), Position(8), 5, 3, fast.publications)
-        encoded = wire.encode(forwarded)[4:]
-        assert encoded == msgpack.packb(msgpack.unpackb(encoded, raw=False), use_bin_type=True)
-        assert wire.decode(encoded) == forwarded
+        assert isinstance(fast.publications, PublicationList)
+        assert bool(fast.publications.packed) == keeps
+        for decoded in both_ways(payload):
+            assert decoded == fast
+            assert isinstance(decoded, Spread) and isinstance(decoded.publications, PublicationList)
+            forwarded = Spread(T, Ref("127.0.0.1:7002"), Position(4), Position(8), 5, 3, decoded.publications)
+            encoded = wire.encode(forwarded)[4:]
+            assert encoded == msgpack.packb(msgpack.unpackb(encoded, raw=False), use_bin_type=True)
+            assert wire.decode(encoded) == forwarded
 
 
 def test_anything_odd_goes_to_the_generic_decoder() -> None:
@@ -72,7 +97,7 @@ def test_anything_odd_goes_to_the_generic_decoder() -> None:
         frame(2)[:-3],
     ]
     for payload in cases:
-        assert decode_spread(payload) is None
+        assert both_ways(payload) == [None, None]
         assert isinstance(generic(payload), str)  # the generic decoder refuses it, by code
 
 
@@ -83,10 +108,10 @@ def test_mutated_frames_are_never_accepted_differently(data: st.DataObject) -> N
     for _ in range(data.draw(st.integers(1, 4))):
         i = data.draw(st.integers(0, len(payload) - 1))
         payload[i] = data.draw(st.integers(0, 255))
-    fast = decode_spread(bytes(payload))
     reference = generic(bytes(payload))
-    if fast is not None:
-        assert fast == reference
+    for fast in both_ways(bytes(payload)):
+        if fast is not None:
+            assert fast == reference
 
 
 # --- Delivery ----------------------------------------------------------------------------------
