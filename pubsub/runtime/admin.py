@@ -207,8 +207,7 @@ class Chaos:
         if self.ref not in members:
             raise ChaosError("bad_params", f"members must include this daemon, {self.ref}")
         faults = self.runtime.faults
-        faults.partition = frozenset(members)
-        faults.partition_until = self.runtime.now() + duration
+        faults.set_partition(frozenset(members), self.runtime.now() + duration)
         written = self.marker(
             record, marker, "partition", list(members), {"duration": duration, "members": members}
         )
@@ -222,8 +221,7 @@ class Chaos:
         targets = params.targets(self.ref)
         params.done()
         faults = self.runtime.faults
-        faults.drop_fraction = fraction
-        faults.drop_until = self.runtime.now() + duration
+        faults.set_drop(fraction, self.runtime.now() + duration)
         written = self.marker(
             record, marker, "drop", targets, {"fraction": fraction, "duration": duration}
         )

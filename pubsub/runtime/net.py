@@ -581,7 +581,13 @@ class Runtime:
                 return
             if self._ssl is not None and not self._admitted(conn, msg):
                 return
-            self.dispatch(self._call("handle", self.app.handle, msg, self.now()))
+            try:  # `_call`, spelled out: this runs for every peer message
+                sends = self.app.handle(msg, self.now())
+            except Exception as exc:  # noqa: BLE001 - the daemon must survive its core
+                self._handler_failed("handle", exc)
+                return
+            if sends:
+                self.dispatch(sends)
         elif isinstance(msg, Bundle):
             self._bad_input(conn, "bundle_from_client", "bundles are exchanged by peers only", close=False)
         else:

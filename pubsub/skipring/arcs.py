@@ -178,9 +178,12 @@ def split_arc(
 
 @lru_cache(maxsize=1 << 12)
 def pieces(view: ArcView, start: int, end: int, levels: int) -> tuple[Piece, ...]:
-    """`split_arc` for a node's view, memoized: a node forwards every publication of one
-    publisher down the same arc, so the split is computed once per arc and neighbourhood."""
-    return tuple(split_arc(view.me, start, end, view.neighbours, max(levels, view.levels)))
+    """`split_arc` for a node's view, longest piece first, memoized: a node forwards every
+    publication of one publisher down the same arc, so the split is computed once per arc
+    and neighbourhood.  The longest piece holds the most nodes and the deepest subtree;
+    sent first, it starts first (a node's sends leave one by one)."""
+    split = split_arc(view.me, start, end, view.neighbours, max(levels, view.levels))
+    return tuple(sorted(split, key=lambda piece: (piece.end - piece.start) % RING, reverse=True))
 
 
 def _boundary(start: int, a: int, b: int, shift: int, levels: int) -> int:

@@ -12,7 +12,8 @@ reader's call per field, and re-encoded only if this node forwards it.
 
 Every following client reads one Delivery frame per publication; `decode_delivery` reads
 the full form of that frame with direct type tests.  Every publication starts as a client's
-PublishRequest, which the node it reaches reads with `decode_publish_request`.  (Encoding
+PublishRequest, which the node it reaches reads with `decode_publish_request`, and ends
+there as the PublishAck its publisher reads with `decode_publish_ack`.  (Encoding
 needs no fast path of its own: `pubsub.kernel.wire.encode_payload` reads a message's fields
 in one step.)
 
@@ -49,6 +50,7 @@ from pubsub.skipring.messages import (
     Publication,
     PublicationKey,
     PublicationList,
+    PublishAck,
     PublishRequest,
     Spread,
 )
@@ -227,9 +229,37 @@ def decode_publish_request(payload: bytes) -> PublishRequest | None:
         return None
 
 
+_PUBLISH_ACK_FIELDS = frozenset((
+    "v", "t", "id", "topic", "publisher", "seq", "key", "stored_by", "local_seq", "durable", "duplicate",
+))
+
+
+def decode_publish_ack(payload: bytes) -> PublishAck | None:
+    """The PublishAck in `payload` (all its fields present), or None to leave the frame to
+    the generic decoder."""
+    obj = _full_map(payload, "publish_ack", _PUBLISH_ACK_FIELDS)
+    if obj is None:
+        return None
+    number, seq, key, local_seq = obj["id"], obj["seq"], obj["key"], obj["local_seq"]
+    durable, duplicate = obj["durable"], obj["duplicate"]
+    if not (_int64(number) and _int64(seq) and (local_seq is None or _int64(local_seq))):
+        return None
+    if type(key) is not bytes or len(key) != 16 or type(durable) is not bool or type(duplicate) is not bool:
+        return None
+    try:
+        return PublishAck(
+            number, validate_topic(obj["topic"]), validate_ref(obj["publisher"]), seq, PublicationKey(key),
+            validate_ref(obj["stored_by"]), local_seq, durable, duplicate,
+        )
+    except WireError:
+        return None
+
+
 def register() -> None:
     """Make the codec try `decode_spread` first on Spread frames, `decode_delivery` on
-    Delivery frames and `decode_publish_request` on PublishRequest frames."""
+    Delivery frames, `decode_publish_request` on PublishRequest frames and
+    `decode_publish_ack` on PublishAck frames."""
     wire.register_fast_decoder("spread", decode_spread)
     wire.register_fast_decoder("delivery", decode_delivery)
     wire.register_fast_decoder("publish_request", decode_publish_request)
+    wire.register_fast_decoder("publish_ack", decode_publish_ack)

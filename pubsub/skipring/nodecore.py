@@ -59,6 +59,7 @@ The daemon (`pubsub.node.app`) and the simulator (`pubsub.sim`) drive this same 
 from __future__ import annotations
 
 import random
+from functools import partial
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -404,8 +405,8 @@ class NodeCore:
                 topic,
                 flooding=self.flooding,
                 tree=self.dissemination == "tree",
-                flood_targets=lambda: self._flood_targets(topic),
-                arc_view=lambda: self._arc_view(topic),
+                flood_targets=partial(self._flood_targets, topic),
+                arc_view=partial(self._arc_view, topic),
                 batch_bytes=self.publish_batch_bytes,
             )
             core.retention = self.retention.window(topic)

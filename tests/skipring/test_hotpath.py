@@ -13,9 +13,9 @@ from pubsub.kernel import wire
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.antientropy import make_publication
 from pubsub.skipring import hotpath
-from pubsub.skipring.hotpath import decode_delivery, decode_publish_request, decode_spread
+from pubsub.skipring.hotpath import decode_delivery, decode_publish_ack, decode_publish_request, decode_spread
 from pubsub.skipring.messages import (
-    Delivery, MsgId, Payload, Position, PublicationKey, PublicationList, PublishRequest, Spread,
+    Delivery, MsgId, Payload, Position, PublicationKey, PublicationList, PublishAck, PublishRequest, Spread,
 )
 
 T = Topic("t")
@@ -137,20 +137,34 @@ requests = st.builds(
     id=INT64,
     msg_id=st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=64).map(MsgId),
 )
+acks = st.builds(
+    PublishAck,
+    id=INT64,
+    topic=st.sampled_from([T, Topic("news/eu"), Topic("x" * 200)]),
+    publisher=st.sampled_from([A, Ref("node-3.example:65535")]),
+    seq=INT64,
+    key=st.binary(min_size=16, max_size=16).map(PublicationKey),
+    stored_by=st.sampled_from([A, Ref("h:1")]),
+    local_seq=st.none() | INT64,
+    durable=st.booleans(),
+    duplicate=st.booleans(),
+)
+Full = Delivery | PublishRequest | PublishAck
 #: The decoders that read a frame with every field present, by the message they make.
-FULL_DECODERS = {Delivery: decode_delivery, PublishRequest: decode_publish_request}
+FULL_DECODERS = {Delivery: decode_delivery, PublishRequest: decode_publish_request, PublishAck: decode_publish_ack}
 DELIVERY = Delivery(T, 7, A, 3, PublicationKey(bytes(16)), Payload(b"body"), 1700, 1600, MsgId("id-1"))
 REQUEST = PublishRequest(T, Payload(b"body"), 7, MsgId("id-1"))
+ACK = PublishAck(7, T, A, 3, PublicationKey(bytes(16)), Ref("h:1"), 12)
 
 
 @settings(max_examples=600, deadline=None)
-@given(msg=st.one_of(deliveries, requests))
-def test_full_frames_decode_the_same(msg: Delivery | PublishRequest) -> None:
+@given(msg=st.one_of(deliveries, requests, acks))
+def test_full_frames_decode_the_same(msg: Full) -> None:
     payload = wire.encode(msg)[4:]
     assert FULL_DECODERS[type(msg)](payload) == msg == generic(payload)
 
 
-def full_frame(msg: Delivery | PublishRequest, **changes: object) -> bytes:
+def full_frame(msg: Full, **changes: object) -> bytes:
     """`msg` encoded, with fields changed, added, or left out (None)."""
     body = msgpack.unpackb(wire.encode(msg)[4:], raw=False)
     body.update(changes)
@@ -169,16 +183,26 @@ ODD = [
     (REQUEST, {"payload": bytes(wire.MAX_PAYLOAD_BYTES + 1)}),
     (REQUEST, {"topic": ""}),
     (REQUEST, {"msg_id": "x" * 65}),
+    (ACK, {"local_seq": "12"}),
+    (ACK, {"local_seq": 1 << 63}),
+    (ACK, {"durable": 1}),
+    (ACK, {"stored_by": "no-port"}),
+    (ACK, {"key": b"short"}),
+    (ACK, {"seq": True}),
     *(
         (msg, change)
         for msg in (DELIVERY, REQUEST)
         for change in ({"v": True}, {"extra": 1}, {"payload": "text"}, {"topic": "a\x00b"}, {"msg_id": "has space"})
     ),
+    *(
+        (ACK, change)
+        for change in ({"v": True}, {"extra": 1}, {"topic": "a\x00b"}, {"publisher": 5})
+    ),
 ]
 
 
 @pytest.mark.parametrize(("msg", "changes"), ODD)
-def test_odd_full_frames_go_to_the_generic_decoder(msg: Delivery | PublishRequest, changes: dict[str, object]) -> None:
+def test_odd_full_frames_go_to_the_generic_decoder(msg: Full, changes: dict[str, object]) -> None:
     decoder = FULL_DECODERS[type(msg)]
     for payload in (full_frame(msg, **changes), full_frame(msg)[:-2]):
         assert decoder(payload) is None
@@ -190,12 +214,14 @@ def test_shorter_forms_go_to_the_generic_decoder() -> None:
     assert decode_delivery(older) is None and isinstance(generic(older), Delivery)
     without_id = full_frame(REQUEST, msg_id=None)  # a client that sends no message id
     assert decode_publish_request(without_id) is None and isinstance(generic(without_id), PublishRequest)
+    without_flags = full_frame(ACK, durable=None, duplicate=None)  # the defaults left out
+    assert decode_publish_ack(without_flags) is None and generic(without_flags) == ACK
 
 
-@pytest.mark.parametrize("msg", [DELIVERY, REQUEST])
+@pytest.mark.parametrize("msg", [DELIVERY, REQUEST, ACK])
 @settings(max_examples=400, deadline=None)
 @given(data=st.data())
-def test_mutated_full_frames_are_never_accepted_differently(msg: Delivery | PublishRequest, data: st.DataObject) -> None:
+def test_mutated_full_frames_are_never_accepted_differently(msg: Full, data: st.DataObject) -> None:
     payload = bytearray(full_frame(msg))
     for _ in range(data.draw(st.integers(1, 4))):
         i = data.draw(st.integers(0, len(payload) - 1))
