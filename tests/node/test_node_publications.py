@@ -8,6 +8,7 @@ import contextlib
 import json
 import random
 import socket
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from pubsub.node.app import SEQ_BLOCK, NodeApp
 from pubsub.node.settings import HOLD_MIN_BATCH
 from pubsub.node.topicfile import TopicFile
 from pubsub.skipring.nodecore import NodeCore
-from pubsub.node.store import PublicationStore
+from pubsub.node.store import PublicationStore, SyncMode
 from tests.integration.test_daemons import (
     FAST,
     bound_socket,
@@ -42,13 +43,15 @@ T = Topic("news")
 
 @contextlib.asynccontextmanager
 async def pnode(
-    sup: Ref, data: Path | None, sock: socket.socket | None = None, **options: object
+    sup: Ref, data: Path | None, sock: socket.socket | None = None, *, sync: SyncMode = "normal",
+    **options: object,
 ) -> AsyncIterator[tuple[Runtime, NodeApp]]:
-    """A node with a publication store in `data` (memory when None)."""
+    """A node with a publication store in `data` (memory when None; commits on the store's
+    thread with `sync` "full", on the loop with "normal")."""
     sock = sock or bound_socket()
     ref = ref_of(sock)
     stats = Stats()
-    store = PublicationStore(data, sync="normal")
+    store = PublicationStore(data, sync=sync)
     app = NodeApp(
         ref,
         NodeCore(ref, sup, rng=random.Random(2), **options),  # type: ignore[arg-type]
@@ -381,6 +384,67 @@ def test_under_load_a_publisher_holds_its_broadcasts_back_and_loses_nothing(tmp_
             a.flush()
             assert a._hold_timer is None and not a._batched
             await wait_until(held_by_b(sent), what="the flushed publications at the other member")
+            await ca.close()
+            await cb.close()
+
+    run(scenario())
+
+
+def test_flush_with_a_commit_in_flight_sends_what_it_releases_at_once(tmp_path: Path) -> None:
+    """Shutdown while a commit is still on the store's thread (sync "full"), right after a
+    release large enough to start a hold: `flush` waits for the commit, acknowledges its
+    publications and sends their broadcasts at once -- nothing is left held back."""
+
+    async def scenario() -> None:
+        async with (
+            supervisor(tmp_path / "sup") as (srt, _),
+            pnode(srt.ref, tmp_path / "a", sync="full") as (rta, a),
+            pnode(srt.ref, None) as (rtb, _b),
+        ):
+            assert not a.commits.inline
+            a.spread_hold = 60.0  # a hold started now would outlast the test
+            ca, cb = Client(rta.ref), Client(rtb.ref)
+            await ca.join(T)
+            await cb.join(T)
+
+            async def ring() -> bool:
+                labels = await members(srt.ref, T)
+                return len(labels) == 2 and all(labels.values())
+
+            await wait_until(ring, what="a ring of two")
+
+            def held_by_b(count: int) -> Any:
+                async def check() -> bool:
+                    body = await cb.status()
+                    return bool(body["topics"][T]["publications"]["count"] >= count)
+
+                return check
+
+            await ca.publish(T, "first")
+            await wait_until(held_by_b(1), what="the first publication at the other member")
+            gate = threading.Event()
+            a.thread.submit(gate.wait, 30)  # the store's thread waits: the next commit stays in flight
+            a._last_release = HOLD_MIN_BATCH  # as right after a release under load
+            pending = [asyncio.ensure_future(ca.publish(T, f"in flight {k}")) for k in range(3)]
+
+            async def in_flight() -> bool:
+                return a.commits.unwritten == 3
+
+            await wait_until(in_flight, what="three publications waiting for their commit")
+            assert not any(p.done() for p in pending)  # not acknowledged before the commit
+            opener = threading.Timer(0.2, gate.set)
+            opener.start()
+            try:
+                a.flush()  # blocks until the commit in flight ends
+            finally:
+                gate.set()
+                opener.join()
+            assert a.commits.unwritten == 0
+            assert a._hold_timer is None and not a._batched
+            acks = await asyncio.wait_for(asyncio.gather(*pending), 10)
+            assert all(ack.stored_by == rta.ref for ack in acks)
+            await wait_until(held_by_b(4), what="the flushed publications at the other member")
+            assert a.counters["spreads_held"] == 0
             await ca.close()
             await cb.close()
 
