@@ -9,7 +9,7 @@ import json
 import random
 import socket
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -333,6 +333,34 @@ def test_a_slow_reader_costs_one_batch_and_loses_nothing(tmp_path: Path) -> None
     run(scenario(), timeout=120)
 
 
+async def ring_of_two(sup: Ref, a: Ref, b: Ref) -> tuple[Client, Client]:
+    """Clients of nodes `a` and `b`, once both joined T and hold their labels."""
+    ca, cb = Client(a), Client(b)
+    await ca.join(T)
+    await cb.join(T)
+
+    async def ring() -> bool:
+        labels = await members(sup, T)
+        return len(labels) == 2 and all(labels.values())
+
+    await wait_until(ring, what="a ring of two")
+    return ca, cb
+
+
+def holding(client: Client) -> Callable[[int], Callable[[], Awaitable[bool]]]:
+    """`holding(client)(count)`: a condition for `wait_until`, true once the client's node
+    holds at least `count` publications of T."""
+
+    def at_least(count: int) -> Callable[[], Awaitable[bool]]:
+        async def check() -> bool:
+            body = await client.status()
+            return bool(body["topics"][T]["publications"]["count"] >= count)
+
+        return check
+
+    return at_least
+
+
 def test_under_load_a_publisher_holds_its_broadcasts_back_and_loses_nothing(tmp_path: Path) -> None:
     """`spread_hold`: publications one at a time start their arc broadcast at once; once a
     broadcast carried at least HOLD_MIN_BATCH of them, the next ones wait (at most the hold)
@@ -345,22 +373,8 @@ def test_under_load_a_publisher_holds_its_broadcasts_back_and_loses_nothing(tmp_
             pnode(srt.ref, None) as (rtb, _b),
         ):
             a.spread_hold = 0.2
-            ca, cb = Client(rta.ref), Client(rtb.ref)
-            await ca.join(T)
-            await cb.join(T)
-
-            async def ring() -> bool:
-                labels = await members(srt.ref, T)
-                return len(labels) == 2 and all(labels.values())
-
-            await wait_until(ring, what="a ring of two")
-
-            def held_by_b(count: int) -> Any:
-                async def check() -> bool:
-                    body = await cb.status()
-                    return bool(body["topics"][T]["publications"]["count"] >= count)
-
-                return check
+            ca, cb = await ring_of_two(srt.ref, rta.ref, rtb.ref)
+            held_by_b = holding(cb)
 
             for i in range(3):
                 await ca.publish(T, f"alone {i}")
@@ -403,22 +417,8 @@ def test_flush_with_a_commit_in_flight_sends_what_it_releases_at_once(tmp_path: 
         ):
             assert not a.commits.inline
             a.spread_hold = 60.0  # a hold started now would outlast the test
-            ca, cb = Client(rta.ref), Client(rtb.ref)
-            await ca.join(T)
-            await cb.join(T)
-
-            async def ring() -> bool:
-                labels = await members(srt.ref, T)
-                return len(labels) == 2 and all(labels.values())
-
-            await wait_until(ring, what="a ring of two")
-
-            def held_by_b(count: int) -> Any:
-                async def check() -> bool:
-                    body = await cb.status()
-                    return bool(body["topics"][T]["publications"]["count"] >= count)
-
-                return check
+            ca, cb = await ring_of_two(srt.ref, rta.ref, rtb.ref)
+            held_by_b = holding(cb)
 
             await ca.publish(T, "first")
             await wait_until(held_by_b(1), what="the first publication at the other member")
