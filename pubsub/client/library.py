@@ -82,6 +82,8 @@ DRAIN_ABOVE = 256 * 1024
 DEFAULT_RETRIES = 3
 #: Seconds before the first retry (doubled for each further one).
 RETRY_BACKOFF = 0.2
+#: Reads a history from 0 makes when retention keeps overtaking it (`Client.history_page`).
+HISTORY_ATTEMPTS = 3
 
 
 class ClientError(Exception):
@@ -519,15 +521,28 @@ class Client:
     async def history_page(
         self, topic: str, since: int | str = 0, *, incarnation: str | None = None
     ) -> HistoryPage:
-        """`history`, with the store incarnation the local numbers belong to."""
-        out: list[Delivery] = []
+        """`history`, with the store incarnation the local numbers belong to.
+
+        A read from 0 that retention overtakes (the node ends it with ``cursor_expired``:
+        it removed publications this read had not reached yet) starts over, at most
+        `HISTORY_ATTEMPTS` times in all: what the node holds from 0 is still well defined.
+        From a later cursor the error is the caller's to see (what it asked for is gone)."""
         number, incarnation = parse_cursor(since, incarnation)
-        async with Subscription(
-            self, _topic(topic), number, False, join=False, live=False, incarnation=incarnation
-        ) as sub:
-            async for delivery in sub:
-                out.append(delivery)
-        return HistoryPage(out, sub.incarnation)
+        attempt = 1
+        while True:
+            out: list[Delivery] = []
+            try:
+                async with Subscription(
+                    self, _topic(topic), number, False, join=False, live=False, incarnation=incarnation
+                ) as sub:
+                    async for delivery in sub:
+                        out.append(delivery)
+            except ClientError as exc:
+                if exc.code != "cursor_expired" or number != 0 or attempt >= HISTORY_ATTEMPTS:
+                    raise
+                attempt += 1
+                continue
+            return HistoryPage(out, sub.incarnation)
 
 
 @dataclass(frozen=True, slots=True)
