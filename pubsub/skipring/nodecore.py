@@ -59,9 +59,9 @@ The daemon (`pubsub.node.app`) and the simulator (`pubsub.sim`) drive this same 
 from __future__ import annotations
 
 import random
-from functools import partial
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from functools import partial
 
 from pubsub.kernel.effects import Batched, Effect
 from pubsub.kernel.message import Message, Ref, Send, Topic
