@@ -17,6 +17,7 @@ from pubsub.kernel.message import Ref
 from pubsub.runtime import receiving
 from pubsub.runtime.streams import MessageReader, ReceivedMessages
 from pubsub.skipring.messages import PublicationKey, PublishAck, PublishRequest
+from tests.client.scripted import scripted_node
 
 
 class Refused(Exception):
@@ -193,23 +194,14 @@ async def test_a_node_that_drops_the_connection_fails_the_publications_in_flight
                 writer.close()  # the second answer breaks off inside its frame
                 return
 
-    server = await asyncio.start_server(node, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-
-    async def connect(addr: str, timeout: float, max_frame: int) -> tuple[ReceivedMessages, asyncio.StreamWriter]:
-        writer = await receiving.connect("127.0.0.1", port)
-        return ReceivedMessages(writer), writer
-
-    monkeypatch.setattr(library, "_connect", connect)
-    client = Client(f"127.0.0.1:{port}", publish_timeout=30)
-    try:
-        async with asyncio.timeout(10):  # well under publish_timeout: the end is noticed, not waited out
-            first = await client.publish("t", b"1")
-            with pytest.raises(library.PublishError) as failed:
-                await client.publish("t", b"2", retries=0)
-        assert first.local_seq == 1
-        assert failed.value.code == "unknown" and "closed the connection" in str(failed.value)
-    finally:
-        await client.close()
-        server.close()
-        await server.wait_closed()
+    async with scripted_node(node, monkeypatch) as ref:
+        client = Client(ref, publish_timeout=30)
+        try:
+            async with asyncio.timeout(10):  # well under publish_timeout: the end is noticed, not waited out
+                first = await client.publish("t", b"1")
+                with pytest.raises(library.PublishError) as failed:
+                    await client.publish("t", b"2", retries=0)
+            assert first.local_seq == 1
+            assert failed.value.code == "unknown" and "closed the connection" in str(failed.value)
+        finally:
+            await client.close()

@@ -13,14 +13,13 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from pubsub.client import library
 from pubsub.client.library import HISTORY_ATTEMPTS, Client, ClientError
 from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Reply
 from pubsub.kernel.message import Message, Ref, Topic
-from pubsub.runtime import receiving
-from pubsub.runtime.streams import MessageReader, ReceivedMessages
+from pubsub.runtime.streams import MessageReader
 from pubsub.skipring.messages import Delivery, Follow, MsgId, Payload, PublicationKey
+from tests.client.scripted import scripted_node
 
 T = Topic("ret")
 NODE = Ref("127.0.0.1:1")
@@ -35,7 +34,7 @@ Script = Callable[[int, Follow], list[Message]]
 
 
 @asynccontextmanager
-async def scripted_node(script: Script, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[list[Follow]]:
+async def streaming_node(script: Script, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[list[Follow]]:
     """A node answering the n-th Follow (from 1) with the stream start, then `script(n, follow)`;
     yields the Follows it received."""
     follows: list[Follow] = []
@@ -49,20 +48,9 @@ async def scripted_node(script: Script, monkeypatch: pytest.MonkeyPatch) -> Asyn
         await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(node, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-
-    async def connect(addr: str, timeout: float, max_frame: int) -> tuple[ReceivedMessages, asyncio.StreamWriter]:
-        writer = await receiving.connect("127.0.0.1", port)
-        return ReceivedMessages(writer), writer
-
-    monkeypatch.setattr(library, "_connect", connect)
-    try:
+    async with scripted_node(node, monkeypatch):
         async with asyncio.timeout(10):
             yield follows
-    finally:
-        server.close()
-        await server.wait_closed()
 
 
 async def test_a_read_from_0_that_retention_overtakes_starts_over(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -71,7 +59,7 @@ async def test_a_read_from_0_that_retention_overtakes_starts_over(monkeypatch: p
             return [delivery(1), EXPIRED]
         return [delivery(11), delivery(12), Reply(body={"end": True})]
 
-    async with scripted_node(script, monkeypatch) as follows:
+    async with streaming_node(script, monkeypatch) as follows:
         page = await Client(NODE).history_page(T)
     assert [d.local_seq for d in page.deliveries] == [11, 12]  # nothing of the overtaken read
     assert page.incarnation == "inc"
@@ -79,7 +67,7 @@ async def test_a_read_from_0_that_retention_overtakes_starts_over(monkeypatch: p
 
 
 async def test_it_gives_up_after_the_last_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
-    async with scripted_node(lambda n, follow: [EXPIRED], monkeypatch) as follows:
+    async with streaming_node(lambda n, follow: [EXPIRED], monkeypatch) as follows:
         with pytest.raises(ClientError) as refused:
             await Client(NODE).history(T)
     assert refused.value.code == "cursor_expired"
@@ -87,7 +75,7 @@ async def test_it_gives_up_after_the_last_attempt(monkeypatch: pytest.MonkeyPatc
 
 
 async def test_a_read_from_a_later_cursor_reports_the_removal(monkeypatch: pytest.MonkeyPatch) -> None:
-    async with scripted_node(lambda n, follow: [EXPIRED], monkeypatch) as follows:
+    async with streaming_node(lambda n, follow: [EXPIRED], monkeypatch) as follows:
         with pytest.raises(ClientError) as refused:
             await Client(NODE).history(T, since=5)
     assert refused.value.code == "cursor_expired" and "retention" in str(refused.value)
