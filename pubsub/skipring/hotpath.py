@@ -66,13 +66,20 @@ KEEP_BYTES_FROM = 2048
 def decode_spread(payload: bytes) -> Spread | None:
     """The Spread in `payload`, or None to leave the frame to the generic decoder."""
     if len(payload) < KEEP_BYTES_FROM:
-        whole = _full_map(payload, "spread", _FIELDS)
-        if whole is None:
-            return None
-        try:
-            return _checked(whole, b"")
-        except (WireError, TypeError, ValueError):
-            return None
+        fields, raw = _full_map(payload, "spread", _FIELDS), b""
+    else:
+        fields, raw = _streamed_spread(payload)
+    if fields is None:
+        return None
+    try:
+        return _checked(fields, raw)
+    except (WireError, TypeError, ValueError):
+        return None
+
+
+def _streamed_spread(payload: bytes) -> tuple[dict[str, object] | None, bytes]:
+    """What `_full_map` gives for a Spread frame, read with a streaming unpacker, and the
+    bytes its publications arrived as."""
     n = len(payload)
     unpacker = msgpack.Unpacker(
         raw=False,
@@ -88,7 +95,7 @@ def decode_spread(payload: bytes) -> Spread | None:
     try:
         unpacker.feed(payload)
         if unpacker.read_map_header() != len(_FIELDS):
-            return None
+            return None, b""
         fields: dict[str, object] = {}
         raw = b""
         for _ in range(len(_FIELDS)):
@@ -100,19 +107,14 @@ def decode_spread(payload: bytes) -> Spread | None:
             else:
                 fields[name] = unpacker.unpack()
         if unpacker.tell() != n or fields.keys() != _FIELDS:
-            return None
+            return None, b""
     except Exception:  # noqa: BLE001 - anything odd: the generic decoder decides
-        return None
-    try:
-        return _checked(fields, raw)
-    except (WireError, TypeError, ValueError):
-        return None
+        return None, b""
+    return (fields, raw) if _is_frame_of(fields, "spread") else (None, b"")
 
 
 def _checked(fields: dict[str, object], raw: bytes) -> Spread | None:
-    version = fields["v"]  # True == 1 in Python: the type is checked as the generic decoder does
-    if type(version) is not int or version != wire.PROTOCOL_VERSION or fields["t"] != "spread":
-        return None
+    """The Spread of a frame's fields (version and kind checked already)."""
     start, end, levels, hops = fields["start"], fields["end"], fields["levels"], fields["hops"]
     for position in (start, end):
         if type(position) is not int or not 0 <= position < 1 << 64:
@@ -170,12 +172,15 @@ def _full_map(payload: bytes, kind: str, fields: frozenset[str]) -> dict[str, ob
         )
     except Exception:  # noqa: BLE001 - anything odd: the generic decoder decides
         return None
-    if type(obj) is not dict or obj.keys() != fields:
-        return None
-    version = obj["v"]  # True == 1 in Python: the type is checked as the generic decoder does
-    if type(version) is not int or version != wire.PROTOCOL_VERSION or obj["t"] != kind:
+    if type(obj) is not dict or obj.keys() != fields or not _is_frame_of(obj, kind):
         return None
     return obj
+
+
+def _is_frame_of(fields: dict[str, object], kind: str) -> bool:
+    """Whether a frame's fields say this protocol version and `kind`."""
+    version = fields["v"]  # True == 1 in Python: the type is checked as the generic decoder does
+    return type(version) is int and version == wire.PROTOCOL_VERSION and fields["t"] == kind
 
 
 def _int64(number: object) -> TypeGuard[int]:
