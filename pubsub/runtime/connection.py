@@ -101,7 +101,7 @@ class Connection:
 
     def write(self, data: bytes) -> bool:
         """Write `data` unless the connection can no longer be written to (False then)."""
-        if self.write_closed or self.closed or self.transport.is_closing():  # `writable`
+        if not self.writable:
             return False
         self.transport.write(data)
         self.last_active = time.monotonic()
@@ -206,12 +206,7 @@ class ClientSession:
     def takes_more(self) -> bool:
         """Whether the connection is open and not `backlogged` (one look, for the hot path)."""
         conn = self._conn
-        if self._gone or conn.write_closed or conn.closed:
-            return False
-        transport = conn.transport
-        return not transport.is_closing() and (
-            transport.get_write_buffer_size() <= transport.get_write_buffer_limits()[1]
-        )
+        return not self._gone and conn.writable and not conn.backlogged()
 
     async def drain(self) -> None:
         """Wait until the client has read enough of what was sent (returns at once when
