@@ -207,7 +207,8 @@ class Chaos:
         if self.ref not in members:
             raise ChaosError("bad_params", f"members must include this daemon, {self.ref}")
         faults = self.runtime.faults
-        faults.set_partition(frozenset(members), self.runtime.now() + duration)
+        faults.partition = frozenset(members)
+        faults.partition_until = self.runtime.now() + duration
         written = self.marker(
             record, marker, "partition", list(members), {"duration": duration, "members": members}
         )
@@ -221,7 +222,8 @@ class Chaos:
         targets = params.targets(self.ref)
         params.done()
         faults = self.runtime.faults
-        faults.set_drop(fraction, self.runtime.now() + duration)
+        faults.drop_fraction = fraction
+        faults.drop_until = self.runtime.now() + duration
         written = self.marker(
             record, marker, "drop", targets, {"fraction": fraction, "duration": duration}
         )

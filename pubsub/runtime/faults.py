@@ -20,18 +20,11 @@ class NetworkFaults:
         self.drop_until = 0.0
         self.partition: frozenset[Ref] = frozenset()
         self.partition_until = 0.0
-        #: Whether any fault was ever set (the runtime skips every check otherwise).
-        self.armed = False
 
-    def set_partition(self, members: frozenset[Ref], until: float) -> None:
-        """Drop every peer frame to or from a reference outside `members` until `until`."""
-        self.partition, self.partition_until = members, until
-        self.armed = True
-
-    def set_drop(self, fraction: float, until: float) -> None:
-        """Drop `fraction` of the outgoing peer frames until `until`."""
-        self.drop_fraction, self.drop_until = fraction, until
-        self.armed = True
+    @property
+    def armed(self) -> bool:
+        """Whether any fault was ever set (the runtime skips every check otherwise)."""
+        return bool(self.drop_until or self.partition_until)
 
     def outgoing(self, dest: Ref, now: float, rng: random.Random) -> str | None:
         """Why a frame to `dest` must be discarded now ("partition", "drop"), or None."""

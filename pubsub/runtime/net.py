@@ -581,11 +581,7 @@ class Runtime:
                 return
             if self._ssl is not None and not self._admitted(conn, msg):
                 return
-            try:  # `_call`, spelled out: this runs for every peer message
-                sends = self.app.handle(msg, self.now())
-            except Exception as exc:  # noqa: BLE001 - the daemon must survive its core
-                self._handler_failed("handle", exc)
-                return
+            sends = self._call("handle", self.app.handle, msg, self.now())
             if sends:
                 self.dispatch(sends)
         elif isinstance(msg, Bundle):
