@@ -646,9 +646,17 @@ async def serve_node(
     settings: NodeSettings,
     telemetry: TelemetrySettings | None = None,
     admin: AdminSettings | None = None,
+    *,
+    until: asyncio.Event | None = None,
+    on_serving: Callable[[NodeApp], None] | None = None,
+    tune_gc: bool = True,
 ) -> None:
     """Run a subscriber on `listen` until SIGTERM/SIGINT (with `admin`, also its admin
     listener for `pubsub chaos`; AdminError if it cannot be opened).
+
+    Inside an application's process (`pubsub.client.embedded`): until `until` is set,
+    `on_serving(app)` called once it serves, the process's garbage collector left alone
+    unless `tune_gc` (`pubsub.runtime.host.tune_gc`).
 
     With `settings.http_listen` it also serves the HTTP API there (`pubsub.node.http`).
 
@@ -658,7 +666,9 @@ async def serve_node(
     HttpError when the HTTP API's address is, and OSError when `listen` cannot be bound.
     """
     with held_data_dir(settings.data_dir, StoreError):
-        await _serve_node(listen, supervisor, runtime_settings, settings, telemetry, admin)
+        await _serve_node(
+            listen, supervisor, runtime_settings, settings, telemetry, admin, until, on_serving, tune_gc
+        )
 
 
 async def _serve_node(
@@ -668,6 +678,9 @@ async def _serve_node(
     settings: NodeSettings,
     telemetry: TelemetrySettings | None,
     admin: AdminSettings | None,
+    until: asyncio.Event | None,
+    on_serving: Callable[[NodeApp], None] | None,
+    tune_gc: bool,
 ) -> None:
     topic_file = TopicFile(settings.data_dir) if settings.data_dir is not None else None
     store = PublicationStore(settings.data_dir, sync=settings.store_sync)
@@ -706,6 +719,7 @@ async def _serve_node(
             actions=node_actions(app),
             initial=app.rejoin(),
             on_stop=app.close,
+            tune_gc=tune_gc,
         )
         authority = daemon.runtime.authority
         if signing is not None and authority is not None:  # the permissions file's revocations
@@ -715,7 +729,8 @@ async def _serve_node(
             daemon.services.append(
                 HttpService("HTTP API", http_application(app), host_name, int(port), server_context(runtime_settings))
             )
-        await host(daemon, telemetry, admin)
+        serving = None if on_serving is None else (lambda: on_serving(app))
+        await host(daemon, telemetry, admin, until=until, on_serving=serving)
     finally:
         store.close()
 

@@ -6,8 +6,8 @@ Served beside the node's own port when the node is started with ``--http-listen 
 node in-process, through the same entry points as a TCP client: a request is turned into
 the client message it stands for (``PublishRequest``, ``Follow``, ``JoinTopic``,
 ``LeaveTopic``, ``StatusRequest``) and handed to `NodeApp.session_request` /
-`NodeApp.control` with an `HttpSession`, a `ClientSession` whose frames go to an asyncio
-queue the handler reads instead of to a socket.  Publishing, de-duplication by message id,
+`NodeApp.control` with a `pubsub.runtime.local.QueuedSession`, a `ClientSession` whose
+messages go to a queue the handler reads instead of to a socket.  Publishing, de-duplication by message id,
 hand-overs, cursors and delivery order are therefore exactly those of the TCP protocol; this
 module only validates input (topic names with `pubsub.kernel.wire.validate_topic`, message
 ids with `pubsub.skipring.fields.validate_msg_id`, cursors, base64) and translates answers.
@@ -28,7 +28,6 @@ node cannot honour is refused (``cursor_incarnation``, ``cursor_beyond_end``) un
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import itertools
@@ -49,6 +48,7 @@ from pubsub.node.permits import refusal as client_refusal
 from pubsub.runtime.permissions import DENIED
 from pubsub.runtime.tls import peer_identity
 from pubsub.runtime.connection import ClientSession
+from pubsub.runtime.local import QueuedSession
 from pubsub.runtime.net import Runtime
 from pubsub.skipring.fields import validate_msg_id
 from pubsub.skipring.messages import (
@@ -70,8 +70,6 @@ PUBLISH_TIMEOUT = 15.0
 KEEPALIVE = 15.0
 #: Publications one history request returns at most (``limit``).
 MAX_HISTORY_LIMIT = 10_000
-#: Messages a stream's queue holds before the node's delivery waits (backpressure).
-STREAM_QUEUE = 256
 
 #: HTTP status of each error code (the README's table, and cursor and input errors).
 STATUS_OF: dict[str, int] = {
@@ -129,86 +127,13 @@ class Node(Protocol):
     def session_request(self, msg: Message, session: ClientSession, now: float) -> list[Send] | None: ...
 
 
-class HttpSession(ClientSession):
-    """A `ClientSession` for one HTTP request: the node's frames for it go to a queue.
-
-    It has no connection behind it, so `ClientSession.__init__` (which takes one) is not
-    called and every method that would touch the connection is replaced.  `drain` waits
-    while the queue is full (the node's delivery streams wait there: backpressure up to the
-    HTTP client's socket); `close` ends it and runs the `on_close` callbacks, which is how
-    the node learns that the client is gone.
-    """
-
-    def __init__(self, address: str, limit: int = STREAM_QUEUE) -> None:
-        self._address = address
-        self._callbacks: list[Callable[[], None]] = []
-        self._gone = False
-        self.streaming = False
-        self._limit = limit
-        self._queue: asyncio.Queue[Message | None] = asyncio.Queue()
-        self._room = asyncio.Event()
-        self._room.set()
-
-    @property
-    def address(self) -> str:
-        return self._address
-
-    @property
-    def closed(self) -> bool:
-        return self._gone
-
-    def send(self, msg: Message) -> bool:
-        if self._gone:
-            return False
-        self._queue.put_nowait(msg)
-        if self._queue.qsize() >= self._limit:
-            self._room.clear()
-        return True
-
-    def send_many(self, msgs: list[Message]) -> list[int] | None:
-        if self._gone:
-            return None
-        for msg in msgs:
-            self.send(msg)
-        return []
-
-    def buffered(self) -> int:
-        return 0
-
-    def backlogged(self) -> bool:
-        return not self._room.is_set()
-
-    async def drain(self) -> None:
-        """Wait until the handler has taken enough from the queue, or the session ended."""
-        await self._room.wait()
-
-    async def next(self, timeout: float | None = None) -> Message | None:
-        """The next message for this request; None once closed.  TimeoutError after
-        `timeout` seconds without one."""
-        if self._gone and self._queue.empty():
-            return None
-        async with asyncio.timeout(timeout):
-            msg = await self._queue.get()
-        if self._queue.qsize() < self._limit // 2 or self._queue.empty():
-            self._room.set()
-        return msg
-
-    def close(self) -> None:
-        """The HTTP request is over: wake whoever waits and tell the node."""
-        if self._gone:
-            return
-        self._room.set()
-        self._queue.put_nowait(None)
-        self._closed()
-
-
 class NodeHttpApi:
     """The routes of the HTTP API over one node application (`Node`) (see the module docstring)."""
 
     def __init__(self, app: Node, *, publish_timeout: float = PUBLISH_TIMEOUT) -> None:
         self.app = app
         self.publish_timeout = publish_timeout
-        self.sessions: set[HttpSession] = set()
+        self.sessions: set[QueuedSession] = set()
         self._ids = itertools.count(1)
 
     # ------------------------------------------------------------------ plumbing
@@ -218,8 +143,8 @@ class NodeHttpApi:
             raise ApiError("unavailable", "the node is not serving yet")
         return runtime
 
-    def _session(self, request: web.Request) -> HttpSession:
-        session = HttpSession(f"http {request.remote or '?'}")
+    def _session(self, request: web.Request) -> QueuedSession:
+        session = QueuedSession(f"http {request.remote or '?'}")
         self.sessions.add(session)
         session.on_close(lambda: self.sessions.discard(session))
         return session
@@ -390,7 +315,7 @@ class NodeHttpApi:
             session.close()
         return response
 
-    async def _follow(self, request: web.Request, follow: Follow) -> tuple[HttpSession, dict[str, Any]]:
+    async def _follow(self, request: web.Request, follow: Follow) -> tuple[QueuedSession, dict[str, Any]]:
         """Open a delivery stream in the node; the session and the node's start reply (an
         ApiError with the node's code if it refused)."""
         self._permit(request, follow)

@@ -31,6 +31,7 @@ first generation's threshold (`GC_THRESHOLDS`); cycles are still collected, less
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -160,14 +161,24 @@ class Daemon:
     on_stop: Callable[[], None] | None = None
     #: Further listeners (HTTP API, web view), started with the runtime, stopped before it.
     services: list[HttpService] = field(default_factory=list)
+    #: Whether the host tunes the process's garbage collector (`tune_gc`) once serving: a
+    #: daemon owns its process; a node inside an application's process may not.
+    tune_gc: bool = True
 
 
 async def host(
-    daemon: Daemon, telemetry: TelemetrySettings | None = None, admin: AdminSettings | None = None
+    daemon: Daemon,
+    telemetry: TelemetrySettings | None = None,
+    admin: AdminSettings | None = None,
+    *,
+    until: asyncio.Event | None = None,
+    on_serving: Callable[[], None] | None = None,
 ) -> None:
-    """Serve `daemon` until SIGTERM / SIGINT with its telemetry and admin listener, then
-    stop it gracefully.  MetricsError, EventsError or AdminError when one cannot open;
-    OSError when the daemon's own address cannot be bound."""
+    """Serve `daemon` until SIGTERM / SIGINT (or, given `until`, until that is set: a node
+    inside an application's process, `pubsub.client.embedded`) with its telemetry and admin
+    listener, then stop it gracefully; `on_serving` is called once it serves.
+    MetricsError, EventsError or AdminError when one cannot open; OSError when the daemon's
+    own address cannot be bound."""
     runtime = daemon.runtime
     extras = await Telemetry.start(
         daemon.role, daemon.app, runtime.stats, telemetry or TelemetrySettings(), daemon.instrument
@@ -180,15 +191,21 @@ async def host(
             extras.collector.error_codes += ADMIN_ERROR_CODES
 
         def started() -> None:
-            tune_gc()
+            if daemon.tune_gc:
+                tune_gc()
             if daemon.initial:
                 runtime.dispatch(daemon.initial)
             if admin_server is not None:
                 admin_server.start()
+            if on_serving is not None:
+                on_serving()
 
         for service in daemon.services:
             await service.start()
-        await runtime.serve_until_signal(on_start=started)
+        if until is None:
+            await runtime.serve_until_signal(on_start=started)
+        else:
+            await runtime.serve_until(until, on_start=started)
         if daemon.on_stop is not None:
             daemon.on_stop()
     finally:

@@ -16,7 +16,9 @@ The core (`Application`) never sees a socket.  The runtime
   connection: it may take the request (return a list of sends, possibly empty) and answer
   later, once or many times (acknowledgements after a disk write, a stream of deliveries),
   or leave it to ``control`` (return None).  A session that carries a stream
-  (``session.streaming``) accepts no further requests;
+  (``session.streaming``) accepts no further requests.  A client in the node's own process
+  (`pubsub.client.embedded`) is served the same way, without a socket (`serve_request`,
+  with a `pubsub.runtime.local.QueuedSession`);
 * with TLS (`RuntimeSettings.tls_ca` ...; `pubsub.runtime.tls`), accepts only connections
   presenting a certificate of the cluster CA, refuses (``identity_mismatch``, counted,
   closed) a Hello whose claim the certificate does not back (`pubsub.runtime.identity`),
@@ -221,14 +223,21 @@ class Runtime:
         if self.authority is not None:
             loop.add_signal_handler(signal.SIGHUP, self.reload_permissions)
         try:
+            await self.serve_until(done, on_start)
+        finally:
+            for sig in (*signals, signal.SIGHUP):
+                loop.remove_signal_handler(sig)
+
+    async def serve_until(self, done: asyncio.Event, on_start: Callable[[], object] | None = None) -> None:
+        """Start, call `on_start`, run until `done` is set, then stop gracefully (a node
+        inside an application's process, `pubsub.client.embedded`, stops this way)."""
+        try:
             await self.start()
             if on_start is not None:
                 on_start()
             await done.wait()
-            log.info("%s: signal received, shutting down", self.ref)
+            log.info("%s: shutting down", self.ref)
         finally:
-            for sig in (*signals, signal.SIGHUP):
-                loop.remove_signal_handler(sig)
             await self.stop()
 
     def reload_permissions(self) -> None:
@@ -686,7 +695,6 @@ class Runtime:
         if self._quotas.enabled and self._over_quota(conn, msg):
             return
         now = self.now()
-        sends: list[Send] = []
         session = self._sessions.get(conn)
         if session is not None and session.streaming:
             self._bad_input(
@@ -696,6 +704,15 @@ class Runtime:
             return
         if not self._permitted(conn, msg):
             return
+        self.serve_request(msg, session, partial(self._reply, conn), now)
+
+    def serve_request(
+        self, msg: Message, session: ClientSession | None, reply: Callable[[Message], object], now: float
+    ) -> None:
+        """One client request: the application's ``session_request`` first (with `session`),
+        else ``control``, whose reply goes to `reply`; an exception of either is counted and
+        answered as ``handler_error``.  A TCP client's requests come here after the
+        connection's own checks; an in-process client's (`pubsub.client.embedded`) directly."""
         handler = getattr(self.app, "session_request", None)
         if handler is not None and session is not None:
             try:
@@ -710,14 +727,20 @@ class Runtime:
                 self.dispatch(taken)
                 return
         try:
-            reply, sends = self.app.control(msg, now)
-            if not isinstance(reply, Message):
-                raise TypeError(f"control returned {type(reply).__name__} as the reply")
+            answer, sends = self.app.control(msg, now)
+            if not isinstance(answer, Message):
+                raise TypeError(f"control returned {type(answer).__name__} as the reply")
             sends = list(sends)
         except Exception as exc:  # noqa: BLE001 - the daemon must survive its core
             self._handler_failed("control", exc)
-            reply = ErrorReply(code="handler_error", detail=f"{type(exc).__name__}: {exc}"[:200])
+            answer = ErrorReply(code="handler_error", detail=f"{type(exc).__name__}: {exc}"[:200])
             sends = []
+        reply(answer)
+        self.dispatch(sends)
+
+    def _reply(self, conn: Connection, reply: Message) -> None:
+        """Write a control reply to a TCP client (a reply too large for a frame is
+        replaced by an ErrorReply saying so)."""
         try:
             frame = wire.encode(reply, self.settings.max_frame_bytes)
         except wire.WireError as exc:
@@ -729,7 +752,6 @@ class Runtime:
         if conn.write(frame):
             self.stats.frames_out[reply.kind] += 1
             self.stats.bytes_out[reply.kind] += len(frame)
-        self.dispatch(sends)
 
     # --- calling the core --------------------------------------------------------------------
     def _call(self, name: str, fn: Callable[..., list[Send]], *args: Any) -> list[Send]:
