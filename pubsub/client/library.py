@@ -36,6 +36,10 @@ beyond its end (``cursor_incarnation``, ``cursor_beyond_end``) -- or, with
 iteration raises `ConnectionLost`; open a new subscription with ``since=sub.cursor`` to
 continue without gaps or repeats.
 
+Transport.  A `Client` reaches its node through a `Connector`: TCP to ``HOST:PORT`` by
+default (`TcpConnector`), or, for a node running in the same process, in memory
+(`pubsub.client.embedded.EmbeddedNode.client`); everything above holds the same either way.
+
 Other failures raise `ClientError`, whose message is one line for an operator.
 """
 
@@ -48,7 +52,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Hello, Reply, StatusRequest
@@ -272,49 +276,138 @@ async def _close(writer: asyncio.StreamWriter | None) -> None:
         await asyncio.wait_for(writer.wait_closed(), 1.0)
 
 
-class _Publisher:
-    """The connection shared by concurrent `publish` calls, answers matched by id.
-
-    Answers are matched in the callback that received them from the connection
-    (`ReceivedMessages.on_ready`): no task wakes up to read them."""
-
-    def __init__(
-        self, addr: str, reader: ReceivedMessages, writer: asyncio.StreamWriter, max_frame: int
-    ) -> None:
-        self.addr = addr
-        self.reader = reader
-        self.writer = writer
-        self.max_frame = max_frame
-        self.pending: dict[int, asyncio.Future[Message]] = {}
-        self.error: ClientError | None = None
-        self._loop = asyncio.get_running_loop()
-        self._outgoing: list[bytes] = []
-        reader.on_ready(self._answers)
-        self._answers()  # what arrived with the handshake
+class Channel(Protocol):
+    """One open connection of a client to its node, carrying messages both ways: a TCP
+    connection (`TcpConnector`) or, to a node in the client's own process, a queue
+    (`pubsub.client.embedded`)."""
 
     @property
-    def usable(self) -> bool:
-        return self.error is None and not self.writer.is_closing()
+    def closing(self) -> bool:
+        """True once nothing more can be sent."""
 
-    def send(self, frame: bytes) -> None:
-        """Queue one request frame; the frames of one event-loop pass leave in one write."""
+    def send(self, msg: Message) -> None:
+        """Queue `msg` for the node (WireError when it does not fit in a frame)."""
+
+    def take_message(self) -> Message | None:
+        """The next message from the node if one is there; IncompleteReadError once the
+        node has ended the connection, WireError for garbage."""
+
+    def on_ready(self, callback: Callable[[], None] | None) -> None:
+        """Call `callback` whenever messages are there to take (None: stop)."""
+
+    async def read(self) -> Message:
+        """The next message; IncompleteReadError at the end, WireError for garbage."""
+
+    def buffered(self) -> int:
+        """Bytes sent and not yet taken by the node's side."""
+
+    async def drain(self) -> None:
+        """Wait until the node's side has taken what was sent."""
+
+    async def close(self) -> None:
+        """End the connection (the node notices)."""
+
+
+class Connector(Protocol):
+    """How a `Client` reaches its node: channels for publishing and streams, and one-shot
+    control requests (ClientError with code ``connection`` when the node cannot be
+    reached)."""
+
+    async def open(self) -> Channel: ...
+
+    async def request(self, msg: Message) -> Message: ...
+
+
+class _TcpChannel:
+    """A `Channel` over a TCP connection made by `_connect`; the frames sent in one pass of
+    the event loop leave in one write."""
+
+    def __init__(self, messages: ReceivedMessages, writer: asyncio.StreamWriter, max_frame: int) -> None:
+        self._messages = messages
+        self._writer = writer
+        self._max_frame = max_frame
+        self._loop = asyncio.get_running_loop()
+        self._outgoing: list[bytes] = []
+
+    @property
+    def closing(self) -> bool:
+        return self._writer.is_closing()
+
+    def send(self, msg: Message) -> None:
+        frame = wire.encode(msg, self._max_frame)
         if not self._outgoing:
             self._loop.call_soon(self._flush)
         self._outgoing.append(frame)
 
     def _flush(self) -> None:
         frames, self._outgoing = self._outgoing, []
-        if frames and not self.writer.is_closing():
-            self.writer.write(b"".join(frames))
+        if frames and not self._writer.is_closing():
+            self._writer.write(b"".join(frames))
+
+    def take_message(self) -> Message | None:
+        return self._messages.take_message()
+
+    def on_ready(self, callback: Callable[[], None] | None) -> None:
+        self._messages.on_ready(callback)
+
+    async def read(self) -> Message:
+        return await _read(self._messages)
+
+    def buffered(self) -> int:
+        return self._writer.transport.get_write_buffer_size()
+
+    async def drain(self) -> None:
+        await self._writer.drain()
+
+    async def close(self) -> None:
+        await _close(self._writer)
+
+
+class TcpConnector:
+    """A node daemon at ``HOST:PORT`` (with TLS when ``PUBSUB_TLS_*`` is set)."""
+
+    def __init__(self, addr: str, timeout: float, max_frame: int) -> None:
+        self.addr = addr
+        self.timeout = timeout
+        self.max_frame = max_frame
+
+    async def open(self) -> Channel:
+        messages, writer = await _connect(self.addr, self.timeout, self.max_frame)
+        return _TcpChannel(messages, writer, self.max_frame)
+
+    async def request(self, msg: Message) -> Message:
+        try:
+            return await request(self.addr, msg, self.timeout, max_frame=self.max_frame)
+        except RequestError as exc:
+            raise ClientError("connection", str(exc)) from None
+
+
+class _Publisher:
+    """The connection shared by concurrent `publish` calls, answers matched by id.
+
+    Answers are matched in the callback that received them from the connection
+    (`Channel.on_ready`): no task wakes up to read them."""
+
+    def __init__(self, addr: str, channel: Channel) -> None:
+        self.addr = addr
+        self.channel = channel
+        self.pending: dict[int, asyncio.Future[Message]] = {}
+        self.error: ClientError | None = None
+        channel.on_ready(self._answers)
+        self._answers()  # what arrived with the handshake
+
+    @property
+    def usable(self) -> bool:
+        return self.error is None and not self.channel.closing
 
     async def drain(self) -> None:
         """Wait while the node reads slower than we publish (backpressure)."""
-        if self.writer.transport.get_write_buffer_size() > DRAIN_ABOVE:
-            await self.writer.drain()
+        if self.channel.buffered() > DRAIN_ABOVE:
+            await self.channel.drain()
 
     def _answers(self) -> None:
         """Hand each answer that arrived to the call waiting for it."""
-        reader = self.reader
+        reader = self.channel
         try:
             while self.error is None and (msg := reader.take_message()) is not None:
                 if isinstance(msg, (PublishAck, PublishFailed)):
@@ -341,9 +434,9 @@ class _Publisher:
                 future.set_exception(error)
 
     async def close(self) -> None:
-        self.reader.on_ready(None)
+        self.channel.on_ready(None)
         self._fail(PublishError("connection", "the client was closed"))
-        await _close(self.writer)
+        await self.channel.close()
 
 
 class Client:
@@ -356,11 +449,14 @@ class Client:
         timeout: float = DEFAULT_TIMEOUT,
         publish_timeout: float = DEFAULT_PUBLISH_TIMEOUT,
         max_frame: int = wire.DEFAULT_MAX_FRAME,
+        connector: Connector | None = None,
     ) -> None:
         self.node = Ref(node)
         self.timeout = timeout
         self.publish_timeout = publish_timeout
         self.max_frame = max_frame
+        #: How the node is reached: TCP to `node` unless given (`pubsub.client.embedded`).
+        self.connector: Connector = connector or TcpConnector(self.node, timeout, max_frame)
         self._publisher: _Publisher | None = None
         self._publisher_lock = asyncio.Lock()
         #: Calls inside `_publishing_connection`'s slow path (waiting for the lock or the connection).
@@ -383,10 +479,7 @@ class Client:
 
     # ------------------------------------------------------------------ requests
     async def _request(self, msg: Message) -> dict[str, Any]:
-        try:
-            reply = await request(self.node, msg, self.timeout, max_frame=self.max_frame)
-        except RequestError as exc:
-            raise ClientError("connection", str(exc)) from None
+        reply = await self.connector.request(msg)
         if isinstance(reply, ErrorReply):
             raise ClientError(reply.code, f"{self.node} refused the request: {reply.code}: {reply.detail}")
         if not isinstance(reply, Reply):
@@ -421,10 +514,10 @@ class Client:
                         await self._publisher.close()
                         self._publisher = None
                     try:
-                        reader, writer = await _connect(self.node, self.timeout, self.max_frame)
+                        channel = await self.connector.open()
                     except ClientError as exc:
                         raise PublishError(exc.code, str(exc)) from None
-                    self._publisher = _Publisher(self.node, reader, writer, self.max_frame)
+                    self._publisher = _Publisher(self.node, channel)
                 return self._publisher
         finally:
             self._waiting_for_publisher -= 1
@@ -471,7 +564,7 @@ class Client:
         publisher.pending[request_id] = future
         try:
             request = PublishRequest(topic=name, payload=Payload(data), id=request_id, msg_id=MsgId(msg_id))
-            publisher.send(wire.encode(request, self.max_frame))
+            publisher.channel.send(request)
             await publisher.drain()
             async with asyncio.timeout(self.publish_timeout):
                 answer = await future
@@ -588,24 +681,22 @@ class Subscription:
         self.live = live
         self.last_seq = since
         self.latest: int | None = None
-        self._reader: ReceivedMessages | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._channel: Channel | None = None
+        self._started = False
         self._ended = False
 
     async def open(self) -> Subscription:
         """Join (if asked), connect and start the stream; idempotent."""
-        if self._reader is not None:
+        if self._started:
             return self
         client = self.client
         if self.join:
             await client.join(self.topic)
-        reader, writer = await _connect(client.node, client.timeout, client.max_frame)
-        self._writer = writer
+        channel = self._channel = await client.connector.open()
         try:
-            follow = Follow(self.topic, self.since, self.new_only, self.live, self.incarnation, self.from_now)
-            writer.write(wire.encode(follow, client.max_frame))
+            channel.send(Follow(self.topic, self.since, self.new_only, self.live, self.incarnation, self.from_now))
             async with asyncio.timeout(client.timeout):
-                first = await _read(reader)
+                first = await channel.read()
         except TimeoutError:
             await self.close()
             raise ClientError("timeout", f"{client.node} did not start the stream") from None
@@ -623,7 +714,7 @@ class Subscription:
         self.latest = int(first.body.get("latest", 0))
         self.incarnation = first.body.get("incarnation") or self.incarnation
         self.reset = bool(first.body.get("reset", False))
-        self._reader = reader
+        self._started = True
         return self
 
     @property
@@ -633,9 +724,10 @@ class Subscription:
 
     async def close(self) -> None:
         """End the stream (the node notices and stops)."""
-        writer, self._writer = self._writer, None
+        channel, self._channel = self._channel, None
         self._ended = True
-        await _close(writer)
+        if channel is not None:
+            await channel.close()
 
     async def __aenter__(self) -> Subscription:
         return await self.open()
@@ -649,12 +741,12 @@ class Subscription:
         return self
 
     async def __anext__(self) -> Delivery:
-        if self._reader is None and not self._ended:
+        if not self._started and not self._ended:
             await self.open()
-        if self._ended or self._reader is None:
+        if self._ended or self._channel is None:
             raise StopAsyncIteration
         try:
-            msg = await _read(self._reader)
+            msg = await self._channel.read()
         except (asyncio.IncompleteReadError, ConnectionError, OSError, wire.WireError) as exc:
             raise self._lost(exc) from None
         return self._delivered(msg)
@@ -670,9 +762,9 @@ class Subscription:
         whatever `on_delivery` raises, after which the stream stays open and can be read on
         (`last_seq` counts the delivery it was given).
         """
-        if self._reader is None and not self._ended:
+        if not self._started and not self._ended:
             await self.open()
-        reader = self._reader
+        reader = self._channel
         if self._ended or reader is None:
             return
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
