@@ -29,7 +29,8 @@ from bench.e2e.drive import Publisher
 from bench.e2e.systems import System
 from pubsub.client.library import Client
 from pubsub.ops.localcluster import LocalCluster
-from pubsub.ops.ringview import ring_problems
+from pubsub.ops.processes import pick_free_ports
+from pubsub.ops.ringview import members_of, ring_problems
 
 RING_TIMEOUT = 300.0
 START_TIMEOUT = 60.0
@@ -203,3 +204,65 @@ class PubsubSystem(System):
             return next((d.stored_at_ms for d in deliveries if d.local_seq == target), None)
 
         return list(await asyncio.gather(*(one(r, t) for r, t in zip(self.refs, targets, strict=True))))
+
+
+class EmbeddedSystem(PubsubSystem):
+    """pubsub with each subscriber's node inside its subscriber process
+    (`pubsub.client.embedded`): the cluster runs only the supervisor, and subscriber process
+    i runs node i, joins the topic's ring and reads the node's stream in memory.  The
+    publisher reaches node 0 over TCP, as it reaches node 0's daemon in ``pubsub``; the
+    throughput run counts what the subscriber processes received (the nodes are those
+    processes), as for the other systems."""
+
+    holds = "subscribers"
+
+    def __init__(self, interval: float | None = None, store_sync: str | None = None) -> None:
+        super().__init__(interval, store_sync)
+        self.name = "pubsub-embedded"
+        self._refs: list[str] = []
+        self._data: Path | None = None
+
+    def start(self, n: int, workdir: Path) -> None:
+        env = {} if self.store_sync is None else {"PUBSUB_STORE_SYNC": self.store_sync}
+        self.cluster = LocalCluster(
+            workdir / "cluster", 0, interval=self.interval, start_timeout=START_TIMEOUT, log_level="warning",
+            admin=False, env=env,
+        )
+        self.cluster.start()
+        self._refs = [f"127.0.0.1:{port}" for port in pick_free_ports(n)]
+        self._data = workdir / "embedded"
+
+    @property
+    def refs(self) -> list[str]:
+        return self._refs
+
+    def subscriber_argv(self, i: int) -> list[str]:
+        assert self.cluster is not None and self._data is not None
+        sync = [] if self.store_sync is None else ["--store-sync", self.store_sync]
+        return [
+            "pubsub-embedded", self._refs[i], "--supervisor", self.cluster.supervisor_ref,
+            "--data-dir", str(self._data / f"node-{i:02d}"), "--interval", str(self.interval), *sync,
+        ]
+
+    async def check_subscribed(self, n: int) -> None:
+        """Wait (up to `RING_TIMEOUT`) until the n nodes form a legitimate ring."""
+        assert self.cluster is not None
+        began = time.monotonic()
+        problems: list[str] = ["not checked yet"]
+        while time.monotonic() - began < RING_TIMEOUT:
+            members = members_of(await asyncio.to_thread(self.cluster.supervisor_status), TOPIC)
+            bodies = await statuses(self._refs)
+            states = {
+                ref: entry for ref, body in zip(self._refs, bodies, strict=True)
+                if (entry := (body.get("topics") or {}).get(TOPIC)) is not None
+            }
+            problems = ([] if len(members) == n else [f"the supervisor lists {len(members)} of {n} members"]) + (
+                ring_problems(members, states)
+            )
+            if not problems:
+                return
+            await asyncio.sleep(0.25)
+        raise RuntimeError(f"no legitimate ring of {n} within {RING_TIMEOUT:g} s: {problems[:3]}")
+
+    def node_pids(self) -> dict[str, int]:
+        return {}  # the nodes are the subscriber processes

@@ -73,16 +73,9 @@ def summarize(runs: list[dict[str, Any]], systems: list[str], sizes: list[int], 
             "harness_cpu_us_per_pub": _spread_of(rows, lambda r: r.get("harness_cpu_us_per_pub")),
             "exactly_k_per_node": [r["exactly_k_per_node"] for r in rows if "exactly_k_per_node" in r],
         }
-    ratios: dict[str, Any] = {"latency_p50": {}, "paced_cpu": {}, "held_per_s": {}, "acked_per_s": {}}
-    for other in systems:
-        if other == "pubsub" or "pubsub" not in systems:
-            continue
-        for key, field in (("latency_p50", "p50_ms"), ("paced_cpu", "cpu_ms_per_pub")):
-            ratios[key][other] = {
-                str(n): _ratio(latency["pubsub"][str(n)][field], latency[other][str(n)][field]) for n in sizes
-            }
-        for key in ("held_per_s", "acked_per_s"):
-            ratios[key][other] = _ratio(throughput["pubsub"][key], throughput[other][key])
+    ratios: dict[str, Any] = _ratios_of("pubsub", systems, sizes, latency, throughput)
+    if "pubsub-embedded" in systems:  # the node inside the subscriber process, against the same anchors
+        ratios["embedded"] = _ratios_of("pubsub-embedded", systems, sizes, latency, throughput)
     if "pubsub" in systems and "pubsub-tls" in systems:  # TLS and signing beside the plain path
         ratios["tls_vs_plain"] = {
             "latency_p50": {
@@ -97,6 +90,24 @@ def summarize(runs: list[dict[str, Any]], systems: list[str], sizes: list[int], 
             ),
         }
     return {"latency": latency, "throughput": throughput, "frames": frames, "ratios": ratios}
+
+
+def _ratios_of(
+    mine: str, systems: list[str], sizes: list[int], latency: dict[str, Any], throughput: dict[str, Any]
+) -> dict[str, Any]:
+    """Ratios `mine`/X of the medians for every other system X that is not a pubsub
+    variant but for plain pubsub itself (latency, paced CPU, held/s, acked/s)."""
+    ratios: dict[str, Any] = {"latency_p50": {}, "paced_cpu": {}, "held_per_s": {}, "acked_per_s": {}}
+    for other in systems:
+        if mine not in systems or other == mine or (other.startswith("pubsub") and other != "pubsub"):
+            continue
+        for key, field in (("latency_p50", "p50_ms"), ("paced_cpu", "cpu_ms_per_pub")):
+            ratios[key][other] = {
+                str(n): _ratio(latency[mine][str(n)][field], latency[other][str(n)][field]) for n in sizes
+            }
+        for key in ("held_per_s", "acked_per_s"):
+            ratios[key][other] = _ratio(throughput[mine][key], throughput[other][key])
+    return ratios
 
 
 def _ratio(mine: dict[str, Any], theirs: dict[str, Any]) -> float | None:
@@ -127,7 +138,7 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
         f"{params['payload_bytes']}-byte payloads, one publisher; time from the publish call until the LAST "
         f"of n subscriber processes received it (ms); {each}"
     )
-    head = f"{'n':>3}  {'system':<10}{'p50':>24}{'p99':>24}{'max':>24}{'ack p50':>22}  incomplete"
+    head = f"{'n':>3}  {'system':<16}{'p50':>24}{'p99':>24}{'max':>24}{'ack p50':>22}  incomplete"
     print(head)
     print("-" * len(head))
     for n in sizes:
@@ -135,10 +146,10 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
             row = summary["latency"][system][str(n)]
             if not row["repeats"]:
                 why = notrun.get(system) or f"all {row['failed_runs']} runs failed"
-                print(f"{n:>3}  {system:<10}  not run: {why}")
+                print(f"{n:>3}  {system:<16}  not run: {why}")
                 continue
             print(
-                f"{n:>3}  {system:<10}  {cell(row['p50_ms']):>22}  {cell(row['p99_ms']):>22}  {cell(row['max_ms']):>22}"
+                f"{n:>3}  {system:<16}  {cell(row['p50_ms']):>22}  {cell(row['p99_ms']):>22}  {cell(row['max_ms']):>22}"
                 f"  {cell(row['ack_p50_ms']):>20}  {','.join(map(str, row['incomplete']))}"
             )
     print()
@@ -150,25 +161,27 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
     for n in sizes:
         print(f"{n:>3}  " + "".join(
             f"{cell(summary['latency'][system][str(n)]['cpu_ms_per_pub']):>24}" for system in systems))
-    others = [s for s in systems if s != "pubsub"]
-    if "pubsub" in systems and others:
+    for mine, ratios in (("pubsub", summary["ratios"]), ("pubsub-embedded", summary["ratios"].get("embedded"))):
+        others = list((ratios or {}).get("latency_p50", {}))
+        if mine not in systems or not others or ratios is None:
+            continue
         print()
         print(
-            "== Ratios pubsub/X of the medians "
-            "(latency p50: above 1 = pubsub slower; throughput: below 1 = pubsub slower)"
+            f"== Ratios {mine}/X of the medians "
+            f"(latency p50: above 1 = {mine} slower; throughput: below 1 = {mine} slower)"
         )
         head = f"{'':<22}" + "".join(f"{'vs ' + o:>15}" for o in others)
         print(head)
         for n in sizes:
             print(f"{'latency p50, n=' + str(n):<22}" + "".join(
-                f"{ratio_cell(summary['ratios']['latency_p50'][o][str(n)]):>15}" for o in others))
+                f"{ratio_cell(ratios['latency_p50'][o][str(n)]):>15}" for o in others))
         for n in sizes:
             print(f"{'paced CPU/pub, n=' + str(n):<22}" + "".join(
-                f"{ratio_cell(summary['ratios']['paced_cpu'][o][str(n)]):>15}" for o in others))
+                f"{ratio_cell(ratios['paced_cpu'][o][str(n)]):>15}" for o in others))
         print(f"{'held/s, n=' + str(tput_n):<22}" + "".join(
-            f"{ratio_cell(summary['ratios']['held_per_s'][o]):>15}" for o in others))
+            f"{ratio_cell(ratios['held_per_s'][o]):>15}" for o in others))
         print(f"{'acked/s, n=' + str(tput_n):<22}" + "".join(
-            f"{ratio_cell(summary['ratios']['acked_per_s'][o]):>15}" for o in others))
+            f"{ratio_cell(ratios['acked_per_s'][o]):>15}" for o in others))
 
     print()
     print(
@@ -176,22 +189,22 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
         f"publications of {params['payload_bytes']} bytes; held/s = K / (first publish call -> every "
         f"subscriber holds every publication); acked/s = publish calls acknowledged per second; {each}"
     )
-    head = f"{'system':<10}{'held/s':>28}{'acked/s':>28}{'held s':>22}  {'zero loss':<10}{'dups':<6}holds"
+    head = f"{'system':<16}{'held/s':>28}{'acked/s':>28}{'held s':>22}  {'zero loss':<10}{'dups':<6}holds"
     print(head)
     print("-" * len(head))
     for system in systems:
         row = summary["throughput"][system]
         if not row["repeats"]:
-            print(f"{system:<10}  not run: {notrun.get(system) or 'every run failed'}")
+            print(f"{system:<16}  not run: {notrun.get(system) or 'every run failed'}")
             continue
         loss = "yes" if all(row["zero_loss"]) else "NO " + ",".join(map(str, row["missing_total"]))
         holds = (
             f"stored at every node (status; when: {', '.join(row['held_from'])}; polls alone: "
             f"{cell(row['held_seconds_polled'], 3)} s)"
-            if system.startswith("pubsub") else "received by the n subscriber processes"
+            if system in ("pubsub", "pubsub-tls") else "received by the n subscriber processes"
         )
         print(
-            f"{system:<10}  {cell(row['held_per_s'], 1):>26}  {cell(row['acked_per_s'], 1):>26}"
+            f"{system:<16}  {cell(row['held_per_s'], 1):>26}  {cell(row['acked_per_s'], 1):>26}"
             f"  {cell(row['held_seconds'], 3):>20}  {loss:<10}{sum(row['duplicates']):<6}{holds}"
         )
 
@@ -212,7 +225,7 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
         "from the first publish call until every subscriber held everything)"
     )
     head = (
-        f"{'system':<10}{'per node, median':>20}{'per node, max':>20}{'server':>16}"
+        f"{'system':<16}{'per node, median':>20}{'per node, max':>20}{'server':>16}"
         f"{'subscriber/msg med':>22}{'harness':>18}"
     )
     print(head)
@@ -223,12 +236,13 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
             continue
         server = row["supervisor_cpu_us_per_pub"] if system.startswith("pubsub") else row["server_cpu_us_per_pub"]
         print(
-            f"{system:<10}  {cell(row['node_cpu_us_per_pub_median'], 0):>18}"
+            f"{system:<16}  {cell(row['node_cpu_us_per_pub_median'], 0):>18}"
             f"  {cell(row['node_cpu_us_per_pub_max'], 0):>18}"
             f"  {cell(server, 0):>14}  {cell(row['subscriber_cpu_us_per_msg_median'], 0):>20}"
             f"  {cell(row['harness_cpu_us_per_pub'], 0):>16}"
         )
-    print("  (pubsub: 'server' is the supervisor; its subscribers are the nodes, there are no subscriber processes)")
+    print("  (pubsub: 'server' is the supervisor; its subscribers are the nodes, there are no subscriber processes;"
+          " pubsub-embedded: the subscriber processes are the nodes)")
 
     if summary["frames"]:
         print()
@@ -281,7 +295,7 @@ def print_guarantees(systems: list[str]) -> None:
     print()
     print("== What each system guarantees (the numbers above are not like-for-like):")
     for system in systems:
-        print(f"  {system:<10}{GUARANTEES[system]}")
+        print(f"  {system:<17}{GUARANTEES[system]}")
 
 
 #: A measured phase during which other processes used more than this share of the machine

@@ -4,10 +4,12 @@
 
 SYSTEM is pubsub (TARGET: a node, HOST:PORT; a new-only follow stream with the client
 library, read with a callback, `Subscription.consume`, as the NATS subscribers read with
-one), nats (TARGET: nats://HOST:PORT; a core subscription), jetstream (a durable push
-consumer of its own that acknowledges every message, delivering only messages published
-after it was created), jetstream-ordered (an ordered push consumer, no acknowledgements) or
-redis (TARGET: HOST:PORT; SUBSCRIBE).
+one), pubsub-embedded (TARGET: the address of a node this process runs itself,
+`pubsub.client.embedded`, with --supervisor and --data-dir; the same stream, in memory),
+nats (TARGET: nats://HOST:PORT; a core subscription), jetstream (a durable push consumer of
+its own that acknowledges every message, delivering only messages published after it was
+created), jetstream-ordered (an ordered push consumer, no acknowledgements) or redis
+(TARGET: HOST:PORT; SUBSCRIBE).
 
 For every benchmark payload it receives it records (phase, publication id,
 time.monotonic_ns() at receipt), first receipt only; repeats are counted.  CLOCK_MONOTONIC is
@@ -102,6 +104,48 @@ async def pubsub_subscribe(target: str, on_payload: OnPayload) -> Callable[[], A
     return close
 
 
+async def embedded_subscribe(
+    target: str, on_payload: OnPayload, supervisor: str, data_dir: Path, interval: float | None, store_sync: str | None
+) -> Callable[[], Any]:
+    """pubsub with the node inside this process (`pubsub.client.embedded`): the node listens
+    on `target`, joins the topic's ring through `supervisor`, and this process reads its
+    stream in memory, with the same callback as the ``pubsub`` subscriber.  The collector
+    is tuned as the daemons tune theirs (``tune_gc``): this process is the node."""
+    from pubsub.client.embedded import EmbeddedNode
+
+    from pubsub.node.settings import NodeSettings
+    from pubsub.runtime.settings import RuntimeSettings, load
+
+    settings = load(NodeSettings, data_dir=data_dir, store_sync=store_sync)
+    runtime_settings = load(RuntimeSettings, timeout_interval=interval)
+    node = EmbeddedNode(target, supervisor, settings=settings, runtime_settings=runtime_settings, tune_gc=True)
+    await node.start()
+    try:
+        client = node.client()
+        sub = client.subscribe(TOPIC, new_only=True, join=True)
+        await sub.open()
+    except BaseException:
+        await node.stop()
+        raise
+
+    async def pump() -> None:
+        try:
+            await sub.consume(lambda delivery: on_payload(delivery.payload))
+        except Exception as exc:  # noqa: BLE001 - reported to the harness
+            say(f"error stream ended: {exc}")
+
+    task = asyncio.create_task(pump())
+
+    async def close() -> None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await sub.close()
+        await client.close()
+        await node.stop()
+
+    return close
+
+
 async def nats_subscribe(target: str, on_payload: OnPayload, consumer: str | None) -> Callable[[], Any]:
     """A NATS subscriber: core (`consumer` None), or a JetStream consumer, "durable" (explicit
     acknowledgement of every message) or "ordered" (none)."""
@@ -174,9 +218,15 @@ async def redis_subscribe(target: str, on_payload: OnPayload) -> Callable[[], An
     return close
 
 
-async def subscribe(system: str, target: str, on_payload: OnPayload) -> Callable[[], Any]:
+async def subscribe(system: str, target: str, on_payload: OnPayload, args: argparse.Namespace) -> Callable[[], Any]:
     if system == "pubsub":
         return await pubsub_subscribe(target, on_payload)
+    if system == "pubsub-embedded":
+        if args.supervisor is None or args.data_dir is None:
+            raise SystemExit("pubsub-embedded needs --supervisor and --data-dir")
+        return await embedded_subscribe(
+            target, on_payload, args.supervisor, args.data_dir, args.interval, args.store_sync
+        )
     if system in ("nats", "jetstream", "jetstream-ordered"):
         consumer = {"nats": None, "jetstream": "durable", "jetstream-ordered": "ordered"}[system]
         return await nats_subscribe(target, on_payload, consumer)
@@ -185,11 +235,12 @@ async def subscribe(system: str, target: str, on_payload: OnPayload) -> Callable
     raise SystemExit(f"unknown system {system!r}")
 
 
-async def serve(system: str, target: str, out: Path, expect: dict[str, int]) -> int:
+async def serve(args: argparse.Namespace, expect: dict[str, int]) -> int:
+    system, target, out = args.system, args.target, args.out
     recorder = Recorder(expect)
     try:
         async with asyncio.timeout(60):
-            close = await subscribe(system, target, recorder)
+            close = await subscribe(system, target, recorder, args)
     except Exception as exc:  # noqa: BLE001 - one line for the harness
         say(f"error cannot subscribe: {type(exc).__name__}: {exc}")
         return 1
@@ -213,13 +264,19 @@ async def serve(system: str, target: str, out: Path, expect: dict[str, int]) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.e2e.subscriber")
-    parser.add_argument("system", choices=["pubsub", "nats", "jetstream", "jetstream-ordered", "redis"])
-    parser.add_argument("target")
+    parser.add_argument(
+        "system", choices=["pubsub", "pubsub-embedded", "nats", "jetstream", "jetstream-ordered", "redis"]
+    )
+    parser.add_argument("target", help="the node, server or (pubsub-embedded) this process's node's address")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--expect", action="append", default=[], help="PHASE=COUNT")
+    parser.add_argument("--supervisor", help="pubsub-embedded: the supervisor's address")
+    parser.add_argument("--data-dir", type=Path, help="pubsub-embedded: the node's data directory")
+    parser.add_argument("--interval", type=float, help="pubsub-embedded: the node's Timeout interval, s")
+    parser.add_argument("--store-sync", choices=["normal", "full"], help="pubsub-embedded: the store's sync mode")
     args = parser.parse_args()
     expect = {phase: int(count) for phase, _, count in (e.partition("=") for e in args.expect)}
-    raise SystemExit(run_async(serve(args.system, args.target, args.out, expect)))
+    raise SystemExit(run_async(serve(args, expect)))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from bench.e2e.common import CHANNEL, STREAM, SUBJECT
 from bench.e2e.drive import Publisher
 from bench.e2e.servers import NatsServer, RedisServer, find_binary, missing_reason, version_of
 
-SYSTEMS = ("pubsub", "pubsub-tls", "nats", "jetstream", "jetstream-ordered", "redis")
+SYSTEMS = ("pubsub", "pubsub-tls", "pubsub-embedded", "nats", "jetstream", "jetstream-ordered", "redis")
 #: pubsub's variants: name -> whether its cluster runs with TLS (and so signs every publication).
 PUBSUB_SYSTEMS = {"pubsub": False, "pubsub-tls": True}
 #: The NATS systems: name -> (JetStream on, consumer kind).
@@ -33,6 +33,12 @@ GUARANTEES = {
         "pubsub as above, with mutual TLS on every connection and every publication signed by its "
         "publishing node (Ed25519 over a Merkle tree per batch) and checked by every node before "
         "it is stored, forwarded or delivered"
+    ),
+    "pubsub-embedded": (
+        "pubsub as above, each subscriber's node running inside its subscriber process "
+        "(pubsub.client.embedded: the paper's subscribers carry the publications themselves); "
+        "the stream read in memory instead of over a socket; one process per subscriber, as "
+        "for JetStream's consumers"
     ),
     "nats": (
         "NATS core: at-most-once, in memory, no acknowledgement (the publisher's flush only says "
@@ -260,6 +266,10 @@ def make_system(name: str, **pubsub_options: Any) -> System:
         from bench.e2e.pubsub_system import PubsubSystem
 
         return PubsubSystem(**pubsub_options, tls=PUBSUB_SYSTEMS[name])
+    if name == "pubsub-embedded":
+        from bench.e2e.pubsub_system import EmbeddedSystem
+
+        return EmbeddedSystem(**pubsub_options)
     if name in NATS_SYSTEMS:
         return NatsSystem(name)
     if name == "redis":

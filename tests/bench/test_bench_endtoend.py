@@ -11,6 +11,7 @@ readings, and a system that cannot run being reported as "not run: <reason>".
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -59,8 +60,8 @@ def test_a_system_that_did_not_run_is_reported_as_such(capsys: pytest.CaptureFix
     summary = summarize(runs, ["pubsub", "redis"], [4], 4)
     print_tables(summary, params, ["pubsub", "redis"], {"redis": "redis-server not found"})
     out = capsys.readouterr().out
-    assert "redis       not run: redis-server not found" in out
-    assert "pubsub      not run: all 1 runs failed" in out
+    assert re.search(r"\bredis +not run: redis-server not found", out)
+    assert re.search(r"\bpubsub +not run: all 1 runs failed", out)
     assert summary["ratios"]["latency_p50"]["redis"]["4"] is None
 
 
@@ -91,8 +92,9 @@ def test_the_smallest_run_measures_every_system_here(tmp_path: Path) -> None:
         pytest.skip(
             f"no anchor can run here: redis: {unavailable('redis')}; jetstream: {unavailable('jetstream')}"
         )
-    # the order the harness runs them; pubsub-tls: TLS and signed publications beside the plain path
-    systems = [s for s in SYSTEMS if s in ("pubsub", "pubsub-tls", *anchors)]
+    # the order the harness runs them; pubsub-tls: TLS and signed publications beside the plain
+    # path; pubsub-embedded: each node inside its subscriber process
+    systems = [s for s in SYSTEMS if s in ("pubsub", "pubsub-tls", "pubsub-embedded", *anchors)]
     out = tmp_path / "e2e.json"
     done = subprocess.run(
         [
@@ -127,16 +129,20 @@ def test_the_smallest_run_measures_every_system_here(tmp_path: Path) -> None:
         assert all(v is None or v >= 0 for v in tput["cpu_seconds"].values())
         for part in (lat, tput):
             assert 0 <= part["contention"]["others_share"] and part["contention"]["machine_busy_s"] >= 0
-        if run["system"].startswith("pubsub"):
+        if run["system"].startswith("pubsub"):  # frames counted at every node in the latency run
+            frames = run["frames"]
+            assert frames["publications"] == 20
+            assert 0 < frames["publication_frames_per_pub_per_node"] <= frames["all_frames_per_pub_per_node"]
+        if run["system"] == "pubsub-embedded":  # the subscriber processes are the nodes
+            assert tput["held_from"] == "receipt times"
+            assert tput["subscriber_cpu_us_per_msg"]["count"] == 4
+        elif run["system"].startswith("pubsub"):
             assert tput["exactly_k_per_node"] is True
             assert tput["stored_per_node"] == [200] * 4 and tput["trie_added_per_node"] == [200] * 4
             assert tput["node_cpu_us_per_pub"]["count"] == 4 and tput["node_cpu_us_per_pub"]["median"] >= 0
             # when every node held them: its commit stamps, inside the bracket of the status polls
             assert tput["held_from"] == "commit stamps"
             assert tput["held_seconds_lower_bound"] - 0.003 <= tput["held_seconds"] <= tput["held_seconds_polled"] + 0.003
-            frames = run["frames"]
-            assert frames["publications"] == 20
-            assert 0 < frames["publication_frames_per_pub_per_node"] <= frames["all_frames_per_pub_per_node"]
         else:
             assert tput["server_cpu_us_per_pub"] is not None and tput["server_cpu_us_per_pub"] >= 0
             assert tput["subscriber_cpu_us_per_msg"]["count"] == 4
@@ -146,9 +152,12 @@ def test_the_smallest_run_measures_every_system_here(tmp_path: Path) -> None:
     assert tls["held_per_s"] > 0 and tls["acked_per_s"] > 0 and tls["latency_p50"]["4"] > 0
     assert "ratios pubsub-tls/pubsub" in done.stdout
     assert "CPU per publication of the whole deployment in the latency run" in done.stdout
-    for anchor in anchors:
-        assert ratios["latency_p50"][anchor]["4"] > 0 and ratios["paced_cpu"][anchor]["4"] > 0
-        assert ratios["held_per_s"][anchor] > 0 and ratios["acked_per_s"][anchor] > 0
+    for mine in (ratios, ratios["embedded"]):
+        for anchor in anchors:
+            assert mine["latency_p50"][anchor]["4"] > 0 and mine["paced_cpu"][anchor]["4"] > 0
+            assert mine["held_per_s"][anchor] > 0 and mine["acked_per_s"][anchor] > 0
+    assert ratios["embedded"]["latency_p50"]["pubsub"]["4"] > 0  # beside the daemons too
+    assert "Ratios pubsub-embedded/X" in done.stdout
 
     assert [(i["n"], i["topics"]) for i in doc["idle"]] == [(4, 1), (4, 5)]
     for idle in doc["idle"]:
