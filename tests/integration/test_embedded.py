@@ -99,6 +99,8 @@ def test_an_embedded_node_carries_publications_both_ways_exactly_once(tmp_path: 
                     assert [d.local_seq for d in got] == list(range(1, 61))
                     payloads = {f"{k}{i}".encode() for k in "de" for i in range(30)}
                     assert {d.payload for d in got} == payloads
+                    history = await client.history(T)  # a stream that ends, in memory too
+                    assert [(d.local_seq, d.payload) for d in history] == [(d.local_seq, d.payload) for d in got]
                     # the daemons hold them too, and TCP clients reach the embedded node
                     await held_everywhere([*c.node_refs, node.ref], payloads)
                     assert T in (await Client(node.ref).status())["topics"]
