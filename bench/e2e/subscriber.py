@@ -80,12 +80,9 @@ def say(line: str) -> None:
 
 
 # --- one adapter per system: subscribe, feed payloads to on_payload, close -------------------
-async def pubsub_subscribe(target: str, on_payload: OnPayload) -> Callable[[], Any]:
-    from pubsub.client.library import Client
-
-    client = Client(target)
-    sub = client.subscribe(TOPIC, new_only=True, join=False)
-    await sub.open()
+def pumped(sub: Any, client: Any, on_payload: OnPayload, *after: Callable[[], Any]) -> Callable[[], Any]:
+    """Read the pubsub stream `sub` (of `client`) with a callback, in a task; the close
+    returned ends the task, the stream, the client and then each of `after`."""
 
     async def pump() -> None:
         try:
@@ -100,8 +97,19 @@ async def pubsub_subscribe(target: str, on_payload: OnPayload) -> Callable[[], A
         await asyncio.gather(task, return_exceptions=True)
         await sub.close()
         await client.close()
+        for step in after:
+            await step()
 
     return close
+
+
+async def pubsub_subscribe(target: str, on_payload: OnPayload) -> Callable[[], Any]:
+    from pubsub.client.library import Client
+
+    client = Client(target)
+    sub = client.subscribe(TOPIC, new_only=True, join=False)
+    await sub.open()
+    return pumped(sub, client, on_payload)
 
 
 async def embedded_subscribe(
@@ -112,7 +120,6 @@ async def embedded_subscribe(
     stream in memory, with the same callback as the ``pubsub`` subscriber.  The collector
     is tuned as the daemons tune theirs (``tune_gc``): this process is the node."""
     from pubsub.client.embedded import EmbeddedNode
-
     from pubsub.node.settings import NodeSettings
     from pubsub.runtime.settings import RuntimeSettings, load
 
@@ -127,23 +134,7 @@ async def embedded_subscribe(
     except BaseException:
         await node.stop()
         raise
-
-    async def pump() -> None:
-        try:
-            await sub.consume(lambda delivery: on_payload(delivery.payload))
-        except Exception as exc:  # noqa: BLE001 - reported to the harness
-            say(f"error stream ended: {exc}")
-
-    task = asyncio.create_task(pump())
-
-    async def close() -> None:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await sub.close()
-        await client.close()
-        await node.stop()
-
-    return close
+    return pumped(sub, client, on_payload, node.stop)
 
 
 async def nats_subscribe(target: str, on_payload: OnPayload, consumer: str | None) -> Callable[[], Any]:

@@ -46,7 +46,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pubsub.client.library import Channel, Client, ClientError
+from pubsub.client.library import DEFAULT_TIMEOUT, Channel, Client, ClientError
 from pubsub.kernel import wire
 from pubsub.kernel.message import Message, Ref
 from pubsub.node.app import NodeApp, serve_node
@@ -205,7 +205,7 @@ class EmbeddedNode:
     def client(self, **options: Any) -> Client:
         """A `Client` of this node that talks to it in memory (`Client`'s keyword options,
         but no connector, may be given)."""
-        return Client(self.ref, connector=_InProcess(self, float(options.get("timeout", 5.0))), **options)
+        return Client(self.ref, connector=_InProcess(self, float(options.get("timeout", DEFAULT_TIMEOUT))), **options)
 
     async def start(self) -> EmbeddedNode:
         """Start the node and return once it serves; EmbeddedError ``start_failed`` (with
