@@ -407,9 +407,9 @@ class _Publisher:
 
     def _answers(self) -> None:
         """Hand each answer that arrived to the call waiting for it."""
-        reader = self.channel
+        channel = self.channel
         try:
-            while self.error is None and (msg := reader.take_message()) is not None:
+            while self.error is None and (msg := channel.take_message()) is not None:
                 if isinstance(msg, (PublishAck, PublishFailed)):
                     future = self.pending.pop(msg.id, None)
                     if future is not None and not future.done():
@@ -764,8 +764,8 @@ class Subscription:
         """
         if not self._started and not self._ended:
             await self.open()
-        reader = self._channel
-        if self._ended or reader is None:
+        channel = self._channel
+        if self._ended or channel is None:
             return
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -773,7 +773,7 @@ class Subscription:
             try:
                 while not done.done():
                     try:
-                        msg = reader.take_message()
+                        msg = channel.take_message()
                     except (asyncio.IncompleteReadError, ConnectionError, OSError, wire.WireError) as exc:
                         raise self._lost(exc) from None
                     if msg is None:
@@ -784,12 +784,12 @@ class Subscription:
             except Exception as exc:  # noqa: BLE001 - handed to the caller of consume
                 done.set_exception(exc)
 
-        reader.on_ready(hand_over)
+        channel.on_ready(hand_over)
         try:
             hand_over()  # what arrived before
             await done
         finally:
-            reader.on_ready(None)
+            channel.on_ready(None)
 
     def _lost(self, exc: BaseException) -> ConnectionLost:
         """The stream broke (`exc` from reading it): it is over."""
