@@ -70,19 +70,17 @@ class QueuedSession(ClientSession):
 
     # ------------------------------------------------------------------ the node's side
     def send(self, msg: Message) -> bool:
-        if self._gone:
-            return False
-        self._queue.append(msg)
-        if len(self._queue) >= self._limit:
-            self._room.clear()
-        self._signal()
-        return True
+        return self.send_many([msg]) is not None
 
     def send_many(self, msgs: list[Message]) -> list[int] | None:
+        """Queue `msgs` (one signal to the reader for all of them); None once ended."""
         if self._gone:
             return None
-        for msg in msgs:
-            self.send(msg)
+        queue = self._queue
+        queue.extend(msgs)
+        if len(queue) >= self._limit:
+            self._room.clear()
+        self._signal()
         return []
 
     def buffered(self) -> int:
