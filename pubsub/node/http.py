@@ -7,10 +7,11 @@ node in-process, through the same entry points as a TCP client: a request is tur
 the client message it stands for (``PublishRequest``, ``Follow``, ``JoinTopic``,
 ``LeaveTopic``, ``StatusRequest``) and handed to `NodeApp.session_request` /
 `NodeApp.control` with a `pubsub.runtime.local.QueuedSession`, a `ClientSession` whose
-messages go to a queue the handler reads instead of to a socket.  Publishing, de-duplication by message id,
-hand-overs, cursors and delivery order are therefore exactly those of the TCP protocol; this
-module only validates input (topic names with `pubsub.kernel.wire.validate_topic`, message
-ids with `pubsub.skipring.fields.validate_msg_id`, cursors, base64) and translates answers.
+messages go to a queue the handler reads instead of to a socket.  Publishing,
+de-duplication by message id, hand-overs, cursors and delivery order are therefore exactly
+those of the TCP protocol; this module only validates input (topic names with
+`pubsub.kernel.wire.validate_topic`, message ids with `pubsub.skipring.fields.validate_msg_id`,
+cursors, base64) and translates answers.
 
 Errors are JSON objects ``{"code", "detail"}`` with the node's own codes, mapped to HTTP
 statuses by `STATUS_OF` (the README's table): bad input is 4xx, a publication that was
