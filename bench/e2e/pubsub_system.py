@@ -13,6 +13,11 @@ stored; `topics.<t>.publications.count`, the size of its trie, cross-checks it),
 moment it held the last one is that publication's commit stamp, read back with the client
 library's history (`Delivery.stored_at_ms`, the node's wall clock as that commit began).  Nothing
 here reads node internals beyond that JSON and the client library.
+
+``pubsub-embedded`` (`EmbeddedSystem`) is the same protocol with each node inside its
+subscriber process (`pubsub.client.embedded`): the cluster runs only the supervisor, the
+subscriber processes start the nodes, and the throughput run times the subscribers'
+receipts, as for the other systems.
 """
 
 from __future__ import annotations
