@@ -140,9 +140,11 @@ def test_a_repeated_msg_id_is_stored_once_everywhere(api: Api) -> None:
     api.cluster.poll(copies, SPREAD_TIMEOUT, "one copy at every node")
 
 
-async def read_events(url: str, count: int, headers: dict[str, str] | None = None) -> list[tuple[str, str, Any]]:
+async def read_events(
+    url: str, count: int, headers: dict[str, str] | None = None, ready: asyncio.Event | None = None
+) -> list[tuple[str, str, Any]]:
     """Open the stream, read `count` publication events (id, event, data) and drop the
-    connection (the ready event is returned first)."""
+    connection (the ready event is returned first, and sets `ready` when it arrives)."""
     events: list[tuple[str, str, Any]] = []
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
     async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url, headers=headers) as response:
@@ -158,6 +160,8 @@ async def read_events(url: str, count: int, headers: dict[str, str] | None = Non
                 fields[name] = value
                 continue
             events.append((fields.get("id", ""), fields["event"], json.loads(fields["data"])))
+            if ready is not None and fields["event"] == "ready":
+                ready.set()
             fields = {}
             if sum(1 for e in events if e[1] == "publication") == count:
                 break  # leaving the block drops the connection mid-stream
@@ -186,6 +190,28 @@ def test_sse_resumes_after_a_dropped_connection_exactly_once_in_order(api: Api) 
     first_number = int(start.rpartition(":")[2]) + 1
     assert numbers == list(range(first_number, first_number + 30))
     assert all(e[0] == e[2]["cursor"] for e in got)
+
+
+def test_a_live_stream_at_its_end_gets_each_commit_directly(api: Api) -> None:
+    """A stream parked at the end of the topic is written to inside the commit
+    (`Deliveries._deliver_now`), which asks the HTTP session `takes_more`; the session class
+    once lacked it, so every such commit raised, logged and fell back to the stream's task."""
+    payloads = [f"live-{i:02d}" for i in range(5)]
+
+    async def follow_then_publish() -> list[tuple[str, str, Any]]:
+        url = f"{api.base}/v1/topics/{TOPIC}/stream?new_only=true"
+        ready = asyncio.Event()
+        reading = asyncio.ensure_future(read_events(url, len(payloads), ready=ready))
+        await asyncio.wait_for(ready.wait(), REQUEST_TIMEOUT)  # the stream started at the end
+        for payload in payloads:
+            status, _ = await asyncio.to_thread(api.publish, payload)
+            assert status == 200
+        return await asyncio.wait_for(reading, REQUEST_TIMEOUT)
+
+    events = asyncio.run(follow_then_publish())
+    assert [e[2]["payload"] for e in events if e[1] == "publication"] == payloads
+    log = api.cluster.node(0).log_of_current_run()
+    assert "writing at the commit failed" not in log, log[-2000:]
 
 
 def test_refused_cursors_and_from_now(api: Api) -> None:
