@@ -56,10 +56,15 @@ def ring_ready_problems(cluster: LocalCluster, n: int, topics: Iterable[str] = (
     """What keeps every topic's ring from being legitimate with n members."""
     problems: list[str] = []
     for topic, (members, states) in cluster.snapshots(list(topics)).items():
-        if len(members) != n:
-            problems.append(f"{topic}: the supervisor lists {len(members)} of {n} members")
-        problems += [f"{topic}: {p}" for p in ring_problems(members, states)]
+        problems += topic_problems(topic, n, members, states)
     return problems
+
+
+def topic_problems(topic: str, n: int, members: dict[str, str], states: dict[str, dict[str, Any]]) -> list[str]:
+    """What keeps one topic's ring from being legitimate with n members, given the
+    supervisor's members and the nodes' reported states (`LocalCluster.snapshot`)."""
+    problems = [] if len(members) == n else [f"{topic}: the supervisor lists {len(members)} of {n} members"]
+    return problems + [f"{topic}: {p}" for p in ring_problems(members, states)]
 
 
 def start_cluster(
@@ -261,9 +266,7 @@ class EmbeddedSystem(PubsubSystem):
                 ref: entry for ref, body in zip(self._refs, bodies, strict=True)
                 if (entry := (body.get("topics") or {}).get(TOPIC)) is not None
             }
-            problems = ([] if len(members) == n else [f"the supervisor lists {len(members)} of {n} members"]) + (
-                ring_problems(members, states)
-            )
+            problems = topic_problems(TOPIC, n, members, states)
             if not problems:
                 return
             await asyncio.sleep(0.25)
