@@ -214,8 +214,7 @@ def settings_for_runtime(interval: float | None, listen: str, role: str) -> Runt
     ConfigError also when the daemon may not listen on `listen` so (not loopback, no TLS),
     or when its TLS files do not load or its certificate does not name the `role` daemon
     at `listen`."""
-    from pubsub.runtime.connection import split_ref
-    from pubsub.runtime.tls import TlsError, check_daemon, listen_problem
+    from pubsub.runtime.tls import TlsError, check_daemon
 
     ctx = click.get_current_context(silent=True)
     tls = {} if ctx is None else ctx.meta.get(_TLS, {})
@@ -223,9 +222,6 @@ def settings_for_runtime(interval: float | None, listen: str, role: str) -> Runt
         settings = load(RuntimeSettings, FLAGS, config=current_config(), timeout_interval=interval, **tls)
     except SettingsError as exc:
         raise ConfigError(str(exc)) from None
-    problem = listen_problem(split_ref(listen)[0], settings)
-    if problem is not None:
-        raise ConfigError(f"{listen}: refusing to listen: {problem}")
     try:
         check_daemon(settings, listen, role)
     except TlsError as exc:

@@ -25,7 +25,9 @@ other processes do not apply to it.
 The node also serves its port like a daemon: its peers, and other clients over TCP
 (``Client("127.0.0.1:7101")``, ``pubsub status --node 127.0.0.1:7101``).  Settings come from
 the same ``PUBSUB_*`` environment variables as the daemon's unless given (`NodeSettings`,
-`RuntimeSettings`, `TelemetrySettings`: the metrics endpoint and the event stream too).
+`RuntimeSettings`, `TelemetrySettings`: the metrics endpoint and the event stream too), and
+are checked as the daemon's command checks them (`pubsub.runtime.tls.check_daemon`: in a TLS
+cluster the node presents its own node certificate, which must name its address).
 
 What it leaves to the application: the process's signals (stop the node with `stop` or by
 leaving the ``async with``), and its garbage collector unless ``tune_gc=True`` (what the
@@ -55,6 +57,7 @@ from pubsub.runtime.connection import split_ref
 from pubsub.runtime.local import QueuedSession
 from pubsub.runtime.net import Runtime
 from pubsub.runtime.settings import RuntimeSettings, SettingsError, TelemetrySettings, load
+from pubsub.runtime.tls import TlsError, check_daemon
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +183,10 @@ class EmbeddedNode:
             self.telemetry = telemetry or load(TelemetrySettings)
         except SettingsError as exc:
             raise EmbeddedError("bad_settings", str(exc)) from None
+        try:  # what the daemon's command checks: the address, the TLS files, the certificate
+            check_daemon(self.runtime_settings, listen, "node")
+        except TlsError as exc:
+            raise EmbeddedError("bad_settings", str(exc)) from None
         self.ref = Ref(listen)
         self.supervisor = Ref(supervisor)
         self.tune_gc = tune_gc
@@ -210,9 +217,11 @@ class EmbeddedNode:
     async def start(self) -> EmbeddedNode:
         """Start the node and return once it serves; EmbeddedError ``start_failed`` (with
         the node's own one-line reason: the address is taken, the data directory is held by
-        another process, ...) or ``timeout``."""
-        if self._task is not None:
-            raise EmbeddedError("start_failed", f"the embedded node {self.ref} was started already")
+        another process, ...) or ``timeout``.  A stopped node may be started again (on its
+        data directory it resumes where it stopped)."""
+        if self._task is not None and not self._task.done():
+            raise EmbeddedError("start_failed", f"the embedded node {self.ref} is running already")
+        self._until = asyncio.Event()
         serving: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def on_serving(app: NodeApp) -> None:

@@ -27,6 +27,7 @@ from cryptography import x509
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from pubsub.runtime.connection import split_ref
 from pubsub.runtime.identity import DAEMON_ROLES, Identity, IdentityError, identity_from_der, identity_of
 from pubsub.runtime.settings import ENV_PREFIX, RuntimeSettings, is_loopback
 
@@ -184,9 +185,13 @@ def check_own(settings: RuntimeSettings, ref: str, role: str | None = None) -> N
 
 
 def check_daemon(settings: RuntimeSettings, ref: str, role: str) -> None:
-    """TlsError unless the TLS files of `settings` (if any) load and the certificate names the
-    `role` daemon at `ref` (`check_own`): what a daemon's command checks with its settings, so
-    that it refuses to start before it opens anything."""
+    """TlsError unless the `role` daemon at `ref` may listen there as `settings` say
+    (`listen_problem`), the TLS files of `settings` (if any) load and the certificate names
+    it (`check_own`): what a daemon's command, or an application that embeds one, checks
+    with its settings, so that it refuses to start before it opens anything."""
+    problem = listen_problem(split_ref(ref)[0], settings)
+    if problem is not None:
+        raise TlsError(f"{ref}: refusing to listen: {problem}")
     server_context(settings)
     check_own(settings, ref, role)
 

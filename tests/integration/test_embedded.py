@@ -4,13 +4,15 @@ Real processes on 127.0.0.1: a supervisor and two node daemons; the embedded nod
 the test's own event loop and reaches them over TCP like any node.  Checked: publications
 made through either kind of node reach both, the embedded stream delivers each exactly once
 in local order; a stream resumes from its cursor after the embedded node restarts on its
-data directory (catching up on what was published meanwhile); start-up failures are
-one-line errors; every node and stream is stopped.
+data directory (catching up on what was published meanwhile); an embedded node in a TLS
+cluster, with its own certificate; start-up failures and bad settings are one-line errors;
+every node and stream is stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import time
 from pathlib import Path
@@ -22,7 +24,9 @@ from pubsub.client.embedded import EmbeddedError, EmbeddedNode
 from pubsub.client.library import Client, ClientError, ConnectionLost, PublishError
 from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import pick_free_ports
+from pubsub.ops.tlsfiles import CLIENT_NAME
 from pubsub.ops.ringview import ring_problems
+from pubsub.runtime.settings import RuntimeSettings
 from pubsub.skipring.messages import Delivery
 
 pytestmark = pytest.mark.integration
@@ -138,9 +142,9 @@ def test_a_stream_resumes_from_its_cursor_after_the_embedded_node_restarts(tmp_p
             async with Client(c.node_refs[1]) as daemon:  # published while it is down
                 for i in range(10):
                     await daemon.publish(T, f"after{i}")
-            async with EmbeddedNode(ref, c.supervisor_ref, data_dir=tmp_path / "emb") as again:
+            async with node:  # the same node started again, on its data directory
                 rest: list[Delivery] = []
-                async with again.client().subscribe(T, since=cursor) as resumed:
+                async with node.client().subscribe(T, since=cursor) as resumed:
                     reading = asyncio.ensure_future(resumed.consume(rest.append))
                     await until(lambda: len(rest) >= 10, "the 10 published while it was down")
                     await asyncio.sleep(0.3)
@@ -152,6 +156,51 @@ def test_a_stream_resumes_from_its_cursor_after_the_embedded_node_restarts(tmp_p
         asyncio.run(scenario())
 
 
+def test_an_embedded_node_in_a_tls_cluster(tmp_path: Path) -> None:
+    """With its own node certificate from the cluster's CA, an embedded node joins a
+    cluster of TLS daemons and carries publications both ways; with a certificate that
+    names someone else it refuses to start, as a daemon does."""
+    with LocalCluster(tmp_path / "cluster", 2, interval=0.2, log_level="warning", tls=True) as c:
+        assert c.certs is not None
+        for i in range(2):
+            c.subscribe(i, T)
+        ref = free_ref()
+        cert, key = c.certs.issue("node", ref)
+        tls = RuntimeSettings(tls_ca=c.certs.ca, tls_cert=cert, tls_key=key)
+        operator = RuntimeSettings(tls_ca=c.certs.ca, tls_cert=c.certs.pairs[CLIENT_NAME][0],
+                                   tls_key=c.certs.pairs[CLIENT_NAME][1])
+
+        async def scenario() -> None:
+            with pytest.raises(EmbeddedError) as wrong:
+                EmbeddedNode(ref, c.supervisor_ref, runtime_settings=operator)
+            assert wrong.value.code == "bad_settings" and f"not a node at {ref}" in str(wrong.value)
+            async with EmbeddedNode(ref, c.supervisor_ref, data_dir=tmp_path / "emb", runtime_settings=tls) as node:
+                client = node.client()
+                got: list[Delivery] = []
+                async with client.subscribe(T) as sub:
+                    reading = asyncio.ensure_future(sub.consume(got.append))
+                    await ring_of(c, node, 3)
+                    async with Client(c.node_refs[0]) as daemon:  # TLS: the operator's certificate
+                        await daemon.publish(T, "from a daemon")
+                    await client.publish(T, "from the embedded node")
+                    await until(lambda: len(got) >= 2, "both publications on the embedded stream")
+                    payloads = {b"from a daemon", b"from the embedded node"}
+                    assert {d.payload for d in got} == payloads
+                    await held_everywhere([*c.node_refs, node.ref], payloads)
+                    reading.cancel()
+                    await asyncio.gather(reading, return_exceptions=True)
+                # its port speaks TLS only: a plain TCP client is refused
+                plain = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("PUBSUB_TLS_")}
+                try:
+                    with pytest.raises(ClientError) as refused:
+                        await Client(node.ref, timeout=5).status()
+                    assert refused.value.code == "connection" and "requires TLS" in str(refused.value)
+                finally:
+                    os.environ.update(plain)
+
+        asyncio.run(scenario())
+
+
 def test_start_failures_are_one_line_errors_and_a_stopped_node_refuses_its_clients(tmp_path: Path) -> None:
     with LocalCluster(tmp_path / "cluster", 1, interval=0.2, log_level="warning") as c:
 
@@ -159,6 +208,9 @@ def test_start_failures_are_one_line_errors_and_a_stopped_node_refuses_its_clien
             with pytest.raises(EmbeddedError) as bad:
                 EmbeddedNode("no-port", c.supervisor_ref)
             assert bad.value.code == "bad_address"
+            with pytest.raises(EmbeddedError) as exposed:  # as the daemon's command refuses it
+                EmbeddedNode(f"0.0.0.0:{pick_free_ports(1)[0]}", c.supervisor_ref)
+            assert exposed.value.code == "bad_settings" and "TLS is off" in str(exposed.value)
             with socket.socket() as taken:  # the node's address is held by another socket
                 taken.bind(("127.0.0.1", 0))
                 taken.listen()
@@ -170,6 +222,9 @@ def test_start_failures_are_one_line_errors_and_a_stopped_node_refuses_its_clien
                 with pytest.raises(EmbeddedError) as held:  # one process per data directory
                     await EmbeddedNode(free_ref(), c.supervisor_ref, data_dir=tmp_path / "held").start()
                 assert held.value.code == "start_failed"
+                with pytest.raises(EmbeddedError) as twice:
+                    await first.start()
+                assert twice.value.code == "start_failed" and "running already" in str(twice.value)
                 client = first.client()
             with pytest.raises(PublishError) as down:
                 await client.publish(T, b"x")
