@@ -49,17 +49,22 @@ Eager rounds (beyond the paper)
     owner then hands `publish_timeout` several partners (`pubsub.skipring.partners`).  A
     ring whose tries agree produces none of these, so it goes back to one CheckTrie per
     node and Timeout; with flooding on they are rare (a race between a flood and a round).
+    A CheckAndPublish served while the arc broadcast carries publications here or from
+    here (see "Deferred rounds") is no such evidence: what the neighbour lacked is mostly
+    on its way to it.
 
 Deferred rounds (beyond the paper)
     While the arc broadcast is carrying publications here, a round's root comparison mostly
     finds publications still on their way (a neighbour holds one the tree is about to bring
     us, or the other way round) and descends for nothing: about 5% of a node's CPU at
-    50 publications per second, more under load (`docs/measurements/issue11.md`).  A node
-    that stored publications from Spread messages since its last round, and is not `eager`,
-    defers the round -- at most `MAX_DEFERRED_ROUNDS` Timeouts in a row, so every node
+    50 publications per second, more under load (`docs/measurements/issue11.md`).  The
+    same holds at the publisher, which is always ahead of its neighbours by the Spreads it
+    just sent.  A node that stored publications from Spread messages, or started the arc
+    broadcast of its own (`spread_own`), since its last round, and is not `eager`, defers
+    the round -- at most `MAX_DEFERRED_ROUNDS` Timeouts in a row, so every node
     still starts a round at least every `MAX_DEFERRED_ROUNDS` + 1 Timeouts and Theorem
-    5.19's argument holds with the interval scaled by that factor.  Only tree arrivals
-    defer: a ring that is not legitimate falls back to flooding, and a node that lacked
+    5.19's argument holds with the interval scaled by that factor.  Only the tree's
+    publications defer: a ring that is not legitimate falls back to flooding, and a node that lacked
     something (it stored by anti-entropy) is eager, so repairs never wait.  Rounds that
     neighbours start are answered as always (``rounds_deferred`` counts the deferrals).
 
@@ -196,9 +201,9 @@ class AntiEntropy:
         self._out: list[Send] = []
         #: Timeouts left in the eager state (`eager`).
         self._eager_rounds = 0
-        #: Publications stored from Spreads since the last round, and rounds deferred in a
-        #: row for them (see "Deferred rounds").
-        self._tree_arrivals = 0
+        #: Publications the arc broadcast brought here or started here since the last
+        #: round, and rounds deferred in a row for them (see "Deferred rounds").
+        self._tree_carried = 0
         self._deferred_rounds = 0
 
     # ------------------------------------------------------------------ keys and storage
@@ -272,7 +277,8 @@ class AntiEntropy:
 
         An empty trie sends nothing (see "The empty trie" in the module docstring): its
         owner has nothing to offer, and any neighbour's own round fills it completely.  A
-        node the tree is feeding may defer the round (see "Deferred rounds").
+        node the tree is feeding, or that spreads its own publications by it, may defer the
+        round (see "Deferred rounds").
         """
         eager = self._eager_rounds > 0
         if eager:
@@ -280,7 +286,7 @@ class AntiEntropy:
         if len(self.trie) == 0:
             self.counters["rounds_skipped_empty"] += 1
             return []
-        fed, self._tree_arrivals = self._tree_arrivals, 0
+        fed, self._tree_carried = self._tree_carried, 0
         if fed and not eager and self._deferred_rounds < MAX_DEFERRED_ROUNDS:
             self._deferred_rounds += 1
             self.counters["rounds_deferred"] += 1
@@ -344,6 +350,7 @@ class AntiEntropy:
                 self._flood(publication, 1, None)
             return self._flush()
         start, end = origin_arc(view.me)
+        self._tree_carried += len(publications)
         for batch in self._batches(publications, MAX_PUBLICATIONS):
             # one list for every neighbour's Spread: encoded once (`PublicationList`)
             self._spread(PublicationList(batch), start, end, view.levels, 1, view)
@@ -390,8 +397,8 @@ class AntiEntropy:
             self._reject("prefix_too_long")
             return
         self._compare(sender, digests)
-        if self._send_publications(sender, self.trie.enumerate(prefix)):
-            self._saw_difference()  # we hold what a neighbour lacks
+        if self._send_publications(sender, self.trie.enumerate(prefix)) and not self._tree_carried:
+            self._saw_difference()  # we hold what a neighbour lacks (and the tree is not bringing it)
 
     def publish(self, publications: object) -> None:
         """Publish (Alg. 5 l.6-9): store every publication we do not hold yet."""
@@ -448,7 +455,7 @@ class AntiEntropy:
             else:
                 counters["spread_duplicates"] += 1
         counters["stored_by_tree"] += len(new)
-        self._tree_arrivals += len(new)
+        self._tree_carried += len(new)
         if not self.flooding or not valid:
             return
         view = self._view() if self.tree else None

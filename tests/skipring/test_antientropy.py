@@ -223,6 +223,41 @@ def test_a_node_that_saw_a_difference_or_got_no_tree_arrivals_never_defers() -> 
     assert flooded.counters["rounds_deferred"] == 0
 
 
+def publish_by_the_tree(origin: AntiEntropy, publications: list[Publication]) -> None:
+    """Publish here and start their arc broadcast, as the node's owner does with the
+    `Batched` effects of `publish_local`."""
+    effects = [effect for p in publications for effect in origin.publish_local(p)]
+    assert all(isinstance(effect, Batched) for effect in effects)
+    spreads = origin.spread_own(publications)
+    assert spreads and all(isinstance(s.msg, Spread) for s in spreads)
+
+
+def test_a_publisher_spreading_its_own_publications_defers_its_rounds_too() -> None:
+    """The publisher is always ahead of its neighbours by what it just spread: its rounds are
+    deferred as a fed relay's are, never more than a few in a row."""
+    origin, pubs = fed_by_the_tree()
+    rounds = []
+    for p in pubs[:12]:
+        publish_by_the_tree(origin, [p])
+        rounds.append(bool(origin.publish_timeout([V])))
+    assert rounds == ([False] * MAX_DEFERRED_ROUNDS + [True]) * 3
+    assert origin.counters["rounds_deferred"] == 3 * MAX_DEFERRED_ROUNDS
+    assert origin.publish_timeout([V])  # nothing spread since: a round every Timeout
+
+
+def test_serving_a_neighbour_what_the_tree_is_bringing_it_is_no_difference() -> None:
+    """A CheckAndPublish served while the tree carries publications from here leaves the node
+    as it was; served with the tree quiet, it makes the node eager."""
+    origin, pubs = fed_by_the_tree()
+    publish_by_the_tree(origin, pubs[:3])
+    asked = origin.handle(CheckAndPublish(TOPIC, V, [], EMPTY_LABEL))
+    assert sum(len(s.msg.publications) for s in asked if isinstance(s.msg, Publish)) == 3
+    assert not origin.eager
+    origin.publish_timeout([V])  # the round that ends the interval the tree was active in
+    origin.handle(CheckAndPublish(TOPIC, V, [], EMPTY_LABEL))
+    assert origin.eager
+
+
 # --- convergence between two nodes ----------------------------------------------------------
 def publication_sets(key_bits: int) -> st.SearchStrategy[tuple[list[Publication], list[Publication]]]:
     """Two sets of publications, overlapping at random."""
