@@ -376,14 +376,17 @@ class NodeApp:
 
     # ------------------------------------------------------------------ effects
     def _execute(
-        self, effects: Iterable[Effect], written: Mapping[tuple[Topic, bytes], int] | None = None
+        self, effects: Iterable[Effect], written: Mapping[tuple[Topic, bytes], int] | None = None,
+        *, collect: bool = True,
     ) -> list[Send]:
         """Carry out a core's effects (`pubsub.kernel.effects`): sends are returned for the
         runtime, answers go to their clients, and a Persist queues what the core stored for
-        the next group commit and runs its `then` (or `otherwise`) after that commit."""
+        the next group commit and runs its `then` (or `otherwise`) after that commit.
+        `collect=False` for effects of a call that stored nothing (a Persist's outcome)."""
         sends: list[Send] = []
-        self._collect()
-        self.retention.persist()  # after the rows just queued: what expired is deleted after them
+        if collect:
+            self._collect()
+            self.retention.persist()  # after the rows just queued: what expired is deleted after them
         for effect in effects:
             if isinstance(effect, Send):
                 sends.append(effect)
@@ -401,9 +404,9 @@ class NodeApp:
         for it; the sends join the outbox, which leaves once every action of the
         commit has run."""
         effects = persist.then if ok else persist.otherwise
-        if persist.notify is not None:
+        if persist.notify is not None:  # the core answers its clients; it stores nothing then
             effects = (*self.core.persisted(persist.notify, ok), *effects)
-        self._outbox.extend(self._execute(effects, written))
+        self._outbox.extend(self._execute(effects, written, collect=False))
         self._schedule_outbox()
 
     def _schedule_outbox(self) -> None:

@@ -321,7 +321,7 @@ class AntiEntropy:
         broadcast (`tree`, no `flood_targets`), a `Batched` effect: `spread_own` sends it,
         with the other publications of the same batch.
         """
-        if not self._valid_publication(publication):
+        if not self._valid_publication(publication, key_known=via == LOCAL):
             return []
         if not self.store(publication, via, 0):
             self.counters["publish_local_duplicates"] += 1
@@ -446,8 +446,9 @@ class AntiEntropy:
         counters["spread_received"] += 1
         valid: list[Publication] = []
         new: list[Publication] = []
+        checked = type(batch) is PublicationList and batch.checked
         for publication in batch:
-            if not self._valid_publication(publication):
+            if not self._valid_publication(publication, fields_checked=checked):
                 continue
             valid.append(publication)
             if self.store(publication, TREE, hops):
@@ -595,8 +596,11 @@ class AntiEntropy:
             digests.append(NodeDigest(label, NodeHash(digest)))
         return digests
 
-    def _valid_publication(self, publication: object) -> bool:
-        if (
+    def _valid_publication(self, publication: object, *, fields_checked: bool = False, key_known: bool = False) -> bool:
+        """Whether `publication` is well formed (unless the decoder checked its fields:
+        `PublicationList.checked`) and its key is the hash of its contents (when keys are
+        verified, and unless it was issued here: `key_known`); rejections are counted."""
+        if not fields_checked and (
             not isinstance(publication, Publication)
             or type(publication.key) is not bytes
             or len(publication.key) != HASH_BYTES
@@ -607,7 +611,8 @@ class AntiEntropy:
         ):
             self._reject("bad_publication")
             return False
-        if self.verify_keys and publication.key != publication_key(
+        assert isinstance(publication, Publication)
+        if self.verify_keys and not key_known and publication.key != publication_key(
             publication.publisher, publication.seq, publication.payload
         ):
             self._reject("key_mismatch")

@@ -125,7 +125,7 @@ def _checked(fields: dict[str, object], raw: bytes) -> Spread | None:
     items = fields["publications"]
     if type(items) is not list or len(items) > MAX_PUBLICATIONS:
         return None
-    publications = PublicationList(packed=raw)
+    publications = PublicationList(packed=raw, checked=True)
     for item in items:
         if type(item) is not list or not 4 <= len(item) <= 8:
             return None

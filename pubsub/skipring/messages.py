@@ -241,13 +241,18 @@ class PublicationList(list[Publication]):
     """A batch of publications that may remember its msgpack encoding (`packed`): a relay
     forwards the batch it received to several neighbours, unchanged, so the batch is encoded
     at most once per node -- or not at all when it still holds the bytes it arrived as
-    (`pubsub.skipring.hotpath`).  Never change a list whose `packed` is set."""
+    (`pubsub.skipring.hotpath`).  Never change a list whose `packed` is set.
 
-    __slots__ = ("packed",)
+    `checked`: the decoder built every item from fields it validated one by one (types and
+    bounds, `pubsub.skipring.hotpath`), so the core does not check them again; it still
+    verifies each key against its publication."""
 
-    def __init__(self, items: Iterable[Publication] = (), packed: bytes = b"") -> None:
+    __slots__ = ("packed", "checked")
+
+    def __init__(self, items: Iterable[Publication] = (), packed: bytes = b"", checked: bool = False) -> None:
         super().__init__(items)
         self.packed = packed
+        self.checked = checked
 
 
 @message("check_trie")

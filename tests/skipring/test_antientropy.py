@@ -14,6 +14,7 @@ from pubsub.skipring.antientropy import (
     ANTI_ENTROPY,
     EAGER_ROUNDS,
     FLOOD,
+    HANDOVER,
     LOCAL,
     MAX_DEFERRED_ROUNDS,
     PUBLICATION_OVERHEAD,
@@ -221,6 +222,27 @@ def test_a_node_that_saw_a_difference_or_got_no_tree_arrivals_never_defers() -> 
         flooded.handle(PublishNew(TOPIC, p, 1))  # arrivals by flooding defer nothing
         assert flooded.publish_timeout([V]), i
     assert flooded.counters["rounds_deferred"] == 0
+
+
+def test_a_handed_over_publication_has_its_key_verified_one_issued_here_is_not_hashed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    core = AntiEntropy(U, TOPIC)
+    forged = make_publication(W, 1, b"x")
+    forged.payload = b"y"  # type: ignore[assignment]
+    core.publish_local(forged, via=HANDOVER)
+    assert not core.holds(forged) and core.counters["rejected_key_mismatch"] == 1
+    import pubsub.skipring.antientropy as module
+
+    own = make_publication(U, 1, b"mine")  # what `NodeCore.issue` makes, its key just computed
+    other = make_publication(W, 2, b"theirs")
+    hashed: list[int] = []
+    real = module.publication_key
+    monkeypatch.setattr(module, "publication_key", lambda *a: hashed.append(1) or real(*a))
+    core.publish_local(own, via=LOCAL)
+    assert core.holds(own) and hashed == []
+    core.publish_local(other, via=HANDOVER)
+    assert core.holds(other) and hashed == [1]
 
 
 def publish_by_the_tree(origin: AntiEntropy, publications: list[Publication]) -> None:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pubsub.kernel import wire
 from pubsub.kernel.message import Ref, Topic
-from pubsub.skipring.antientropy import make_publication
+from pubsub.skipring.antientropy import AntiEntropy, make_publication
 from pubsub.skipring import hotpath
 from pubsub.skipring.hotpath import decode_delivery, decode_publish_ack, decode_publish_request, decode_spread
 from pubsub.skipring.messages import (
@@ -78,6 +78,22 @@ def test_valid_frames_decode_the_same_and_large_ones_keep_their_bytes() -> None:
             encoded = wire.encode(forwarded)[4:]
             assert encoded == msgpack.packb(msgpack.unpackb(encoded, raw=False), use_bin_type=True)
             assert wire.decode(encoded) == forwarded
+
+
+def test_a_decoded_batch_is_marked_checked_and_its_forged_keys_are_still_refused() -> None:
+    """The hot decoder marks the batch whose fields it validated (`PublicationList.checked`),
+    so the core skips that part of its own check -- but never the key's."""
+    good = make_publication(A, 1, b"good")
+    forged = make_publication(A, 2, b"forged")
+    forged.payload = Payload(b"changed")  # the key no longer matches
+    payload = wire.encode(Spread(T, A, Position(3), Position(9), 5, 2, [good, forged]))[4:]
+    for decoded in both_ways(payload):
+        assert decoded is not None and decoded.publications.checked
+        core = AntiEntropy(A, T)
+        core.spread(decoded)
+        assert core.holds(good) and not core.holds(forged)
+        assert core.counters["rejected_key_mismatch"] == 1
+    assert not PublicationList([good]).checked  # built by hand: the core checks every field
 
 
 def test_anything_odd_goes_to_the_generic_decoder() -> None:
