@@ -85,7 +85,7 @@ from pubsub.runtime.settings import RuntimeSettings
 from pubsub.runtime.stats import LogLimiter, Stats
 from pubsub.runtime.receiving import receiver_of, serve
 from pubsub.runtime.permissions import DENIED, Authority
-from pubsub.runtime.tls import TlsError, check_own, listen_problem, peer_identity, server_context
+from pubsub.runtime.tls import check_listen, check_own, peer_identity, server_context
 from pubsub.runtime.tlscount import count_handshakes
 
 log = logging.getLogger(__name__)
@@ -159,9 +159,7 @@ class Runtime:
         if callable(attach):
             attach(self)  # an application that answers later needs the runtime
         host, port = split_ref(self.ref)
-        problem = listen_problem(host, self.settings)
-        if problem is not None:
-            raise TlsError(f"{self.ref}: refusing to listen: {problem}")
+        check_listen(self.settings, self.ref)
         check_own(self.settings, self.ref)
         tls: dict[str, Any] = {}
         if self._ssl is not None:

@@ -189,11 +189,16 @@ def check_daemon(settings: RuntimeSettings, ref: str, role: str) -> None:
     (`listen_problem`), the TLS files of `settings` (if any) load and the certificate names
     it (`check_own`): what a daemon's command, or an application that embeds one, checks
     with its settings, so that it refuses to start before it opens anything."""
+    check_listen(settings, ref)
+    server_context(settings)
+    check_own(settings, ref, role)
+
+
+def check_listen(settings: RuntimeSettings, ref: str) -> None:
+    """TlsError if a daemon may not listen on `ref` as `settings` say (`listen_problem`)."""
     problem = listen_problem(split_ref(ref)[0], settings)
     if problem is not None:
         raise TlsError(f"{ref}: refusing to listen: {problem}")
-    server_context(settings)
-    check_own(settings, ref, role)
 
 
 def peer_identity(writer: asyncio.StreamWriter | asyncio.BaseTransport) -> Identity | None:
