@@ -51,7 +51,12 @@ Eager rounds (beyond the paper)
     node and Timeout; with flooding on they are rare (a race between a flood and a round).
     A CheckAndPublish served while the arc broadcast carries publications here or from
     here (see "Deferred rounds") is no such evidence: what the neighbour lacked is mostly
-    on its way to it.
+    on its way to it.  Nor is a repair that the tree then brings again: when a Spread
+    carries a publication this node stored by anti-entropy within the same Timeout
+    interval, the round only raced the broadcast (a publisher's held broadcast, say,
+    `pubsub.node.app`), so the node stops being eager (``repairs_raced`` counts them).
+    Without that a neighbour of the publisher stayed eager under load: each round found
+    what was still on its way, stored it, and armed the next rounds.
 
 Deferred rounds (beyond the paper)
     While the arc broadcast is carrying publications here, a round's root comparison mostly
@@ -205,6 +210,9 @@ class AntiEntropy:
         #: round, and rounds deferred in a row for them (see "Deferred rounds").
         self._tree_carried = 0
         self._deferred_rounds = 0
+        #: Keys of the publications stored by anti-entropy in this Timeout interval (see
+        #: "Eager rounds": a Spread bringing one shows the repair raced the tree).
+        self._repaired: set[bytes] = set()
 
     # ------------------------------------------------------------------ keys and storage
     def trie_key(self, publication: Publication) -> int:
@@ -280,6 +288,7 @@ class AntiEntropy:
         node the tree is feeding, or that spreads its own publications by it, may defer the
         round (see "Deferred rounds").
         """
+        self._repaired.clear()
         eager = self._eager_rounds > 0
         if eager:
             self._eager_rounds -= 1
@@ -410,6 +419,7 @@ class AntiEntropy:
                 continue  # one corrupted publication must not block the rest of the batch
             if self.store(publication, ANTI_ENTROPY):
                 self.counters["repairs"] += 1
+                self._repaired.add(publication.key)
                 self._saw_difference()  # we lacked it: our neighbours may lack it too
             else:
                 self.counters["publish_duplicates"] += 1
@@ -447,6 +457,7 @@ class AntiEntropy:
         valid: list[Publication] = []
         new: list[Publication] = []
         checked = type(batch) is PublicationList and batch.checked
+        repaired = self._repaired
         for publication in batch:
             if not self._valid_publication(publication, fields_checked=checked):
                 continue
@@ -455,6 +466,10 @@ class AntiEntropy:
                 new.append(publication)
             else:
                 counters["spread_duplicates"] += 1
+                if repaired and publication.key in repaired:
+                    repaired.discard(publication.key)
+                    counters["repairs_raced"] += 1
+                    self._eager_rounds = 0  # the repair raced the tree: no difference (see "Eager rounds")
         counters["stored_by_tree"] += len(new)
         self._tree_carried += len(new)
         if not self.flooding or not valid:

@@ -280,6 +280,26 @@ def test_serving_a_neighbour_what_the_tree_is_bringing_it_is_no_difference() -> 
     assert origin.eager
 
 
+
+def test_a_repair_the_tree_then_brings_again_is_no_difference() -> None:
+    """A round that stored what the tree was still bringing (a publisher's held broadcast)
+    raced the tree: once a Spread brings one of those publications the node stops being
+    eager and defers its rounds again.  A repair the tree does not bring keeps it eager, and
+    the record of repairs lasts one Timeout interval."""
+    leaf, pubs = fed_by_the_tree()
+    leaf.handle(Publish(TOPIC, pubs[:2]))
+    assert leaf.eager and leaf.counters["repairs"] == 2
+    spread(leaf, pubs[0])  # the tree brings one of them after all
+    assert not leaf.eager and leaf.counters["repairs_raced"] == 1
+    spread(leaf, pubs[2])
+    assert leaf.publish_timeout([V]) == [] and leaf.counters["rounds_deferred"] == 1
+    leaf.handle(Publish(TOPIC, [pubs[3]]))
+    spread(leaf, pubs[4])  # the tree brings something else: the repair stands
+    assert leaf.eager
+    assert leaf.publish_timeout([V])  # eager: a round, and the interval's record ends
+    spread(leaf, pubs[3])  # brought a Timeout later: nothing tells a race from a slow tree
+    assert leaf.eager and leaf.counters["repairs_raced"] == 1
+
 # --- convergence between two nodes ----------------------------------------------------------
 def publication_sets(key_bits: int) -> st.SearchStrategy[tuple[list[Publication], list[Publication]]]:
     """Two sets of publications, overlapping at random."""
