@@ -5,9 +5,11 @@ Served beside the node's own port when the node is started with ``--http-listen 
 (`pubsub.runtime.httpserve.HttpService`, on the node's event loop).  The handlers talk to the
 node in-process, through the same entry points as a TCP client: a request is turned into
 the client message it stands for (``PublishRequest``, ``Follow``, ``JoinTopic``,
-``LeaveTopic``, ``StatusRequest``) and handed to `NodeApp.session_request` /
-`NodeApp.control` with a `pubsub.runtime.local.QueuedSession`, a `ClientSession` whose
-messages go to a queue the handler reads instead of to a socket.  Publishing,
+``LeaveTopic``, ``StatusRequest``) and handed to `Runtime.serve_request`, where a TCP
+client's requests go after the connection's own checks (then `NodeApp.session_request` or
+`NodeApp.control`; an exception there is counted and answered ``handler_error``), with a
+`pubsub.runtime.local.QueuedSession`, a `ClientSession` whose messages go to a queue the
+handler reads instead of to a socket.  Publishing,
 de-duplication by message id, hand-overs, cursors and delivery order are therefore exactly
 those of the TCP protocol; this module only validates input (topic names with
 `pubsub.kernel.wire.validate_topic`, message ids with `pubsub.skipring.fields.validate_msg_id`,
@@ -43,7 +45,6 @@ from aiohttp import web
 from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Send, Topic
-from pubsub.node.delivery import Deliveries
 from pubsub.node.openapi import openapi_document
 from pubsub.node.permits import refusal as client_refusal
 from pubsub.runtime.permissions import DENIED
@@ -92,6 +93,7 @@ STATUS_OF: dict[str, int] = {
     "store_error": 503,
     "unavailable": 503,
     "unknown": 504,
+    "handler_error": 500,
 }
 
 _CURSOR = re.compile(r"(?:([0-9a-f]{1,64}):)?([0-9]{1,18})")
@@ -121,8 +123,8 @@ class Node(Protocol):
 
     runtime: Runtime | None
     core: NodeCore
-    deliveries: Deliveries
 
+    # what its runtime's `serve_request` calls
     def control(self, msg: Message, now: float) -> tuple[Message, list[Send]]: ...
 
     def session_request(self, msg: Message, session: ClientSession, now: float) -> list[Send] | None: ...
@@ -169,12 +171,14 @@ class NodeHttpApi:
             raise ApiError(DENIED, getattr(refusal, "detail", DENIED))
 
     def _control(self, msg: Message, request: web.Request) -> dict[str, Any]:
-        """`NodeApp.control` as the runtime calls it, once `request` may make `msg`; the sends
-        go out; the reply's body."""
+        """`NodeApp.control`, once `request` may make `msg`, through `Runtime.serve_request`
+        as a TCP client's request goes (the sends go out; an exception of the node is
+        counted and answered ``handler_error``); the reply's body."""
         self._permit(request, msg)
         runtime = self._runtime()
-        reply, sends = self.app.control(msg, runtime.now())
-        runtime.dispatch(sends)
+        replies: list[Message] = []
+        runtime.serve_request(msg, None, replies.append, runtime.now())
+        reply = replies[0]  # `control` answers at once
         if isinstance(reply, ErrorReply):
             raise ApiError(reply.code, reply.detail)
         if not isinstance(reply, Reply):
@@ -212,7 +216,7 @@ class NodeHttpApi:
         self._permit(request, msg)
         session = self._session(request)
         try:
-            runtime.dispatch(self.app.session_request(msg, session, runtime.now()) or [])
+            runtime.serve_request(msg, session, session.send, runtime.now())
             try:
                 answer = await session.next(self.publish_timeout)
             except TimeoutError:
@@ -322,7 +326,7 @@ class NodeHttpApi:
         self._permit(request, follow)
         runtime = self._runtime()
         session = self._session(request)
-        self.app.deliveries.open(follow, session, runtime.spawn)
+        runtime.serve_request(follow, session, session.send, runtime.now())
         first = await session.next()
         if isinstance(first, Reply):
             return session, first.body

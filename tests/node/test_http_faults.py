@@ -1,0 +1,80 @@
+"""The HTTP API serves requests through its runtime (`Runtime.serve_request`), as the node's
+port serves a TCP client's: a node that raises on a request is counted (``handler_error``)
+and the HTTP client gets the JSON error, never aiohttp's bare 500 page."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from types import SimpleNamespace
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from pubsub.kernel.message import Message, Ref, Send
+from pubsub.node.http import http_application
+from pubsub.ops.processes import pick_free_ports
+from pubsub.runtime.connection import ClientSession
+from pubsub.runtime.net import Runtime
+from pubsub.skipring.messages import Follow, PublishRequest
+
+
+class FaultyNode:
+    """A node application whose every client request raises (a bug in the node)."""
+
+    def __init__(self) -> None:
+        self.ref = Ref(f"127.0.0.1:{pick_free_ports(1)[0]}")
+        self.core = SimpleNamespace(max_payload_bytes=1024, wanted_topics={"news"})
+        self.runtime: Runtime | None = None
+        self.asked: list[str] = []
+
+    def attach(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def handle(self, msg: Message, now: float) -> list[Send]:
+        return []
+
+    def timeout(self, now: float) -> list[Send]:
+        return []
+
+    def peer_unreachable(self, ref: Ref, now: float) -> list[Send]:
+        return []
+
+    def control(self, msg: Message, now: float) -> tuple[Message, list[Send]]:
+        self.asked.append(msg.kind)
+        raise RuntimeError("control broke")
+
+    def session_request(self, msg: Message, session: ClientSession, now: float) -> list[Send] | None:
+        if isinstance(msg, (PublishRequest, Follow)):
+            self.asked.append(msg.kind)
+            raise RuntimeError(f"{msg.kind} broke")
+        return None
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[TestClient, Runtime, FaultyNode]]:
+    node = FaultyNode()
+    runtime = Runtime(node)
+    await runtime.start()
+    client = TestClient(TestServer(http_application(node)))  # type: ignore[arg-type]
+    await client.start_server()
+    try:
+        yield client, runtime, node
+    finally:
+        await client.close()
+        await runtime.stop()
+
+
+async def test_a_node_that_raises_is_a_counted_json_error(served: tuple[TestClient, Runtime, FaultyNode]) -> None:
+    client, runtime, node = served
+    status = await client.get("/v1/status")
+    assert status.status == 500 and status.content_type == "application/json"
+    assert (await status.json())["code"] == "handler_error"
+    published = await client.post("/v1/topics/news/publications", json={"payload": "aGk=", "msg_id": "m1"})
+    body = await published.json()
+    assert published.status == 500 and body["code"] == "handler_error" and body["msg_id"] == "m1"
+    history = await client.get("/v1/topics/news/publications")
+    assert history.status == 500 and (await history.json())["code"] == "handler_error"
+    joined = await client.put("/v1/topics/news/membership")
+    assert joined.status == 500 and (await joined.json())["code"] == "handler_error"
+    assert node.asked == ["status", "publish_request", "follow", "join"]
+    assert runtime.stats.errors["handler_error"] == 4
