@@ -48,7 +48,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pubsub.client.library import DEFAULT_TIMEOUT, Channel, Client, ClientError
+from pubsub.client.library import Channel, Client, ClientError
 from pubsub.kernel import wire
 from pubsub.kernel.message import Message, Ref
 from pubsub.node.app import NodeApp, serve_node
@@ -212,7 +212,11 @@ class EmbeddedNode:
     def client(self, **options: Any) -> Client:
         """A `Client` of this node that talks to it in memory (`Client`'s keyword options,
         but no connector, may be given)."""
-        return Client(self.ref, connector=_InProcess(self, float(options.get("timeout", DEFAULT_TIMEOUT))), **options)
+        if "connector" in options:
+            raise TypeError("an embedded node's client talks to it in memory: no connector may be given")
+        client = Client(self.ref, **options)
+        client.connector = _InProcess(self, client.timeout)
+        return client
 
     async def start(self) -> EmbeddedNode:
         """Start the node and return once it serves; EmbeddedError ``start_failed`` (with

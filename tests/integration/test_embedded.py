@@ -225,7 +225,10 @@ def test_start_failures_are_one_line_errors_and_a_stopped_node_refuses_its_clien
                 with pytest.raises(EmbeddedError) as twice:
                     await first.start()
                 assert twice.value.code == "start_failed" and "running already" in str(twice.value)
-                client = first.client()
+                with pytest.raises(TypeError):  # its clients talk to it in memory
+                    first.client(connector=None)
+                client = first.client(timeout=7.5)
+                assert client.timeout == 7.5 and "topics" in await client.status()  # answered in memory
             with pytest.raises(PublishError) as down:
                 await client.publish(T, b"x")
             assert down.value.code == "not_running"
