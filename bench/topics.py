@@ -49,12 +49,12 @@ from bench.e2e.common import (
     run_async,
 )
 from bench.e2e.idle import observe, peer_frames, peers_of
-from bench.e2e.pubsub_system import default_interval
+from bench.e2e.pubsub_system import default_interval, topic_problems
 from bench.machine import machine
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Topic
 from pubsub.ops.localcluster import LocalCluster
-from pubsub.ops.ringview import members_of, ring_problems
+from pubsub.ops.ringview import members_of
 from pubsub.runtime.client import request
 from pubsub.skipring.messages import JoinTopic
 
@@ -173,13 +173,9 @@ def ring_ready_problems(cluster: LocalCluster, n: int, topics: list[str]) -> lis
     supervisor, *bodies = run_async(every())
     problems: list[str] = []
     for topic in topics:
-        members = members_of(supervisor, topic)
-        if len(members) != n:
-            problems.append(f"{topic}: the supervisor lists {len(members)} of {n} members")
-            continue
         states = {ref: body["topics"][topic] for ref, body in zip(cluster.node_refs, bodies, strict=True)
                   if topic in (body.get("topics") or {})}
-        problems += [f"{topic}: {p}" for p in ring_problems(members, states)]
+        problems += topic_problems(topic, n, members_of(supervisor, topic), states)
     return problems
 
 
