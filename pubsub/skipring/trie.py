@@ -364,11 +364,17 @@ class PatriciaTrie(Generic[V]):
             children = node.children
             assert children is not None  # a leaf's label is a whole key: no new key extends it
             mid = self._split(keys, lo, hi, length)
-            if mid > lo:
+            # a share of one leaf goes straight to `_place_one` (most shares near the bottom)
+            if mid - lo == 1:
+                children[0] = self._place_one(children[0], leaves[lo])
+            elif mid > lo:
                 children[0] = self._place(children[0], leaves, keys, lo, mid)
-            if mid < hi:
+            if hi - mid == 1:
+                children[1] = self._place_one(children[1], leaves[mid])
+            elif mid < hi:
                 children[1] = self._place(children[1], leaves, keys, mid, hi)
-            node.hash = self._inner_hash(node)
+            node.hash = _digest(children[0].hash + children[1].hash)
+            self.hash_computations += 1
             return node
         # The longest prefix of `node`'s label shared by the first and the last key (and
         # so by every key between them), and by those two keys themselves.
@@ -384,10 +390,13 @@ class PatriciaTrie(Generic[V]):
 
     def _place_one(self, top: TrieNode[V], leaf: TrieNode[V]) -> TrieNode[V]:
         """`_place` for a single new leaf, walking down without recursion: the subtree of
-        `top` with `leaf` spliced in and the nodes on its path hashed."""
+        `top` with `leaf` spliced in and the nodes on its path hashed.  (The hot loop of
+        `_settle`: its steps are written out rather than calling `_joined` and
+        `_inner_hash`.)"""
         kb = self.key_bits
         k = leaf.value
-        leaf.hash = self.leaf_hash(k)
+        digest = _digest
+        leaf.hash = digest(k.to_bytes(self._key_bytes, "big"))
         path: list[TrieNode[V]] = []
         node = top
         parent: list[TrieNode[V]] | None = None
@@ -396,21 +405,24 @@ class PatriciaTrie(Generic[V]):
             length = node.length
             diff = (k >> (kb - length)) ^ node.value
             if diff:
-                common = length - diff.bit_length()
-                pair = [node, leaf] if (k >> (kb - 1 - common)) & 1 else [leaf, node]
-                inner = self._joined(k >> (kb - common), common, pair)
-                if parent is None:
-                    top = inner
-                else:
-                    parent[slot] = inner
                 break
             path.append(node)
             parent = node.children
             assert parent is not None  # a leaf's label differs from any other key
             slot = (k >> (kb - 1 - length)) & 1
             node = parent[slot]
+        common = length - diff.bit_length()
+        pair = [node, leaf] if (k >> (kb - 1 - common)) & 1 else [leaf, node]
+        inner = TrieNode(k >> (kb - common), common, digest(pair[0].hash + pair[1].hash), pair, None)
+        if parent is None:
+            top = inner
+        else:
+            parent[slot] = inner
         for ancestor in reversed(path):
-            ancestor.hash = self._inner_hash(ancestor)
+            children = ancestor.children
+            assert children is not None
+            ancestor.hash = digest(children[0].hash + children[1].hash)
+        self.hash_computations += len(path) + 2
         return top
 
     def _build(self, leaves: list[TrieNode[V]], keys: list[int], lo: int, hi: int) -> TrieNode[V]:
