@@ -147,6 +147,10 @@ DEFAULT_BATCH_BYTES = 256 * 1024
 EAGER_ROUNDS = 4
 #: Rounds in a row a node defers while the tree brings publications (see "Deferred rounds").
 MAX_DEFERRED_ROUNDS = 3
+#: Repairs remembered per Timeout interval (see "Eager rounds"); the record is cleared by
+#: PublishTimeout, which a node without a label does not run, so it is also bounded.  A
+#: repair beyond it is not remembered: it keeps the node eager, as every repair once did.
+MAX_REMEMBERED_REPAIRS = 4096
 #: Per-publication overhead assumed when filling a batch (key, reference, seq, framing).
 PUBLICATION_OVERHEAD = 64
 
@@ -419,7 +423,8 @@ class AntiEntropy:
                 continue  # one corrupted publication must not block the rest of the batch
             if self.store(publication, ANTI_ENTROPY):
                 self.counters["repairs"] += 1
-                self._repaired.add(publication.key)
+                if len(self._repaired) < MAX_REMEMBERED_REPAIRS:
+                    self._repaired.add(publication.key)
                 self._saw_difference()  # we lacked it: our neighbours may lack it too
             else:
                 self.counters["publish_duplicates"] += 1

@@ -300,6 +300,20 @@ def test_a_repair_the_tree_then_brings_again_is_no_difference() -> None:
     spread(leaf, pubs[3])  # brought a Timeout later: nothing tells a race from a slow tree
     assert leaf.eager and leaf.counters["repairs_raced"] == 1
 
+
+def test_the_record_of_repairs_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node without a label runs no PublishTimeout, which clears the record: past its
+    bound a repair is not remembered, and the tree bringing it again changes nothing."""
+    import pubsub.skipring.antientropy as module
+
+    monkeypatch.setattr(module, "MAX_REMEMBERED_REPAIRS", 2)
+    leaf, pubs = fed_by_the_tree()
+    leaf.handle(Publish(TOPIC, pubs[:3]))
+    spread(leaf, pubs[2])  # the third was not remembered
+    assert leaf.eager and leaf.counters["repairs_raced"] == 0
+    spread(leaf, pubs[1])
+    assert not leaf.eager and leaf.counters["repairs_raced"] == 1
+
 # --- convergence between two nodes ----------------------------------------------------------
 def publication_sets(key_bits: int) -> st.SearchStrategy[tuple[list[Publication], list[Publication]]]:
     """Two sets of publications, overlapping at random."""
