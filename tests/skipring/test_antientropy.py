@@ -280,7 +280,6 @@ def test_serving_a_neighbour_what_the_tree_is_bringing_it_is_no_difference() -> 
     assert origin.eager
 
 
-
 def test_a_repair_the_tree_then_brings_again_is_no_difference() -> None:
     """A round that stored what the tree was still bringing (a publisher's held broadcast)
     raced the tree: once a Spread brings one of those publications the node stops being
@@ -313,6 +312,7 @@ def test_the_record_of_repairs_is_bounded(monkeypatch: pytest.MonkeyPatch) -> No
     assert leaf.eager and leaf.counters["repairs_raced"] == 0
     spread(leaf, pubs[1])
     assert not leaf.eager and leaf.counters["repairs_raced"] == 1
+
 
 # --- convergence between two nodes ----------------------------------------------------------
 def publication_sets(key_bits: int) -> st.SearchStrategy[tuple[list[Publication], list[Publication]]]:
