@@ -66,12 +66,14 @@ Deferred rounds (beyond the paper)
     same holds at the publisher, which is always ahead of its neighbours by the Spreads it
     just sent.  A node that stored publications from Spread messages, or started the arc
     broadcast of its own (`spread_own`), since its last round, and is not `eager`, defers
-    the round -- at most `MAX_DEFERRED_ROUNDS` Timeouts in a row, so every node
-    still starts a round at least every `MAX_DEFERRED_ROUNDS` + 1 Timeouts and Theorem
-    5.19's argument holds with the interval scaled by that factor.  Only the tree's
-    publications defer: a ring that is not legitimate falls back to flooding, and a node that lacked
-    something (it stored by anti-entropy) is eager, so repairs never wait.  Rounds that
-    neighbours start are answered as always (``rounds_deferred`` counts the deferrals).
+    the round -- at most `MAX_DEFERRED_ROUNDS` Timeouts in a row, so every node still
+    starts a round at least every `MAX_DEFERRED_ROUNDS` + 1 Timeouts and Theorem 5.19's
+    argument holds with the interval scaled by that factor.  Only the tree's publications
+    defer: a ring that is not legitimate falls back to flooding, and a node that lacked
+    something (it stored by anti-entropy) is eager, so repairs never wait -- unless the
+    tree then brings the same publication, which shows there was no difference ("Eager
+    rounds").  Rounds that neighbours start are answered as always (``rounds_deferred``
+    counts the deferrals).
 
 The empty trie
     Its root is reported as (⊥, `EMPTY_HASH`).  A receiver whose own trie is empty treats
