@@ -349,7 +349,7 @@ async def serve_broker(
     address cannot be bound; MetricsError, EventsError or AdminError as the host raises."""
     stats = Stats()
     app = BrokerApp(topo, settings, stats, listen)
-    runtime = Runtime(app, runtime_settings, stats=stats)
+    runtime = Runtime(app, runtime_settings, stats=stats, role="broker")
     log.info(
         "%s: broker %s (%s%s) of a SCOT with %d brokers",
         listen,

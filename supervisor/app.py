@@ -245,7 +245,7 @@ async def _serve_supervisor(
         daemon = Daemon(
             role="supervisor",
             app=app,
-            runtime=Runtime(app, runtime_settings, stats=stats),
+            runtime=Runtime(app, runtime_settings, stats=stats, role="supervisor"),
             instrument=supervisor_instrument(app, stats),
             actions=supervisor_actions(app),
             on_stop=app.flush,

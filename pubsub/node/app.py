@@ -717,7 +717,7 @@ async def _serve_node(
         daemon = Daemon(
             role="node",
             app=app,
-            runtime=Runtime(app, runtime_settings, stats=stats),
+            runtime=Runtime(app, runtime_settings, stats=stats, role="node"),
             instrument=node_instrument(app, stats),
             actions=node_actions(app),
             initial=app.rejoin(),

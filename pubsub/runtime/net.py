@@ -85,6 +85,7 @@ from pubsub.runtime.settings import RuntimeSettings
 from pubsub.runtime.stats import LogLimiter, Stats
 from pubsub.runtime.receiving import receiver_of, serve
 from pubsub.runtime.permissions import DENIED, Authority
+from pubsub.runtime.identity import DAEMON_ROLES
 from pubsub.runtime.tls import check_listen, check_own, peer_identity, server_context
 from pubsub.runtime.tlscount import count_handshakes
 
@@ -103,6 +104,8 @@ class Runtime:
 
     `sock`, when given, is an already bound listening socket for the app's ref (tests use it
     to take a free port without a race); otherwise the runtime binds exactly app.ref.
+    `role`, when given, is the daemon role its certificate must name (with TLS): "node",
+    "supervisor" or "broker"; without it any daemon role at app.ref will do.
     """
 
     def __init__(
@@ -113,9 +116,13 @@ class Runtime:
         stats: Stats | None = None,
         sock: socket.socket | None = None,
         rng: random.Random | None = None,
+        role: str | None = None,
     ) -> None:
+        if role is not None and role not in DAEMON_ROLES:
+            raise ValueError(f"a runtime's role is one of {', '.join(DAEMON_ROLES)}, not {role!r}")
         self.app = app
         self.ref: Ref = app.ref
+        self.role = role
         self.settings = settings or RuntimeSettings()
         self.stats = stats or Stats()
         self._sock = sock
@@ -160,7 +167,7 @@ class Runtime:
             attach(self)  # an application that answers later needs the runtime
         host, port = split_ref(self.ref)
         check_listen(self.settings, self.ref)
-        check_own(self.settings, self.ref)
+        check_own(self.settings, self.ref, self.role)
         tls: dict[str, Any] = {}
         if self._ssl is not None:
             tls = {"ssl": self._ssl, "ssl_handshake_timeout": self.settings.hello_timeout}

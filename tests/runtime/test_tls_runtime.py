@@ -131,6 +131,26 @@ def test_a_hello_the_certificate_does_not_back_is_refused(run: Callable[..., Non
             s.close()
 
 
+def test_a_runtime_refuses_the_certificate_of_another_daemon_role(run: Callable[..., None], tmp_path: Path) -> None:
+    socks, (a,) = _refs(1)
+    certs = ClusterCerts.create(tmp_path, {a: "supervisor"})
+
+    async def scenario() -> None:
+        as_node = Runtime(ToyApp(a), fast_settings(**_tls(certs, a)), sock=socks[0], role="node")
+        with pytest.raises(TlsError, match=f"names supervisor {a}, not a node at {a}"):
+            await as_node.start()
+        as_supervisor = Runtime(ToyApp(a), fast_settings(**_tls(certs, a)), sock=socks[0], role="supervisor")
+        await as_supervisor.start()
+        await as_supervisor.stop()
+
+    try:
+        run(scenario)
+    finally:
+        socks[0].close()
+    with pytest.raises(ValueError, match="not 'client'"):
+        Runtime(ToyApp(a), fast_settings(), role="client")
+
+
 def test_plain_listening_beyond_loopback_needs_insecure(run: Callable[..., None]) -> None:
     async def scenario() -> None:
         rt = Runtime(ToyApp(Ref("0.0.0.0:1")), fast_settings())
