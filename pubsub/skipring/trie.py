@@ -373,8 +373,7 @@ class PatriciaTrie(Generic[V]):
                 children[1] = self._place_one(children[1], leaves[mid])
             elif mid < hi:
                 children[1] = self._place(children[1], leaves, keys, mid, hi)
-            node.hash = _digest(children[0].hash + children[1].hash)
-            self.hash_computations += 1
+            node.hash = self._inner_hash(node)
             return node
         # The longest prefix of `node`'s label shared by the first and the last key (and
         # so by every key between them), and by those two keys themselves.
