@@ -4,13 +4,17 @@ Used by every mode's local launcher (`pubsub.ops.daemongroup`)."""
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import random
 import signal
 import socket
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -30,6 +34,10 @@ METRICS_PORT_OFFSET = 1000
 ADMIN_PORT_OFFSET = 2000
 #: The Prometheus file_sd target file a cluster with metrics writes into its work dir.
 PROMETHEUS_TARGETS = "prometheus-targets.json"
+#: Seconds a port `pick_free_ports` hands out stays leased to its caller: no other caller of
+#: this user on this machine gets it meanwhile, however free it looks (its daemon may not
+#: have bound it yet).
+PORT_LEASE = 120.0
 
 
 class ClusterError(RuntimeError):
@@ -61,13 +69,48 @@ def port_is_free(port: int, host: str = HOST) -> bool:
     return True
 
 
-def pick_free_ports(count: int, *, rng: random.Random | None = None) -> list[int]:
+def port_leases_path() -> Path:
+    """The file in which `pick_free_ports` records its leases, one per user and machine."""
+    return Path(tempfile.gettempdir()) / f"pubsub-port-leases-{os.getuid()}.json"
+
+
+@contextmanager
+def _port_leases(path: Path) -> Iterator[dict[int, float] | None]:
+    """The unexpired leases {port: expiry (epoch seconds)} under an exclusive lock on `path`,
+    written back when the block ends; None if the file cannot be used (then there are no
+    leases: each pick is checked by binding only, as without this file).  A damaged file
+    counts as empty and is rewritten."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        yield None
+        return
+    with os.fdopen(fd, "r+", encoding="utf-8") as file:
+        fcntl.flock(file, fcntl.LOCK_EX)  # released when the file closes
+        try:
+            stored = json.loads(file.read() or "{}")
+            leases = {int(port): float(expiry) for port, expiry in stored.items()}
+        except (ValueError, TypeError, AttributeError):
+            leases = {}
+        now = time.time()
+        leases = {port: expiry for port, expiry in leases.items() if expiry > now}
+        yield leases
+        file.seek(0)
+        file.truncate()
+        file.write(json.dumps({str(port): expiry for port, expiry in sorted(leases.items())}))
+
+
+def pick_free_ports(
+    count: int, *, rng: random.Random | None = None, lease: float = PORT_LEASE, leases_file: Path | None = None,
+) -> list[int]:
     """`count` distinct ports on 127.0.0.1 that are free now, outside the ephemeral range.
 
-    Ports are drawn at random from 10000 up to the start of the ephemeral range, so two
-    clusters started side by side are unlikely to pick the same ones; each is verified by
-    binding it.  (Another program may still take a port before the daemon binds it; the
-    daemon then fails to start and says so in its log.)
+    Ports are drawn at random from 10000 up to the start of the ephemeral range; each is
+    verified by binding it and leased for `lease` seconds in `leases_file` (by default
+    `port_leases_path()`), which every caller consults under a lock, so that two clusters or
+    tests starting side by side never get the same port while their daemons are still
+    starting.  (A program that does not use this function may still take a port before the
+    daemon binds it; the daemon then fails to start and says so in its log.)
     """
     rng = rng or random.Random()
     low_ephemeral, high_ephemeral = _ephemeral_range()
@@ -76,15 +119,20 @@ def pick_free_ports(count: int, *, rng: random.Random | None = None) -> list[int
     else:  # an unusual configuration: fall back to the ports above the ephemeral range
         lo, hi = high_ephemeral + 1, 65535
     chosen: list[int] = []
-    for _ in range(200 * max(count, 1)):
-        if len(chosen) == count:
-            return chosen
-        port = rng.randint(lo, hi)
-        if port not in chosen and port_is_free(port):
-            chosen.append(port)
-    if len(chosen) == count:
-        return chosen
-    raise ClusterError(f"found only {len(chosen)} of {count} free ports in {lo}..{hi}")
+    with _port_leases(leases_file or port_leases_path()) as leases:
+        leased = leases or {}
+        for _ in range(200 * max(count, 1)):
+            if len(chosen) == count:
+                break
+            port = rng.randint(lo, hi)
+            if port not in chosen and port not in leased and port_is_free(port):
+                chosen.append(port)
+        if len(chosen) < count:
+            raise ClusterError(f"found only {len(chosen)} of {count} free ports in {lo}..{hi}")
+        if leases is not None:
+            expiry = time.time() + lease
+            leases.update((port, expiry) for port in chosen)
+    return chosen
 
 
 # --- one daemon ----------------------------------------------------------------------------------
