@@ -8,6 +8,12 @@ Systems (each run is a fresh deployment, started alone and stopped before the ne
   pubsub-tls  the same cluster with mutual TLS and signed publications (every publication signed
               by its node, checked by every node; `pubsub.node.signing`): beside the plain path,
               with the ratios pubsub-tls/pubsub.
+  pubsub-embedded  the same with each subscriber process running its node inside itself
+              (`pubsub.client.embedded`); only the supervisor runs apart.
+  relay-floor not a pub/sub system: pubsub's process topology at its cheapest (a relay process
+              beside every subscriber process: forward along the arc tree, append to SQLite,
+              hand to the subscriber; relay 0 acknowledges after its commit; nothing else),
+              the floor under any pubsub member in Python (bench/e2e/floor.py).
   nats        Debian's nats-server (2.9) on a free port; nats-py; core publish/subscribe.
   jetstream   the same with -js (file storage in the run's directory); a stream with file
               storage on the subject; js.publish awaits each PubAck; each subscriber process has

@@ -76,6 +76,8 @@ def summarize(runs: list[dict[str, Any]], systems: list[str], sizes: list[int], 
     ratios: dict[str, Any] = _ratios_of("pubsub", systems, sizes, latency, throughput)
     if "pubsub-embedded" in systems:  # the node inside the subscriber process, against the same anchors
         ratios["embedded"] = _ratios_of("pubsub-embedded", systems, sizes, latency, throughput)
+    if "relay-floor" in systems:  # the topology's floor, against the same anchors
+        ratios["floor"] = _ratios_of("relay-floor", systems, sizes, latency, throughput)
     if "pubsub" in systems and "pubsub-tls" in systems:  # TLS and signing beside the plain path
         ratios["tls_vs_plain"] = {
             "latency_p50": {
@@ -161,7 +163,11 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
     for n in sizes:
         print(f"{n:>3}  " + "".join(
             f"{cell(summary['latency'][system][str(n)]['cpu_ms_per_pub']):>24}" for system in systems))
-    for mine, ratios in (("pubsub", summary["ratios"]), ("pubsub-embedded", summary["ratios"].get("embedded"))):
+    for mine, ratios in (
+        ("pubsub", summary["ratios"]),
+        ("pubsub-embedded", summary["ratios"].get("embedded")),
+        ("relay-floor", summary["ratios"].get("floor")),
+    ):
         others = list((ratios or {}).get("latency_p50", {}))
         if mine not in systems or not others or ratios is None:
             continue
@@ -242,7 +248,7 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
             f"  {cell(row['harness_cpu_us_per_pub'], 0):>16}"
         )
     print("  (pubsub: 'server' is the supervisor; its subscribers are the nodes, there are no subscriber processes;"
-          " pubsub-embedded: the subscriber processes are the nodes)")
+          " pubsub-embedded: the subscriber processes are the nodes; relay-floor: the relays are its nodes)")
 
     if summary["frames"]:
         print()

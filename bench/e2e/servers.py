@@ -10,6 +10,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Self
@@ -57,12 +58,14 @@ def missing_reason(binary: str, module: str, package: str) -> str | None:
 class ServerProcess:
     """One server process; `start` returns once its port accepts connections."""
 
-    def __init__(self, name: str, workdir: Path) -> None:
+    def __init__(self, name: str, workdir: Path, port: int | None = None) -> None:
         self.name = name
         self.workdir = workdir
-        self.port = pick_free_ports(1)[0]
+        self.port = pick_free_ports(1)[0] if port is None else port
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = workdir / f"{name}.log"
+        #: The process's working directory.
+        self.cwd = workdir
 
     def command(self) -> list[str]:
         raise NotImplementedError
@@ -73,6 +76,16 @@ class ServerProcess:
         return self.process.pid
 
     def start(self) -> Self:
+        self.launch()
+        try:
+            self.wait_started(time.monotonic() + START_TIMEOUT)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def launch(self) -> None:
+        """Start the process, without waiting for it (`wait_started`)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
@@ -80,27 +93,27 @@ class ServerProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                cwd=self.workdir,
+                cwd=self.cwd,
                 start_new_session=True,
             )
-        try:
-            self._wait_listening()
-        except BaseException:
-            self.stop()
-            raise
-        return self
 
-    def _wait_listening(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
+    def started(self) -> bool:
+        """Whether the server is ready for clients: by default, its port accepts connections."""
+        with contextlib.suppress(OSError), socket.create_connection((HOST, self.port), 0.5):
+            return True
+        return False
+
+    def wait_started(self, deadline: float) -> None:
+        """Return once `started`; RuntimeError if the process exits or `deadline` (monotonic) passes."""
         while True:
             if self.process is not None and self.process.poll() is not None:
                 raise RuntimeError(
                     f"{self.name} exited with {self.process.returncode}: {self.log_tail()}"
                 )
-            with contextlib.suppress(OSError), socket.create_connection((HOST, self.port), 0.5):
+            if self.started():
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} did not listen on {HOST}:{self.port} within {START_TIMEOUT:g} s")
+                raise RuntimeError(f"{self.name} was not ready on {HOST}:{self.port} within {START_TIMEOUT:g} s")
             time.sleep(0.05)
 
     def log_tail(self, lines: int = 5) -> str:
@@ -164,3 +177,26 @@ class RedisServer(ServerProcess):
             binary, "--port", str(self.port), "--bind", HOST, "--save", "", "--appendonly", "no",
             "--dir", str(self.workdir),
         ]
+
+
+class RelayProcess(ServerProcess):
+    """Relay `index` of relay-floor (`bench.e2e.floor`), ready once it says so in its log
+    (it has connected to its neighbours, which must be launched too)."""
+
+    def __init__(self, workdir: Path, index: int, ports: list[int]) -> None:
+        super().__init__(f"relay-{index:02d}", workdir, ports[index])
+        self.cwd = Path(__file__).resolve().parents[2]  # where `-m bench.e2e.floor` is found
+        self.index = index
+        self.ports = ports
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable, "-m", "bench.e2e.floor", str(self.index), str(len(self.ports)),
+            "--ports", ",".join(map(str, self.ports)), "--db", str(self.workdir / f"{self.name}.sqlite"),
+        ]
+
+    def started(self) -> bool:
+        try:
+            return "ready" in self.log_path.read_text(errors="replace").split()
+        except OSError:
+            return False

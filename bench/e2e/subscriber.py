@@ -8,8 +8,9 @@ one), pubsub-embedded (TARGET: the address of a node this process runs itself,
 `pubsub.client.embedded`, with --supervisor and --data-dir; the same stream, in memory),
 nats (TARGET: nats://HOST:PORT; a core subscription), jetstream (a durable push consumer of
 its own that acknowledges every message, delivering only messages published after it was
-created), jetstream-ordered (an ordered push consumer, no acknowledgements) or redis
-(TARGET: HOST:PORT; SUBSCRIBE).
+created), jetstream-ordered (an ordered push consumer, no acknowledgements), redis
+(TARGET: HOST:PORT; SUBSCRIBE) or relay-floor (TARGET: its relay, HOST:PORT;
+`bench.e2e.floor`).
 
 For every benchmark payload it receives it records (phase, publication id,
 time.monotonic_ns() at receipt), first receipt only; repeats are counted.  CLOCK_MONOTONIC is
@@ -223,6 +224,10 @@ async def subscribe(system: str, target: str, on_payload: OnPayload, args: argpa
         return await nats_subscribe(target, on_payload, consumer)
     if system == "redis":
         return await redis_subscribe(target, on_payload)
+    if system == "relay-floor":
+        from bench.e2e.floor import floor_subscribe
+
+        return await floor_subscribe(target, on_payload)
     raise SystemExit(f"unknown system {system!r}")
 
 
@@ -256,7 +261,8 @@ async def serve(args: argparse.Namespace, expect: dict[str, int]) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.e2e.subscriber")
     parser.add_argument(
-        "system", choices=["pubsub", "pubsub-embedded", "nats", "jetstream", "jetstream-ordered", "redis"]
+        "system",
+        choices=["pubsub", "pubsub-embedded", "relay-floor", "nats", "jetstream", "jetstream-ordered", "redis"],
     )
     parser.add_argument("target", help="the node, server or (pubsub-embedded) this process's node's address")
     parser.add_argument("--out", type=Path, required=True)

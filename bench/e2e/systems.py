@@ -15,9 +15,12 @@ from typing import Any
 
 from bench.e2e.common import CHANNEL, STREAM, SUBJECT
 from bench.e2e.drive import Publisher
-from bench.e2e.servers import NatsServer, RedisServer, find_binary, missing_reason, version_of
+from bench.e2e.servers import NatsServer, RedisServer, RelayProcess, find_binary, missing_reason, version_of
+from pubsub.ops.processes import pick_free_ports
 
-SYSTEMS = ("pubsub", "pubsub-tls", "pubsub-embedded", "nats", "jetstream", "jetstream-ordered", "redis")
+SYSTEMS = (
+    "pubsub", "pubsub-tls", "pubsub-embedded", "relay-floor", "nats", "jetstream", "jetstream-ordered", "redis",
+)
 #: pubsub's variants: name -> whether its cluster runs with TLS (and so signs every publication).
 PUBSUB_SYSTEMS = {"pubsub": False, "pubsub-tls": True}
 #: The NATS systems: name -> (JetStream on, consumer kind).
@@ -39,6 +42,13 @@ GUARANTEES = {
         "(pubsub.client.embedded: the paper's subscribers carry the publications themselves); "
         "the stream read in memory instead of over a socket; one process per subscriber, as "
         "for JetStream's consumers"
+    ),
+    "relay-floor": (
+        "not a pub/sub system: pubsub's process topology at its cheapest (bench/e2e/floor.py) -- a "
+        "relay process beside every subscriber process, relay 0 acknowledging after its SQLite "
+        "commit (WAL, synchronous=NORMAL), every relay forwarding along the same arc broadcast tree, "
+        "appending to SQLite and handing the payload to its subscriber; no validation, ring upkeep, "
+        "anti-entropy or ordering -- a floor for any pubsub member in Python on this runtime"
     ),
     "nats": (
         "NATS core: at-most-once, in memory, no acknowledgement (the publisher's flush only says "
@@ -261,6 +271,44 @@ class RedisSystem(System):
         return {} if self.last is None else {"publish_reached_fewer_than_n": self.last.short}
 
 
+# --- the floor of pubsub's topology ----------------------------------------------------------
+class FloorSystem(System):
+    """relay-floor (`bench.e2e.floor`): n relay processes, subscriber i reading relay i."""
+
+    name = "relay-floor"
+
+    def __init__(self) -> None:
+        self.relays: list[RelayProcess] = []
+
+    def start(self, n: int, workdir: Path) -> None:
+        ports = pick_free_ports(n)
+        self.relays = [RelayProcess(workdir, i, ports) for i in range(n)]
+        try:
+            for relay in self.relays:
+                relay.launch()
+            deadline = time.monotonic() + 30
+            for relay in self.relays:  # each waits for its neighbours, so all run before any is ready
+                relay.wait_started(deadline)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for relay in self.relays:
+            relay.stop()
+
+    async def publisher(self, window: int) -> Publisher:
+        from bench.e2e.floor import FloorPublisher
+
+        return await FloorPublisher(len(self.relays)).open(self.relays[0].port)
+
+    def subscriber_argv(self, i: int) -> list[str]:
+        return [self.name, f"127.0.0.1:{self.relays[i].port}"]
+
+    def server_pids(self) -> dict[str, int]:
+        return {f"node-{relay.index:02d}": relay.pid for relay in self.relays if relay.process is not None}
+
+
 def make_system(name: str, **pubsub_options: Any) -> System:
     if name in PUBSUB_SYSTEMS:
         from bench.e2e.pubsub_system import PubsubSystem
@@ -274,6 +322,8 @@ def make_system(name: str, **pubsub_options: Any) -> System:
         return NatsSystem(name)
     if name == "redis":
         return RedisSystem()
+    if name == "relay-floor":
+        return FloorSystem()
     raise ValueError(f"unknown system {name!r}")
 
 

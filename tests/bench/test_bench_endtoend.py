@@ -11,8 +11,10 @@ readings, and a system that cannot run being reported as "not run: <reason>".
 from __future__ import annotations
 
 import json
-import re
+import math
 import os
+import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,10 +22,13 @@ from pathlib import Path
 import pytest
 
 from bench.e2e.common import PAYLOAD_BYTES, cpu_ticks, make_payload, parse_payload
+from bench.e2e.floor import children as floor_children
+from bench.e2e.floor import frame as floor_frame
 from bench.e2e.report import print_tables, summarize
 from bench.e2e.run import STAMP_SLACK_NS, held_by_stamps
-from bench.e2e.servers import find_binary, missing_reason
+from bench.e2e.servers import RelayProcess, find_binary, missing_reason
 from bench.e2e.systems import SYSTEMS, unavailable
+from pubsub.ops.processes import pick_free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,6 +90,48 @@ def test_the_last_node_holds_at_its_latest_commit_stamp_when_the_polls_agree() -
     assert held_by_stamps([], offset, None) == (None, "incomplete")
 
 
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 16, 17, 32, 100])
+def test_the_floor_relays_spread_to_every_relay_once_along_arcs(n: int) -> None:
+    """relay-floor's tree: from relay 0 with the whole ring, each relay is reached by exactly
+    one frame (n - 1 in all), within ceil(log2 n) + 1 hops, as pubsub's arcs do."""
+    reached = {0: 0}
+    todo = [(0, n, 0)]
+    sent = 0
+    while todo:
+        node, arc, hops = todo.pop()
+        for offset, share in floor_children(n, arc):
+            sent += 1
+            target = (node + offset) % n
+            assert target not in reached, (n, node, offset)
+            reached[target] = hops + 1
+            todo.append((target, share, hops + 1))
+    assert sorted(reached) == list(range(n)) and sent == n - 1
+    assert max(reached.values()) <= math.ceil(math.log2(n)) + 1
+
+
+@pytest.mark.integration
+def test_a_floor_relay_closes_connections_that_send_what_no_relay_sends(tmp_path: Path) -> None:
+    (port,) = pick_free_ports(1)
+    relay = RelayProcess(tmp_path, 0, [port])
+    relay.start()
+    try:
+        for opening in (b"X", b"C" + floor_frame(2, b"p"), b"C" + (1 << 30).to_bytes(4, "big") + b"\0\1"):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(opening)
+                assert sock.recv(16) == b""  # closed by the relay
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:  # and it still serves
+            sock.sendall(b"C" + floor_frame(1, b"p") + floor_frame(1, b"q"))
+            got = b""
+            while len(got) < 2:
+                more = sock.recv(16)
+                assert more, got
+                got += more
+            assert got == b"AA"
+        assert relay.process is not None and relay.process.poll() is None
+    finally:
+        relay.stop()
+
+
 @pytest.mark.integration
 def test_the_smallest_run_measures_every_system_here(tmp_path: Path) -> None:
     anchors = [s for s in ("redis", "jetstream") if unavailable(s) is None]
@@ -93,8 +140,8 @@ def test_the_smallest_run_measures_every_system_here(tmp_path: Path) -> None:
             f"no anchor can run here: redis: {unavailable('redis')}; jetstream: {unavailable('jetstream')}"
         )
     # the order the harness runs them; pubsub-tls: TLS and signed publications beside the plain
-    # path; pubsub-embedded: each node inside its subscriber process
-    systems = [s for s in SYSTEMS if s in ("pubsub", "pubsub-tls", "pubsub-embedded", *anchors)]
+    # path; pubsub-embedded: each node inside its subscriber process; relay-floor: the topology's floor
+    systems = [s for s in SYSTEMS if s in ("pubsub", "pubsub-tls", "pubsub-embedded", "relay-floor", *anchors)]
     out = tmp_path / "e2e.json"
     done = subprocess.run(
         [
@@ -143,6 +190,8 @@ def test_the_smallest_run_measures_every_system_here(tmp_path: Path) -> None:
             # when every node held them: its commit stamps, inside the bracket of the status polls
             assert tput["held_from"] == "commit stamps"
             assert tput["held_seconds_lower_bound"] - 0.003 <= tput["held_seconds"] <= tput["held_seconds_polled"] + 0.003
+        elif run["system"] == "relay-floor":  # its relays count as its nodes
+            assert tput["node_cpu_us_per_pub"]["count"] == 4 and tput["subscriber_cpu_us_per_msg"]["count"] == 4
         else:
             assert tput["server_cpu_us_per_pub"] is not None and tput["server_cpu_us_per_pub"] >= 0
             assert tput["subscriber_cpu_us_per_msg"]["count"] == 4
@@ -158,6 +207,10 @@ def test_the_smallest_run_measures_every_system_here(tmp_path: Path) -> None:
             assert mine["held_per_s"][anchor] > 0 and mine["acked_per_s"][anchor] > 0
     assert ratios["embedded"]["latency_p50"]["pubsub"]["4"] > 0  # beside the daemons too
     assert "Ratios pubsub-embedded/X" in done.stdout
+    for anchor in anchors:  # the floor against the anchors, and pubsub against the floor
+        assert ratios["floor"]["latency_p50"][anchor]["4"] > 0 and ratios["floor"]["held_per_s"][anchor] > 0
+    assert ratios["latency_p50"]["relay-floor"]["4"] > 0
+    assert "Ratios relay-floor/X" in done.stdout
 
     assert [(i["n"], i["topics"]) for i in doc["idle"]] == [(4, 1), (4, 5)]
     for idle in doc["idle"]:
