@@ -8,8 +8,8 @@ subscriber process.  This system keeps exactly that topology and the work no mem
 -- receive a frame, forward it inside its arc, append it to SQLite (WAL, synchronous=NORMAL,
 one row per batch: pubsub's default store), hand it to its subscriber over TCP; node 0
 acknowledges each publication after its commit, then spreads -- and nothing else: no
-validation, no ring maintenance, no anti-entropy, no ordering, no message ids, each step a
-few lines of Python on uvloop.  What it costs is therefore a floor for any pubsub member
+validation beyond the framing, no ring maintenance, no anti-entropy, no ordering, no message
+ids, each step a few lines of Python on uvloop.  What it costs is therefore a floor for any pubsub member
 written in Python on this runtime; the gap between pubsub and it is what a native
 per-publication pipeline (issue 11, docs/measurements/issue11.md) could at best remove, and
 its ratio to JetStream is the best the topology reaches on the same machine.
@@ -194,7 +194,7 @@ async def serve(relay: Relay) -> None:
 
 # --- the two clients: the benchmark's publisher and a subscriber process --------------------
 class Connection(asyncio.Protocol):
-    """A client connection to a relay; `on_data` gets every byte after the role byte."""
+    """A client connection to a relay; `on_data` gets every byte the relay sends."""
 
     def __init__(self, on_data: Callable[[bytes], None]) -> None:
         self.on_data = on_data

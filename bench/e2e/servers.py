@@ -113,7 +113,7 @@ class ServerProcess:
             if self.started():
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} was not ready on {HOST}:{self.port} within {START_TIMEOUT:g} s")
+                raise RuntimeError(f"{self.name} was not ready on {HOST}:{self.port} in time: {self.log_tail()}")
             time.sleep(0.05)
 
     def log_tail(self, lines: int = 5) -> str:

@@ -47,8 +47,8 @@ GUARANTEES = {
         "not a pub/sub system: pubsub's process topology at its cheapest (bench/e2e/floor.py) -- a "
         "relay process beside every subscriber process, relay 0 acknowledging after its SQLite "
         "commit (WAL, synchronous=NORMAL), every relay forwarding along the same arc broadcast tree, "
-        "appending to SQLite and handing the payload to its subscriber; no validation, ring upkeep, "
-        "anti-entropy or ordering -- a floor for any pubsub member in Python on this runtime"
+        "appending to SQLite and handing the payload to its subscriber; no validation beyond the "
+        "framing, no ring upkeep, anti-entropy or ordering -- a floor for any pubsub member in Python on this runtime"
     ),
     "nats": (
         "NATS core: at-most-once, in memory, no acknowledgement (the publisher's flush only says "
