@@ -45,6 +45,7 @@ ROLE_RELAY, ROLE_CLIENT, ROLE_SUBSCRIBER = b"R", b"C", b"S"
 ACK, REGISTERED = b"A", b"K"
 #: A frame longer than this ends its connection (the benchmark's payloads are 64 bytes).
 MAX_FRAME = 1 << 20
+#: Seconds a relay keeps trying to reach its neighbours, and the benchmark waits for all to be ready.
 CONNECT_TIMEOUT = 30.0
 
 

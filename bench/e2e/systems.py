@@ -15,6 +15,7 @@ from typing import Any
 
 from bench.e2e.common import CHANNEL, STREAM, SUBJECT
 from bench.e2e.drive import Publisher
+from bench.e2e.floor import CONNECT_TIMEOUT, FloorPublisher
 from bench.e2e.servers import NatsServer, RedisServer, RelayProcess, find_binary, missing_reason, version_of
 from pubsub.ops.processes import pick_free_ports
 
@@ -286,7 +287,7 @@ class FloorSystem(System):
         try:
             for relay in self.relays:
                 relay.launch()
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + CONNECT_TIMEOUT
             for relay in self.relays:  # each waits for its neighbours, so all run before any is ready
                 relay.wait_started(deadline)
         except BaseException:
@@ -298,8 +299,6 @@ class FloorSystem(System):
             relay.stop()
 
     async def publisher(self, window: int) -> Publisher:
-        from bench.e2e.floor import FloorPublisher
-
         return await FloorPublisher(len(self.relays)).open(self.relays[0].port)
 
     def subscriber_argv(self, i: int) -> list[str]:
