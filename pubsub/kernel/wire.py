@@ -407,6 +407,13 @@ class Packed(bytes):
     that travels unchanged through many nodes (a publication) is encoded only once."""
 
 
+#: One shared packer: `msgpack.packb` builds a new `Packer` per call, a Python-level step on
+#: every frame sent (issue 11).  `Packer.pack` runs in C without calling back into Python
+#: (no ``default``) or releasing the GIL, and empties its buffer after each call, also when
+#: it raises, so callers on any thread may share it.
+pack = msgpack.Packer(use_bin_type=True).pack
+
+
 def _map_header(n: int) -> bytes:
     return bytes((0x80 | n,)) if n < 16 else b"\xde" + n.to_bytes(2, "big")
 
@@ -415,7 +422,11 @@ def encode_payload(msg: Message) -> bytes:
     """The msgpack payload of `msg` (no length prefix): "v", "t", then the fields in their
     declared order.  The field values are read in one C-level step (`MessageSpec.values`)
     and only the fields whose encoder is not the identity are passed through it -- this
-    runs for every frame a node sends (issue 11)."""
+    runs for every frame a node sends (issue 11).  A kind with a fast encoder
+    (`register_fast_encoder`) is encoded by it."""
+    fast = _FAST_ENCODERS.get(type(msg))
+    if fast is not None:
+        return fast(msg)
     s = spec(msg.kind)
     if type(msg) is not s.cls:
         raise WireError("unencodable", f"{type(msg).__name__} is not the {s.kind!r} message")
@@ -429,13 +440,23 @@ def encode_payload(msg: Message) -> bytes:
                 has_packed = True
         if has_packed:
             return _pack_with_packed(body)
-        packed: bytes = msgpack.packb(body, use_bin_type=True)
+        packed: bytes = pack(body)
         return packed
     except (TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise WireError("unencodable", f"cannot encode {s.kind}: {exc}") from None
 
 
 _PACKED_NAMES: dict[str, bytes] = {}
+
+#: Fast encoders of hot message types (`register_fast_encoder`).
+_FAST_ENCODERS: dict[type, Callable[[Any], bytes]] = {}
+
+
+def register_fast_encoder(cls: type[Message], encoder: Callable[[Any], bytes]) -> None:
+    """Encode messages of exactly `cls` with `encoder`, which must return the payload
+    `encode_payload` would (same fields, same values; a test compares them) or raise
+    WireError("unencodable")."""
+    _FAST_ENCODERS[cls] = encoder
 
 
 def _pack_with_packed(body: dict[str, Any]) -> bytes:
@@ -444,7 +465,7 @@ def _pack_with_packed(body: dict[str, Any]) -> bytes:
     packed field's name and value.  Field order differs from msgpack.packb(body), which no
     decoder depends on; "v" and "t" stay first."""
     plain = {name: value for name, value in body.items() if type(value) is not Packed}
-    head: bytes = msgpack.packb(plain, use_bin_type=True)
+    head: bytes = pack(plain)
     parts = [_map_header(len(body)), head[_map_header_size(len(plain)) :]]
     names = _PACKED_NAMES
     for name, value in body.items():

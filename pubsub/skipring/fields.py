@@ -36,8 +36,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgpack
-
 from pubsub.kernel.wire import (
     MAX_PAYLOAD_BYTES,
     Packed,
@@ -47,6 +45,7 @@ from pubsub.kernel.wire import (
     exact_bytes,
     identity,
     list_encoder,
+    pack,
     register_field_type,
     short,
     validate_int,
@@ -213,11 +212,11 @@ def _encode_publication(value: Publication) -> list[Any]:
     return [value.key, value.publisher, value.seq, value.payload, value.published_ms, value.prev, value.msg_id]
 
 
-def _encode_publications(values: list[Publication]) -> list[list[Any]] | Packed:
+def encode_publications(values: list[Publication]) -> list[list[Any]] | Packed:
     """A list of publications; a `PublicationList` is encoded once and keeps its bytes."""
     if type(values) is PublicationList:
         if not values.packed:
-            values.packed = msgpack.packb([_encode_publication(p) for p in values], use_bin_type=True)
+            values.packed = pack([_encode_publication(p) for p in values])
         return Packed(values.packed)
     return [_encode_publication(p) for p in values]
 
@@ -249,5 +248,5 @@ def register() -> None:
     register_field_type(
         list[Publication],
         bounded_list(validate_publication, MAX_PUBLICATIONS, "publications"),
-        _encode_publications,
+        encode_publications,
     )

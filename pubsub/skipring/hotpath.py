@@ -13,9 +13,14 @@ reader's call per field, and re-encoded only if this node forwards it.
 Every following client reads one Delivery frame per publication; `decode_delivery` reads
 the full form of that frame with direct type tests.  Every publication starts as a client's
 PublishRequest, which the node it reaches reads with `decode_publish_request`, and ends
-there as the PublishAck its publisher reads with `decode_publish_ack`.  (Encoding
-needs no fast path of its own: `pubsub.kernel.wire.encode_payload` reads a message's fields
-in one step.)
+there as the PublishAck its publisher reads with `decode_publish_ack`.
+
+Every node that forwards a batch encodes one Spread per child, which differ only in their
+arc: `encode_spread` writes the frame from its six small fields in one packer call and
+appends the publications' bytes as the batch holds them (`PublicationList.packed`), where
+the generic encoder builds the map, looks up the schema and splices the packed field in
+over several calls (`pubsub.kernel.wire.encode_payload`).  It writes the same bytes (a
+test compares them).
 
 A fast decoder only ever accepts what the generic decoder accepts: for anything it does not
 recognise at once -- a missing or extra field, a wrong type, a bound exceeded, garbage -- it
@@ -40,7 +45,7 @@ from pubsub.kernel.wire import (
     validate_ref,
     validate_topic,
 )
-from pubsub.skipring.fields import MAX_MSG_ID_CHARS, MAX_PUBLICATIONS, msg_id_characters
+from pubsub.skipring.fields import MAX_MSG_ID_CHARS, MAX_PUBLICATIONS, encode_publications, msg_id_characters
 from pubsub.skipring.signatures import MAX_PROOF_BYTES
 from pubsub.skipring.messages import (
     Delivery,
@@ -260,10 +265,30 @@ def decode_publish_ack(payload: bytes) -> PublishAck | None:
         return None
 
 
+_SPREAD_HEAD = wire.fast_prefix("spread", len(_FIELDS) - 2)
+_PUBLICATIONS_NAME = wire.pack("publications")
+
+
+def encode_spread(msg: Spread) -> bytes:
+    """The payload of `msg`, as `pubsub.kernel.wire.encode_payload` writes it: "v" and "t",
+    the small fields in their declared order, then the publications (module docstring)."""
+    try:
+        small = wire.pack({
+            "topic": msg.topic, "sender": msg.sender, "start": msg.start, "end": msg.end,
+            "levels": msg.levels, "hops": msg.hops,
+        })
+        publications = encode_publications(msg.publications)
+        packed = publications if type(publications) is wire.Packed else wire.pack(publications)
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise WireError("unencodable", f"cannot encode spread: {exc}") from None
+    return b"".join((_SPREAD_HEAD, small[1:], _PUBLICATIONS_NAME, packed))
+
+
 def register() -> None:
     """Make the codec try `decode_spread` first on Spread frames, `decode_delivery` on
     Delivery frames, `decode_publish_request` on PublishRequest frames and
-    `decode_publish_ack` on PublishAck frames."""
+    `decode_publish_ack` on PublishAck frames, and encode Spreads with `encode_spread`."""
+    wire.register_fast_encoder(Spread, encode_spread)
     wire.register_fast_decoder("spread", decode_spread)
     wire.register_fast_decoder("delivery", decode_delivery)
     wire.register_fast_decoder("publish_request", decode_publish_request)
