@@ -170,6 +170,8 @@ class NodeCore:
         self.rng = rng
         self.instances: dict[Topic, SkipRingNode] = {}
         self.publications: dict[Topic, AntiEntropy] = {}
+        #: The last arc view of each topic and the ring state it was made from (`_arc_view`).
+        self._arc_views: dict[Topic, tuple[tuple[object, ...], ArcView]] = {}
         self.wanted_topics: set[Topic] = set()
         self.leaving: set[Topic] = set()
         if dissemination not in DISSEMINATIONS:
@@ -298,6 +300,7 @@ class NodeCore:
             last_view, last_targets = self._arc_view(topic), list(instance.contacts())
             released = instance.release()  # permission to leave (§4.1 step 4, Lemma 4.1)
             del self.instances[topic]
+            self._arc_views.pop(topic, None)
             retired = self.publications.pop(topic, None)
             if retired is not None:
                 self.retired_counters.update(retired.counters)
@@ -414,19 +417,38 @@ class NodeCore:
 
     def _arc_view(self, topic: Topic) -> ArcView | None:
         """Where we and our neighbours sit on the topic's ring (for the arc broadcast);
-        None while we have no label."""
+        None while we have no label.
+
+        Every Spread asks, and the ring changes rarely: the view is made again only when
+        the instance's label, ring contacts or shortcut table differ from those of the last
+        view (compared by value; contacts and labels are replaced when they change, so an
+        unchanged ring costs one comparison of the same objects)."""
         instance = self.instances.get(topic)
         if instance is None or instance.label is None:
             return None
+        left, right, ring = instance.left, instance.right, instance.ring
+        shape = (
+            instance,
+            instance.label,
+            None if left is None else (left.label, left.ref),
+            None if right is None else (right.label, right.ref),
+            None if ring is None else (ring.label, ring.ref),
+            tuple(instance.shortcuts.items()),
+        )
+        cached = self._arc_views.get(topic)
+        if cached is not None and cached[0] == shape:
+            return cached[1]
         levels = instance.label.length
         neighbours: list[tuple[int, Ref]] = []
         for label, ref in instance.labelled_contacts():
             if ref != self.ref:
                 neighbours.append((label.position, ref))
                 levels = max(levels, label.length)
-        return ArcView(
+        view = ArcView(
             instance.label.position, levels, tuple(neighbours), instance.cyclic_right() is not None
         )
+        self._arc_views[topic] = (shape, view)
+        return view
 
     def _flood_targets(self, topic: Topic) -> Iterator[Ref]:
         """PublishNew goes to every ring and shortcut neighbour (§4.3: E_R ∪ E_S)."""

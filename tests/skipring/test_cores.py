@@ -188,6 +188,44 @@ def test_messages_for_a_topic_not_run_are_answered_with_remove_connections() -> 
     ]
 
 
+# --- NodeCore: the arc view (issue 11) -----------------------------------------------------------
+def test_the_arc_view_is_made_again_exactly_when_the_ring_state_changes() -> None:
+    core = NodeCore(Ref("me"), SUP, rng=random.Random(0))
+
+    def made_afresh() -> object:
+        saved = dict(core._arc_views)
+        core._arc_views.clear()
+        try:
+            return core._arc_view(T)
+        finally:
+            core._arc_views.update(saved)
+
+    core.join(T)
+    assert core._arc_view(T) is None  # no label yet
+    core.handle(SetData(T, contact("0", "a"), Label("1"), contact("0", "a")), 0.0)
+    view = core._arc_view(T)
+    assert view is not None and view.has_successor and (Label("0").position, Ref("a")) in view.neighbours
+    assert core._arc_view(T) is view  # nothing changed: the same view
+    instance = core.instances[T]
+    steps = [
+        lambda: setattr(instance, "right", contact("11", "b")),  # a new contact
+        lambda: instance.shortcuts.__setitem__(Label("01"), None),  # a shortcut, holder unknown
+        lambda: instance.shortcuts.__setitem__(Label("01"), Ref("c")),  # its holder found, in place
+        lambda: setattr(instance, "label", Label("10")),  # relabelled
+        lambda: setattr(instance, "ring", None),
+        lambda: setattr(instance, "right", None),  # no successor left
+    ]
+    for step in steps:
+        step()
+        view = core._arc_view(T)
+        assert view == made_afresh()
+        assert core._arc_view(T) is view
+    assert view is not None and not view.has_successor and (Label("01").position, Ref("c")) in view.neighbours
+    assert view.me == Label("10").position and view.levels == 2
+    instance.label = None
+    assert core._arc_view(T) is None
+
+
 # --- supervisor database (§3.1) --------------------------------------------------------------
 def database(rows: list[tuple[str, str | None]]) -> TopicDatabase:
     db = TopicDatabase(T, None)
