@@ -421,18 +421,19 @@ class NodeCore:
 
         Every Spread asks, and the ring changes rarely: the view is made again only when
         the instance's label, ring contacts or shortcut table differ from those of the last
-        view (compared by value; contacts and labels are replaced when they change, so an
-        unchanged ring costs one comparison of the same objects)."""
+        view.  They are compared by value, the labels by their bit strings: a neighbour's
+        periodic messages replace a contact by an equal new one, and comparing strings
+        calls no Python code (the shortcut table keeps its label objects)."""
         instance = self.instances.get(topic)
         if instance is None or instance.label is None:
             return None
         left, right, ring = instance.left, instance.right, instance.ring
         shape = (
             instance,
-            instance.label,
-            None if left is None else (left.label, left.ref),
-            None if right is None else (right.label, right.ref),
-            None if ring is None else (ring.label, ring.ref),
+            instance.label.bits,
+            None if left is None else (left.label.bits, left.ref),
+            None if right is None else (right.label.bits, right.ref),
+            None if ring is None else (ring.label.bits, ring.ref),
             tuple(instance.shortcuts.items()),
         )
         cached = self._arc_views.get(topic)
