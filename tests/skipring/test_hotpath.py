@@ -4,6 +4,9 @@ as."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 import msgpack
 import pytest
 from hypothesis import given, settings
@@ -32,16 +35,31 @@ def frame(n: int, **changes: object) -> bytes:
     return msgpack.packb(body, use_bin_type=True)
 
 
-def generic(payload: bytes) -> object:
-    """What the generic decoder makes of `payload`: the message, or the WireError code."""
-    saved = list(wire._FAST)
-    wire._FAST.clear()
+def outcome(step: Callable[[], object]) -> object:
+    """What `step` returns, or the code of the WireError it raises."""
     try:
-        return wire.decode(payload)
+        return step()
     except wire.WireError as exc:
         return exc.code
+
+
+@contextmanager
+def fast_paths_off() -> Iterator[None]:
+    """The codec without its fast decoders and encoders, for the duration."""
+    decoders, encoders = list(wire._FAST), dict(wire._FAST_ENCODERS)
+    wire._FAST.clear()
+    wire._FAST_ENCODERS.clear()
+    try:
+        yield
     finally:
-        wire._FAST[:] = saved
+        wire._FAST[:] = decoders
+        wire._FAST_ENCODERS.update(encoders)
+
+
+def generic(payload: bytes) -> object:
+    """What the generic decoder makes of `payload`: the message, or the WireError code."""
+    with fast_paths_off():
+        return outcome(lambda: wire.decode(payload))
 
 
 #: `hotpath.KEEP_BYTES_FROM` values that send every frame down one of the two readers: the
@@ -130,23 +148,14 @@ def test_mutated_frames_are_never_accepted_differently(data: st.DataObject) -> N
             assert fast == reference
 
 
-def generic_encoding(msg: Spread) -> bytes | str:
+def generic_encoding(msg: Spread) -> object:
     """What the generic encoder makes of `msg`: the payload, or the WireError code."""
-    saved = dict(wire._FAST_ENCODERS)
-    wire._FAST_ENCODERS.clear()
-    try:
-        return wire.encode_payload(msg)
-    except wire.WireError as exc:
-        return exc.code
-    finally:
-        wire._FAST_ENCODERS.update(saved)
+    with fast_paths_off():
+        return outcome(lambda: wire.encode_payload(msg))
 
 
-def fast_encoding(msg: Spread) -> bytes | str:
-    try:
-        return hotpath.encode_spread(msg)
-    except wire.WireError as exc:
-        return exc.code
+def fast_encoding(msg: Spread) -> object:
+    return outcome(lambda: hotpath.encode_spread(msg))
 
 
 POSITIONS = st.integers(0, (1 << 64) - 1).map(Position)
