@@ -139,7 +139,6 @@ class NodeApp:
             on_written=self._written,
             on_error=self._store_error,
             on_unwritten=self._unwritten,
-            on_ahead_done=self._outbox_now,
             linger=linger,
             inline=inline,
         )
@@ -397,7 +396,7 @@ class NodeApp:
                 self._batched.setdefault(effect.sink, []).append(effect.item)
                 self._schedule_outbox()
             else:
-                self.commits.after(partial(self._committed, effect), ahead=True)
+                self.commits.after(partial(self._committed, effect))
         return sends
 
     def _committed(self, persist: Persist, ok: bool, written: Written) -> None:
@@ -417,13 +416,6 @@ class NodeApp:
                 asyncio.get_running_loop().call_soon(self._send_outbox)
             except RuntimeError:  # no event loop (a test driving the app by hand)
                 self._send_outbox()
-
-    def _outbox_now(self) -> None:
-        """A commit's acknowledgements and spreads are queued (`GroupCommit`: the actions
-        run `ahead` of the delivery to local streams): send them now, not at the end of
-        the loop pass."""
-        if self._outbox_scheduled:
-            self._send_outbox()
 
     def _send_outbox(self) -> None:
         """At the end of the loop pass: each client's answers in one write, then the sends,

@@ -17,14 +17,9 @@ here, waking streams -- runs after the commit that wrote it (the core's `Persist
   latency per node, measured);
 * when nothing is in flight a commit starts at the end of the loop pass, or after `linger`
   seconds when that is set, so that batches form at moderate rates too;
-* a commit's completion comes back to the loop, where every action queued before that
-  commit runs with ``ok=True`` and the local numbers, and `on_written` sees the rows as
-  written (local numbers assigned).  Actions queued `ahead` run first and `on_ahead_done`
-  after them, before `on_written`: the node acknowledges its publishers and starts
-  spreading its own publications there, so that neither waits for the delivery to its
-  local streams (at a publisher's node the first Spread left about 1 ms after the request
-  came, 0.3 ms of it that delivery and a loop pass; issue 11).  The other actions run
-  after `on_written`.  On a `StoreError` the rows are *not* kept for another
+* a commit's completion comes back to the loop, where `on_written` sees the rows as written
+  (local numbers assigned) and every action queued before that commit runs with
+  ``ok=True`` and the local numbers; on a `StoreError` the rows are *not* kept for another
   try: `on_unwritten` hears of them (the node then forgets them, so that nothing it answered
   as failed is stored later -- publications of others come back by anti-entropy), and the
   waiting actions run with ``ok=False``.
@@ -56,7 +51,6 @@ AfterCommit = Callable[[bool, Written], None]
 @dataclass(eq=False)
 class _Batch:
     rows: list[NewRow]
-    ahead: list[AfterCommit]
     actions: list[AfterCommit]
     future: concurrent.futures.Future[list[Stored]] | None = None
     done: bool = False
@@ -74,7 +68,6 @@ class GroupCommit:
         on_written: Callable[[list[Stored]], None],
         on_error: Callable[[StoreError], None],
         on_unwritten: Callable[[list[NewRow]], None] = lambda rows: None,
-        on_ahead_done: Callable[[], None] = lambda: None,
         linger: float = 0.0,
         inline: bool = False,
     ) -> None:
@@ -87,13 +80,10 @@ class GroupCommit:
         self._on_written = on_written
         self._on_error = on_error
         self._on_unwritten = on_unwritten
-        self._on_ahead_done = on_ahead_done
         self._rows: list[NewRow] = []
-        self._ahead: list[AfterCommit] = []
         self._actions: list[AfterCommit] = []
         self._in_flight: _Batch | None = None
         self._scheduled = False
-        self._flushing = False
         #: Commits that wrote something, and their rows (for the metrics and status), and the
         #: rows of commits that failed.
         self.batches = 0
@@ -114,14 +104,10 @@ class GroupCommit:
             self._rows.extend(rows)
             self._kick()
 
-    def after(self, action: AfterCommit, *, ahead: bool = False) -> None:
-        """Run `action` after the commit that holds every row queued so far; with `ahead`,
-        before `on_written` hears of that commit (see the module docstring)."""
-        (self._ahead if ahead else self._actions).append(action)
+    def after(self, action: AfterCommit) -> None:
+        """Run `action` after the commit that holds every row queued so far."""
+        self._actions.append(action)
         self._kick()
-
-    def _waiting(self) -> bool:
-        return bool(self._rows or self._ahead or self._actions)
 
     # ------------------------------------------------------------------ the pipeline
     def _kick(self) -> None:
@@ -139,10 +125,10 @@ class GroupCommit:
             loop.call_soon(self._start)
 
     def _take(self) -> _Batch | None:
-        if not self._waiting():
+        if not self._rows and not self._actions:
             return None
-        batch = _Batch(self._rows, self._ahead, self._actions)
-        self._rows, self._ahead, self._actions = [], [], []
+        batch = _Batch(self._rows, self._actions)
+        self._rows, self._actions = [], []
         if self.before_write is not None and batch.rows:
             self.before_write(batch.rows)
         return batch
@@ -158,7 +144,7 @@ class GroupCommit:
         if self.inline:
             self._write_now(batch)
             self._in_flight = None
-            if self._waiting():
+            if self._rows or self._actions:
                 self._kick()
             return
         loop = asyncio.get_running_loop()
@@ -179,25 +165,17 @@ class GroupCommit:
             self._failed(batch, exc)
         else:
             self._succeeded(batch, written)
-        if self._waiting():
+        if self._rows or self._actions:
             self._kick()
 
     def _succeeded(self, batch: _Batch, written: list[Stored]) -> None:
         if written:
             self.batches += 1
             self.rows_written += len(written)
-        if not batch.ahead and not batch.actions:  # a member's batch of others' publications:
-            if written:  # nobody waits for the numbers
-                self._on_written(written)
-            return
-        local: Written = {(s.topic, s.publication.key): s.local_seq for s in written}
-        if batch.ahead:
-            for action in batch.ahead:
-                self._run(action, True, local)
-            if not self._flushing:  # `flush`'s caller sends what they queued
-                self._on_ahead_done()
-        if written:
             self._on_written(written)
+        if not batch.actions:
+            return  # a member's batch of others' publications: nobody waits for the numbers
+        local: Written = {(s.topic, s.publication.key): s.local_seq for s in written}
         for action in batch.actions:
             self._run(action, True, local)
 
@@ -205,7 +183,7 @@ class GroupCommit:
         self.failed_rows += len(batch.rows)
         self._on_error(exc)
         self._on_unwritten(batch.rows)
-        for action in (*batch.ahead, *batch.actions):
+        for action in batch.actions:
             self._run(action, False, {})
 
     def _run(self, action: AfterCommit, ok: bool, written: Written) -> None:
@@ -215,19 +193,14 @@ class GroupCommit:
             log.exception("post-commit action failed")
 
     def flush(self) -> None:
-        """Write everything queued now, waiting for the commit in flight first (blocks).
-        `on_ahead_done` is not called: the caller sends what the actions queued."""
-        self._flushing = True
-        try:
-            batch = self._in_flight
-            if batch is not None and not batch.done and batch.future is not None:
-                concurrent.futures.wait([batch.future])
-                self._finish(batch)
-            batch = self._take()
-            if batch is not None:
-                self._write_now(batch)
-        finally:
-            self._flushing = False
+        """Write everything queued now, waiting for the commit in flight first (blocks)."""
+        batch = self._in_flight
+        if batch is not None and not batch.done and batch.future is not None:
+            concurrent.futures.wait([batch.future])
+            self._finish(batch)
+        batch = self._take()
+        if batch is not None:
+            self._write_now(batch)
 
     def _write_now(self, batch: _Batch) -> None:
         """Write `batch` at once: on this thread when inline, else on the store's thread,

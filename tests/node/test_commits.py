@@ -131,37 +131,3 @@ def test_flush_waits_for_the_commit_in_flight_and_writes_the_rest(tmp_path: Path
         store.close()
 
     asyncio.run(scenario())
-
-
-def test_actions_queued_ahead_run_before_the_rows_are_handed_over(tmp_path: Path) -> None:
-    """A commit runs the actions queued `ahead` (a node's acknowledgements and spreads), then
-    `on_ahead_done` (the node sends them), then `on_written` (the delivery to local streams),
-    then the other actions -- inline and on the store's thread alike; `flush` leaves the
-    sending to its caller."""
-
-    async def scenario(inline: bool) -> list[str]:
-        store = PublicationStore(tmp_path / ("inline" if inline else "thread"), sync="normal")
-        thread = StoreThread("test-store")
-        order: list[str] = []
-        commits = GroupCommit(
-            store, thread, on_written=lambda rows: order.append(f"written {len(rows)}"),
-            on_error=lambda e: None, on_ahead_done=lambda: order.append("ahead done"), inline=inline,
-        )
-        commits.add([row(0), row(1)])
-        commits.after(lambda ok, local: order.append(f"later {ok} {len(local)}"))
-        commits.after(lambda ok, local: order.append(f"ahead {ok} {len(local)}"), ahead=True)
-        for _ in range(200):
-            if len(order) == 4:
-                break
-            await asyncio.sleep(0.01)
-        commits.add([row(2)])
-        commits.after(lambda ok, local: order.append("flushed ahead"), ahead=True)
-        commits.flush()
-        thread.close()
-        store.close()
-        return order
-
-    for inline in (True, False):
-        assert asyncio.run(scenario(inline)) == [
-            "ahead True 2", "ahead done", "written 2", "later True 2", "flushed ahead", "written 1",
-        ]
