@@ -423,10 +423,14 @@ def encode_payload(msg: Message) -> bytes:
     declared order.  The field values are read in one C-level step (`MessageSpec.values`)
     and only the fields whose encoder is not the identity are passed through it -- this
     runs for every frame a node sends (issue 11).  A kind with a fast encoder
-    (`register_fast_encoder`) is encoded by it."""
+    (`register_fast_encoder`) is encoded by it; what either raises for a value it cannot
+    encode becomes WireError("unencodable")."""
     fast = _FAST_ENCODERS.get(type(msg))
     if fast is not None:
-        return fast(msg)
+        try:
+            return fast(msg)
+        except _UNENCODABLE as exc:
+            raise WireError("unencodable", f"cannot encode {msg.kind}: {exc}") from None
     s = spec(msg.kind)
     if type(msg) is not s.cls:
         raise WireError("unencodable", f"{type(msg).__name__} is not the {s.kind!r} message")
@@ -442,9 +446,12 @@ def encode_payload(msg: Message) -> bytes:
             return _pack_with_packed(body)
         packed: bytes = pack(body)
         return packed
-    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+    except _UNENCODABLE as exc:
         raise WireError("unencodable", f"cannot encode {s.kind}: {exc}") from None
 
+
+#: What packing raises for a value it cannot encode.
+_UNENCODABLE = (TypeError, ValueError, AttributeError, OverflowError)
 
 _PACKED_NAMES: dict[str, bytes] = {}
 
@@ -454,8 +461,8 @@ _FAST_ENCODERS: dict[type, Callable[[Any], bytes]] = {}
 
 def register_fast_encoder(cls: type[Message], encoder: Callable[[Any], bytes]) -> None:
     """Encode messages of exactly `cls` with `encoder`, which must return the payload
-    `encode_payload` would (same fields, same values; a test compares them) or raise
-    WireError("unencodable")."""
+    `encode_payload` would (same fields, same values; a test compares them); what it raises
+    for a value it cannot encode (`_UNENCODABLE`) the codec reports as it does its own."""
     _FAST_ENCODERS[cls] = encoder
 
 

@@ -271,16 +271,14 @@ _PUBLICATIONS_NAME = wire.pack("publications")
 
 def encode_spread(msg: Spread) -> bytes:
     """The payload of `msg`, as `pubsub.kernel.wire.encode_payload` writes it: "v" and "t",
-    the small fields in their declared order, then the publications (module docstring)."""
-    try:
-        small = wire.pack({
-            "topic": msg.topic, "sender": msg.sender, "start": msg.start, "end": msg.end,
-            "levels": msg.levels, "hops": msg.hops,
-        })
-        publications = encode_publications(msg.publications)
-        packed = publications if type(publications) is wire.Packed else wire.pack(publications)
-    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
-        raise WireError("unencodable", f"cannot encode spread: {exc}") from None
+    the small fields in their declared order, then the publications (module docstring).
+    A value packing refuses raises as packing does; the codec reports it."""
+    small = wire.pack({
+        "topic": msg.topic, "sender": msg.sender, "start": msg.start, "end": msg.end,
+        "levels": msg.levels, "hops": msg.hops,
+    })
+    publications = encode_publications(msg.publications)
+    packed = publications if type(publications) is wire.Packed else wire.pack(publications)
     return b"".join((_SPREAD_HEAD, small[1:], _PUBLICATIONS_NAME, packed))
 
 
