@@ -42,7 +42,9 @@ Measurements, for n in 4 8 16 32 (quick: 4 16):
                NATS core acknowledges nothing: its publisher flushes (PING/PONG) after every W.
   CPU          /proc utime+stime before/after the throughput run: pubsub µs per publication
                per node (median, max), the servers', the subscriber processes' per message and
-               this harness's.
+               this harness's.  In the latency run, the whole deployment's CPU per
+               paced publication, and the same by role (node 0, the other nodes, subscriber
+               processes, server, harness: µs per publication of each role's median process).
   frames       pubsub only, latency run: status `stats.frames_out` summed over nodes per
                publication per node, for the kinds that carry a publication and for all kinds.
   idle         pubsub only: a legitimate ring of 32 (quick 8) nodes without publications for 10 s

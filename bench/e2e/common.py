@@ -106,7 +106,9 @@ class Contention:
     def result(self) -> dict[str, Any]:
         elapsed = max(time.monotonic() - self.t0, 1e-9)
         busy = (machine_busy_ticks() - self.busy0) / CLK_TCK
-        ours = sum(v for v in cpu_delta_seconds(self.ours0, cpu_snapshot(self.pids)).values() if v is not None)
+        #: CPU seconds of each measured process over the window, by name.
+        self.per_process = cpu_delta_seconds(self.ours0, cpu_snapshot(self.pids))
+        ours = sum(v for v in self.per_process.values() if v is not None)
         others = max(busy - ours, 0.0)
         return {
             "elapsed_s": round(elapsed, 3),

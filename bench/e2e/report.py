@@ -18,6 +18,17 @@ def _spread_of(rows: Iterable[dict[str, Any]], get: Callable[[dict[str, Any]], A
     return {k: rnd(v, 3) if isinstance(v, float) else v for k, v in spread(get(r) for r in rows).items()}
 
 
+def _roles_of(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per role, the spread over the repeats of each repeat's median process
+    (`bench.e2e.run.paced_cpu_by_role`)."""
+    roles = sorted({role for r in rows for role in r.get("cpu_us_per_pub_by_role") or {}})
+
+    def median_of(role: str) -> Callable[[dict[str, Any]], Any]:
+        return lambda r: ((r.get("cpu_us_per_pub_by_role") or {}).get(role) or {}).get("median")
+
+    return {role: _spread_of(rows, median_of(role)) for role in roles}
+
+
 def summarize(runs: list[dict[str, Any]], systems: list[str], sizes: list[int], tput_n: int) -> dict[str, Any]:
     latency: dict[str, dict[str, Any]] = {}
     throughput: dict[str, Any] = {}
@@ -35,6 +46,7 @@ def summarize(runs: list[dict[str, Any]], systems: list[str], sizes: list[int], 
                 "max_ms": _spread_of(rows, lambda r: r["max_ms"]),
                 "ack_p50_ms": _spread_of(rows, lambda r: r["ack_p50_ms"]),
                 "cpu_ms_per_pub": _spread_of(rows, lambda r: r.get("cpu_ms_per_pub")),
+                "cpu_us_per_pub_by_role": _roles_of(rows),
                 "incomplete": [r["incomplete"] for r in rows],
                 "failed_publishes": [r["failed"] for r in rows],
             }
@@ -163,6 +175,13 @@ def print_tables(summary: dict[str, Any], params: dict[str, Any], systems: list[
     for n in sizes:
         print(f"{n:>3}  " + "".join(
             f"{cell(summary['latency'][system][str(n)]['cpu_ms_per_pub']):>24}" for system in systems))
+    print()
+    print("== The same CPU by role, µs per paced publication (the median process of each role; " + each + ")")
+    for n in sizes:
+        for system in systems:
+            roles = summary["latency"][system][str(n)]["cpu_us_per_pub_by_role"]
+            if roles:
+                print(f"{n:>3}  {system:<16}  " + "  ".join(f"{role} {cell(v, 0)}" for role, v in roles.items()))
     for mine, ratios in (
         ("pubsub", summary["ratios"]),
         ("pubsub-embedded", summary["ratios"].get("embedded")),

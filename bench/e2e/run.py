@@ -104,6 +104,7 @@ async def measure(system: System, plan: Plan, workdir: Path) -> dict[str, Any]:
                 out["latency"]["contention"] = others
                 # every process of the deployment, its subscriber processes and the harness
                 out["latency"]["cpu_ms_per_pub"] = round(others["ours_s"] * 1000 / plan.count, 2)
+                out["latency"]["cpu_us_per_pub_by_role"] = paced_cpu_by_role(contention.per_process, plan.count)
                 if before is not None and after is not None:
                     out["frames"] = frames_result(before, after, len(pub.ack_ns), plan.n)
                     pubs = before[0].get("publications") or {}
@@ -189,6 +190,27 @@ def frames_result(
         "publication_kinds": sorted(PUBLICATION_FRAME_KINDS),
         "client_kinds": sorted(CLIENT_FRAME_KINDS),
     }
+
+
+def paced_cpu_by_role(seconds: dict[str, float | None], publications: int) -> dict[str, Any]:
+    """µs of CPU per paced publication by role (median [min-max] over the role's
+    processes): node 0 (pubsub's publishing node, relay-floor's relay 0), the other nodes
+    ("member"), the subscriber processes, the server (pubsub's supervisor) and the harness
+    (the publisher); a role the system does not have is left out."""
+
+    def role_of(name: str) -> str:
+        if name == "node-00":
+            return "node 0"
+        if name.startswith("node-"):
+            return "member"
+        if name.startswith("sub-"):
+            return "subscriber"
+        return "server" if name in ("server", "supervisor") else name
+
+    roles: dict[str, dict[str, float | None]] = {}
+    for name, used in seconds.items():
+        roles.setdefault(role_of(name), {})[name] = used
+    return {role: cpu_result(found, publications, "") for role, found in roles.items() if found}
 
 
 # --- throughput ------------------------------------------------------------------------------

@@ -168,6 +168,10 @@ def test_the_smallest_run_measures_every_system_here(tmp_path: Path) -> None:
         assert 0 < lat["p50_ms"] <= lat["p99_ms"] <= lat["max_ms"]
         assert lat["ack_p50_ms"] > 0 and len(lat["last_ms_by_id"]) == 20
         assert lat["cpu_ms_per_pub"] > 0  # the whole deployment's CPU per paced publication
+        roles = lat["cpu_us_per_pub_by_role"]  # the same CPU by role: the harness publishes for every system
+        assert roles["harness"]["count"] == 1 and roles["subscriber"]["count"] == 4
+        if run["system"] in ("pubsub", "pubsub-tls"):
+            assert roles["node 0"]["count"] == 1 and roles["member"]["count"] == 3 and roles["server"]["count"] == 1
         tput = run["throughput"]
         assert tput["acked"] == tput["sent"] == 200 and tput["failed"] == 0
         assert tput["held_per_s"] > 0 and tput["acked_per_s"] > 0 and tput["held_seconds"] > 0
@@ -201,6 +205,7 @@ def test_the_smallest_run_measures_every_system_here(tmp_path: Path) -> None:
     assert tls["held_per_s"] > 0 and tls["acked_per_s"] > 0 and tls["latency_p50"]["4"] > 0
     assert "ratios pubsub-tls/pubsub" in done.stdout
     assert "CPU per publication of the whole deployment in the latency run" in done.stdout
+    assert "The same CPU by role" in done.stdout
     for mine in (ratios, ratios["embedded"]):
         for anchor in anchors:
             assert mine["latency_p50"][anchor]["4"] > 0 and mine["paced_cpu"][anchor]["4"] > 0
