@@ -177,6 +177,34 @@ def test_round_trip(kind: str, data: st.DataObject) -> None:
     assert back == msg
 
 
+@pytest.mark.parametrize("kind", sorted(MESSAGE_TYPES))
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_the_generic_encoder_writes_v_t_then_the_fields_in_declared_order(kind: str, data: st.DataObject) -> None:
+    msg = data.draw(messages_of(MESSAGE_TYPES[kind]))
+    spec = wire.spec(kind)
+    keys = list(msgpack.unpackb(wire.encode_payload(msg), raw=False, strict_map_key=False))
+    declared = [f.name for f in spec.fields]
+    packed_last = [name for name, _ in spec.encoders]  # fields that may travel as Packed come last
+    assert keys[:2] == ["v", "t"]
+    assert [k for k in keys[2:] if k not in packed_last] == [k for k in declared if k not in packed_last]
+    assert sorted(keys[2:]) == sorted(declared)
+
+
+def test_a_message_missing_a_field_value_is_unencodable() -> None:
+    hollow = object.__new__(Ping)  # a slot never set: reading it raises AttributeError
+    with pytest.raises(WireError) as info:
+        encode(hollow)
+    assert info.value.code == "unencodable"
+
+
+def test_the_map_writer_takes_only_identifiers_as_field_names() -> None:
+    assert wire._body_writer("ping", ("nonce",))(Ping(nonce=3)) == {"v": 1, "t": "ping", "nonce": 3}
+    for names in (("a b",), ("x", "import os"), ("class",)):
+        with pytest.raises(TypeError):
+            wire._body_writer("ping", names)
+
+
 def test_frame_layout() -> None:
     frame = encode(Ping(nonce=5))
     assert msgpack.unpackb(frame[4:]) == {"v": 1, "t": "ping", "nonce": 5}
