@@ -27,7 +27,7 @@ else
     exit 0
 fi
 echo "installing ${packages[*]} with apt-get" >&2
-if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${packages[@]}"; } >/dev/null 2>&1; then
+if ! { $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${packages[@]}"; } >/dev/null 2>&1; then
     echo "note: apt-get install ${packages[*]} failed; the end-to-end benchmark will report what is missing" >&2
 fi
 for binary in "${packages[@]}"; do

@@ -51,7 +51,7 @@ if ((${#missing[@]})); then
     command -v apt-get >/dev/null || unavailable "${missing[*]} missing and no apt-get"
     step "installing ${missing[*]} (apt-get) ..."
     log="$(mktemp)"
-    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    if ! { apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
             podman runc debootstrap; } >"$log" 2>&1; then
         tail -5 "$log" >&2
         rm -f "$log"

@@ -23,7 +23,7 @@ else
     exit 0
 fi
 echo "installing ${packages[*]} with apt-get (for the web view's browser test)" >&2
-if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${packages[@]}"; } >/dev/null 2>&1; then
+if ! { $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${packages[@]}"; } >/dev/null 2>&1; then
     echo "note: apt-get install ${packages[*]} failed; the web view's browser test will skip" >&2
 fi
 [ -x /usr/bin/chromium ] || echo "note: chromium is still missing; the web view's browser test will skip" >&2

@@ -54,7 +54,9 @@ def find_or_install(binary: str) -> str:
     if os.geteuid() != 0:
         pytest.skip(f"{binary} is not installed and installing it needs root (apt-get install prometheus)")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "prometheus"]):
+    # another installer of the same run (podman's, chromium's) may hold dpkg's lock: wait for it
+    wait = ["-o", "DPkg::Lock::Timeout=600"]
+    for command in (["apt-get", *wait, "update", "-qq"], ["apt-get", *wait, "install", "-y", "-qq", "prometheus"]):
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
         if done.returncode != 0:
             pytest.skip(f"could not install prometheus: {' '.join(command)}: {done.stderr.strip()[-300:]}")
