@@ -102,11 +102,12 @@ class Contention:
         self.t0 = time.monotonic()
         self.busy0 = machine_busy_ticks()
         self.ours0 = cpu_snapshot(self.pids)
+        #: CPU seconds of each measured process over the window, by name (set by `result`).
+        self.per_process: dict[str, float | None] = {}
 
     def result(self) -> dict[str, Any]:
         elapsed = max(time.monotonic() - self.t0, 1e-9)
         busy = (machine_busy_ticks() - self.busy0) / CLK_TCK
-        #: CPU seconds of each measured process over the window, by name.
         self.per_process = cpu_delta_seconds(self.ours0, cpu_snapshot(self.pids))
         ours = sum(v for v in self.per_process.values() if v is not None)
         others = max(busy - ours, 0.0)
