@@ -195,8 +195,17 @@ class DaemonGroup:
             os.replace(tmp, path)
 
     def wait_answering(self, daemons: Sequence[Daemon], timeout: float | None = None) -> None:
-        """Wait until every daemon in `daemons` answers status; ClusterError if one exits."""
-        deadline = time.monotonic() + (self.start_timeout if timeout is None else timeout)
+        """Wait until every daemon in `daemons` answers status; ClusterError if one exits,
+        ClusterTimeout if `timeout` (default `start_timeout`) seconds pass without another
+        daemon answering.
+
+        The clock restarts whenever one more daemon answers: daemons started together share
+        the machine's cores while they import and open their stores, so the last of many
+        answers later than one alone would, on a busy machine well past `start_timeout`.  A
+        daemon that is stuck still ends the wait, after at most len(daemons) × timeout.
+        """
+        patience = self.start_timeout if timeout is None else timeout
+        deadline = time.monotonic() + patience
         pending = list(daemons)
         while pending:
             for daemon in pending:
@@ -209,8 +218,11 @@ class DaemonGroup:
             results = self._statuses([d.ref for d in pending], timeout=1.0)
             for daemon in pending:
                 _check_answered_by(daemon, results[daemon.ref])
+            waiting = len(pending)
             pending = [d for d in pending if isinstance(results[d.ref], Exception)]
-            if pending and time.monotonic() > deadline:
+            if len(pending) < waiting:
+                deadline = time.monotonic() + patience
+            elif pending and time.monotonic() > deadline:
                 problems = [
                     _status_problem(d, results[d.ref])  # type: ignore[arg-type]
                     for d in pending

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import IO, Any
 
 HOST = "127.0.0.1"
-#: Seconds a daemon may take from its start until it answers `status`.
+#: Seconds a daemon may take to answer `status`, from its start or, when daemons start
+#: together, from the last of them to answer (`DaemonGroup.wait_answering`).
 START_TIMEOUT = 20.0
 #: Seconds `stop` waits after SIGTERM before it sends SIGKILL.
 TERM_TIMEOUT = 5.0
