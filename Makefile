@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo lint test test-slow bench fuzz clean check-java chromium analyze experiments wheelhouse podman-setup
+.PHONY: venv bytecode demo lint test test-slow bench fuzz clean check-java chromium analyze experiments wheelhouse podman-setup
 
 venv: $(STAMP)
 
@@ -14,7 +14,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,analysis,bench]'
 	@touch $(STAMP)
 
-demo: $(STAMP)
+# The project's modules compiled ahead (only what changed since the last run): every daemon
+# a cluster starts imports them, and where PYTHONDONTWRITEBYTECODE is set nothing
+# else writes the compiled files, so each daemon would compile every module again, about
+# half a CPU-second per start.
+bytecode: $(STAMP)
+	@$(BIN)/python -m compileall -q pubsub supervisor broker bench fuzz >/dev/null
+
+demo: bytecode
 	$(BIN)/python -m pubsub.ops.demo
 
 # The analysis (PySpark) needs Java 17+: say so in one line instead of a JVM trace.
@@ -41,28 +48,28 @@ chromium:
 
 # Lint first, then the whole suite except the long simulation sweeps (about 15 minutes on
 # 2 cores once the podman images exist); it names the skipped tests and the slowest ones.
-test: lint check-java chromium
+test: lint check-java chromium bytecode
 	$(BIN)/python -m pytest -q -rs -n auto -m "not slow" --durations=15
 
 # The long sweeps (n = 1000 from 18 more corrupted states); see README.
-test-slow: check-java
+test-slow: check-java bytecode
 	$(BIN)/python -m pytest -q -rs -n auto -m slow
 
 # The three shipped scenarios, each on a local cluster, analysed (runs/<scenario>/).
-experiments: check-java
+experiments: check-java bytecode
 	for s in steady-churn mass-crash corruption; do \
 		rm -rf runs/$$s && $(BIN)/pubsub experiment run $$s --out runs/$$s || exit 1; done
 
 # The end-to-end benchmark runs pubsub beside Debian's nats-server (NATS core, JetStream) and
 # redis-server: installed with apt when missing and this machine can (root or sudo); otherwise
 # the script says what is missing and the benchmark reports those systems as "not run: <reason>".
-bench: $(STAMP)
+bench: bytecode
 	@bench/install-servers.sh
 	$(BIN)/python -m bench
 
 # Coverage-guided fuzzing (README, "Fuzzing"): 10^6 inputs over the frame decoder, the codec
 # and every core's handle, under atheris; one line per target, exit 1 on any crash.
-fuzz: $(STAMP)
+fuzz: bytecode
 	$(BIN)/python -m fuzz all $(FUZZ_ARGS)
 
 # Containers (README, "Containers"): the wheels deploy/Dockerfile installs, built on the host;
@@ -75,3 +82,4 @@ podman-setup: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
+	find pubsub supervisor broker bench fuzz tests -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -54,7 +54,6 @@ from supervisor.core import SupervisorCore
 from supervisor.sharding import ShardedSupervisor
 from supervisor.store import StoreError, SupervisorStore
 from pubsub.runtime.datadir import held_data_dir
-from supervisor.webview import RingWatch, application, ask_status
 
 log = logging.getLogger(__name__)
 
@@ -263,6 +262,8 @@ def web_view(
     it asks the nodes with the supervisor's TLS `context` (None: plain TCP)."""
     if settings.web_listen is None:
         return []
+    from supervisor.webview import RingWatch, application, ask_status  # aiohttp: only when served
+
     host_name, port = split_ref(settings.web_listen)
     watch = RingWatch(listen, core.status, functools.partial(ask_status, context=context))
     return [HttpService("web view", application(watch), host_name, port)]

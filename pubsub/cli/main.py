@@ -33,20 +33,42 @@ port in use) ends with a one-line message and a non-zero exit code, never a trac
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
-from pubsub.cli.certs import certs
-from pubsub.cli.chaos import chaos
 from pubsub.cli.common import remember_log_settings
-from pubsub.cli.cluster import cluster
 from pubsub.cli.verbs import add_form
 from pubsub.modes import all_modes
-from pubsub.ops.analysis.cli import analyze
-from pubsub.ops.experiment.cli import experiment
 from pubsub.runtime.logsetup import configure as configure_logging
 
+#: The tools that serve every mode: command name -> "module:attribute" of its click command.
+#: Imported when the command is looked up, not when `pubsub` starts: a daemon's start-up
+#: (and every CLI call) would otherwise import what only these tools use.
+TOOLS = {
+    "analyze": "pubsub.ops.analysis.cli:analyze",
+    "certs": "pubsub.cli.certs:certs",
+    "chaos": "pubsub.cli.chaos:chaos",
+    "cluster": "pubsub.cli.cluster:cluster",
+    "experiment": "pubsub.ops.experiment.cli:experiment",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class PubsubGroup(click.Group):
+    """The `pubsub` group: the modes' commands are added when it is built (`_assemble`),
+    the tools (`TOOLS`) on first lookup."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *TOOLS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in TOOLS and cmd_name not in self.commands:
+            module, _, attribute = TOOLS[cmd_name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=PubsubGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(
     package_name="pubsub-skipring",
     prog_name="pubsub",
@@ -83,16 +105,14 @@ def main(ctx: click.Context, log_level: str, log_format: str) -> None:
 
 
 def _assemble(group: click.Group) -> None:
-    """Every registered mode's commands, its forms of the shared verbs, then the tools that
-    serve every mode (chaos, certs, analyze, cluster, experiment)."""
+    """Every registered mode's commands, then its forms of the shared verbs (the tools that
+    serve every mode come in on first use, `PubsubGroup`)."""
     for mode in all_modes():
         for command in mode.commands():
             group.add_command(command)
     for mode in all_modes():
         for form in mode.verb_forms():
             add_form(group.commands[form.verb], form)
-    for command in (chaos, certs, analyze, cluster, experiment):
-        group.add_command(command)
 
 
 _assemble(main)

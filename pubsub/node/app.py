@@ -64,7 +64,6 @@ from pubsub.kernel.effects import Answer, Batched, Effect, Persist
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.node.delivery import Deliveries
 from pubsub.node.faults import node_actions
-from pubsub.node.http import http_application
 from pubsub.node.settings import FRAME_OVERHEAD, HOLD_MIN_BATCH, NodeSettings
 from pubsub.node.commits import GroupCommit, Written
 from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
@@ -728,6 +727,8 @@ async def _serve_node(
         if signing is not None and authority is not None:  # the permissions file's revocations
             authority.listen(lambda rules: signing.revoke(rules.revoked_keys))
         if settings.http_listen is not None:
+            from pubsub.node.http import http_application  # aiohttp: only when served
+
             host_name, _, port = settings.http_listen.rpartition(":")
             daemon.services.append(
                 HttpService("HTTP API", http_application(app), host_name, int(port), server_context(runtime_settings))

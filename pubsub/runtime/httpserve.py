@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import ssl
+from typing import TYPE_CHECKING
 
-from aiohttp import web
+if TYPE_CHECKING:  # aiohttp itself is imported by the daemon that serves HTTP (start-up cost)
+    from aiohttp import web
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,8 @@ class HttpService:
 
     async def start(self) -> None:
         """Bind and serve; HttpError if the address cannot be bound."""
+        from aiohttp import web
+
         runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port, ssl_context=self.ssl_context)

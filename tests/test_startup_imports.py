@@ -1,0 +1,52 @@
+"""What a daemon imports to start: only what it runs.
+
+Every `pubsub node` or `pubsub supervisor` pays its imports in CPU before it listens, and a
+local cluster starts many at once on the same cores (the CI run that timed 18 daemons out).
+The HTTP stack (aiohttp, whose import alone builds a TLS context from the system's CA
+bundle), the scenario files' YAML and the tools' modules are imported only when a daemon
+serves HTTP or a tool runs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+from pubsub.cli.main import TOOLS, main
+
+#: Modules a daemon without --http-listen / --web-listen must not import.
+NOT_AT_START = ("aiohttp", "yaml", "pyspark", *(spec.partition(":")[0] for spec in TOOLS.values()))
+
+
+def _imported_by(*modules: str) -> set[str]:
+    code = "import json, sys\n" + "".join(f"import {m}\n" for m in modules)
+    code += "print(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    return set(json.loads(done.stdout))
+
+
+def test_the_daemons_start_without_the_http_stack_or_the_tools() -> None:
+    imported = _imported_by("pubsub.cli.main", "pubsub.node.app", "supervisor.app")
+    assert "pubsub.node.app" in imported and "supervisor.app" in imported
+    assert sorted(m for m in NOT_AT_START if m in imported) == []
+
+
+def test_serving_http_brings_the_http_stack_in() -> None:
+    imported = _imported_by("pubsub.node.http", "supervisor.webview")
+    assert "aiohttp.web" in imported
+
+
+def test_the_tools_are_listed_and_load_when_asked_for() -> None:
+    runner = CliRunner()
+    listing = runner.invoke(main, ["--help"])
+    assert listing.exit_code == 0, listing.output
+    for name in TOOLS:
+        assert f"  {name} " in listing.output
+        shown = runner.invoke(main, [name, "--help"])
+        assert shown.exit_code == 0, shown.output
+        assert f"Usage: main {name}" in shown.output or f"Usage: pubsub {name}" in shown.output
+    unknown = runner.invoke(main, ["no-such-command"])
+    assert unknown.exit_code == 2 and "No such command" in unknown.output
