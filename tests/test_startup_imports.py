@@ -47,6 +47,6 @@ def test_the_tools_are_listed_and_load_when_asked_for() -> None:
         assert f"  {name} " in listing.output
         shown = runner.invoke(main, [name, "--help"])
         assert shown.exit_code == 0, shown.output
-        assert f"Usage: main {name}" in shown.output or f"Usage: pubsub {name}" in shown.output
+        assert shown.output.startswith(f"Usage: main {name} ")  # CliRunner names the group "main"
     unknown = runner.invoke(main, ["no-such-command"])
     assert unknown.exit_code == 2 and "No such command" in unknown.output
