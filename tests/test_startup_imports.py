@@ -50,3 +50,13 @@ def test_the_tools_are_listed_and_load_when_asked_for() -> None:
         assert shown.output.startswith(f"Usage: main {name} ")  # CliRunner names the group "main"
     unknown = runner.invoke(main, ["no-such-command"])
     assert unknown.exit_code == 2 and "No such command" in unknown.output
+
+
+def test_a_misspelt_tool_is_suggested_before_it_is_loaded() -> None:
+    # a fresh process: in this one the tests above have loaded every tool already
+    for typed, meant in (("clustr", "cluster"), ("chaso", "chaos"), ("analyse", "analyze"), ("publsh", "publish")):
+        done = subprocess.run(
+            [sys.executable, "-m", "pubsub.cli.main", typed], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 2
+        assert f"No such command '{typed}'. Did you mean '{meant}'?" in done.stderr

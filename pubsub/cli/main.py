@@ -67,6 +67,18 @@ class PubsubGroup(click.Group):
             self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click's, with the tools among the suggestions for a misspelt command (click
+        suggests from the commands loaded so far)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as exc:
+            raise click.exceptions.NoSuchCommand(
+                exc.command_name, possibilities=self.list_commands(ctx), ctx=ctx
+            ) from None
+
 
 @click.group(cls=PubsubGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(
