@@ -2,6 +2,7 @@
 
     pubsub certs ca DIR                      # DIR/ca.crt, DIR/ca.key (refuses to overwrite)
     pubsub certs issue DIR ROLE NAME...      # DIR/ROLE-NAME.crt, .key for each NAME
+                                             # (refuses to overwrite without --force)
     pubsub certs fingerprint CERT...         # the fingerprint of each certificate's key
 
 ROLE is supervisor, node or broker (NAME is the daemon's reference HOST:PORT, the address
@@ -55,15 +56,29 @@ def ca_command(directory: Path, force: bool) -> None:
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.argument("role", type=click.Choice(ROLES))
 @click.argument("names", nargs=-1, required=True, metavar="NAME...")
-def issue_command(directory: Path, role: str, names: tuple[str, ...]) -> None:
+@click.option("--force", is_flag=True,
+              help="Replace existing certificates and keys of these names (a daemon or client "
+              "using one must be given the new pair).")
+def issue_command(directory: Path, role: str, names: tuple[str, ...], force: bool) -> None:
     """Issue a ROLE certificate for each NAME (a daemon's HOST:PORT, or a client's or an
-    admin's name) with the CA in DIRECTORY; prints the files written."""
+    admin's name) with the CA in DIRECTORY; prints the files written.  A NAME that already
+    has a key there is refused (nothing is written) unless --force."""
     try:
         for name in names:
             check_name(role, name)
         ca_cert, ca_key = load_ca(directory)
     except IdentityError as exc:
         raise click.ClickException(str(exc)) from None
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise click.ClickException(f"{', '.join(repeated)} given more than once")
+    existing = [directory / f"{file_stem(role, name)}.key" for name in names]
+    existing = [path for path in existing if path.exists()]
+    if existing and not force:
+        raise click.ClickException(
+            f"{', '.join(map(str, existing))} exists; use --force to replace "
+            f"{'it' if len(existing) == 1 else 'them'}"
+        )
     for name in names:
         cert, key = issue(ca_cert, ca_key, role, name)
         crt, keyfile = write_pair(directory, file_stem(role, name), cert, key)
@@ -79,6 +94,18 @@ def fingerprint_command(files: tuple[Path, ...]) -> None:
     for path in files:
         try:
             cert = x509.load_pem_x509_certificate(path.read_bytes())
+            if _is_ca(cert):
+                raise click.ClickException(
+                    f"{path}: a CA certificate; fingerprints name the keys of the certificates "
+                    "`pubsub certs issue` makes"
+                )
             click.echo(f"{fingerprint(cert)}  {identity_of(cert)}")
         except (ValueError, IdentityError) as exc:
             raise click.ClickException(f"{path}: {exc}") from None
+
+
+def _is_ca(cert: x509.Certificate) -> bool:
+    try:
+        return bool(cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca)
+    except x509.ExtensionNotFound:
+        return False

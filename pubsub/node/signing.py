@@ -166,7 +166,7 @@ class Signing:
         if not isinstance(key, ed25519.Ed25519PrivateKey):
             raise SigningError(
                 f"{settings.tls_key} is not an Ed25519 key: nodes sign their publications with their TLS "
-                "key (reissue the certificate: pubsub certs issue DIR node REF)"
+                "key (reissue the certificate: pubsub certs issue --force DIR node REF)"
             )
         return cls(ref, ca, cert, key, None if data_dir is None else data_dir / "keys")
 

@@ -126,7 +126,7 @@ def fingerprint(key: x509.Certificate | ed25519.Ed25519PublicKey) -> str:
     public = key.public_key() if isinstance(key, x509.Certificate) else key
     if not isinstance(public, ed25519.Ed25519PublicKey):
         raise IdentityError(
-            f"the certificate's key is {type(public).__name__}, not Ed25519 (reissue it: pubsub certs issue)"
+            f"the certificate's key is {type(public).__name__}, not Ed25519 (reissue it: pubsub certs issue --force)"
         )
     raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     digest = hashes.Hash(hashes.SHA256())
