@@ -357,7 +357,7 @@ def status(ctx: click.Context, directory: Path, as_json: bool, timeout: float) -
     if not report["up"]:
         raise NoCluster(
             f"the cluster in {directory} is not running (no daemon of its manifest runs); "
-            "start one with `pubsub cluster up`"
+            f"start one with `pubsub cluster up --dir {directory}`"
         )
     click.echo(json.dumps(report, indent=2) if as_json else format_status(report))
     if not report["healthy"]:

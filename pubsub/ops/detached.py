@@ -62,7 +62,7 @@ def read_manifest(directory: Path) -> dict[str, Any]:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise NoCluster(
-            f"no cluster in {directory} (no {MANIFEST}); start one with `pubsub cluster up`"
+            f"no cluster in {directory} (no {MANIFEST}); start one with `pubsub cluster up --dir {directory}`"
         ) from None
     except OSError as exc:
         raise NoCluster(f"cannot read {path}: {exc.strerror or exc}") from None

@@ -147,6 +147,7 @@ def test_up_status_down_with_a_dead_node(cluster_dir: Path) -> None:
     assert again.returncode == 0 and "nothing was running" in again.stdout
     gone = cluster_cmd(cluster_dir, "status")
     assert gone.returncode == 1 and "is not running" in gone.stderr
+    assert f"pubsub cluster up --dir {cluster_dir.resolve()}`" in gone.stderr
 
 
 def test_up_again_after_down_starts_afresh(cluster_dir: Path) -> None:
@@ -217,7 +218,7 @@ def test_no_cluster_errors(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     done = cluster_cmd(empty, "status")
     assert done.returncode == 1
-    assert "no cluster in" in done.stderr and "pubsub cluster up" in done.stderr
+    assert "no cluster in" in done.stderr and f"pubsub cluster up --dir {empty.resolve()}`" in done.stderr
     assert "Traceback" not in done.stderr
     down = cluster_cmd(empty, "down")
     assert down.returncode == 0 and "nothing to stop" in down.stdout
