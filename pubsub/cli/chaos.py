@@ -128,7 +128,7 @@ def _run(
 
     def fail(admin: str, reason: str) -> NoReturn:
         _print(action, marker, done, as_json, describe)
-        raise click.ClickException(f"{admin}: {reason}")
+        raise click.ClickException(_about(admin, reason))
 
     async def run() -> None:
         refs: list[str] = []
@@ -172,8 +172,13 @@ def _print(
             f"{action} {body.get('ref')} ({body.get('role')}, admin {body.get('admin')}): "
             f"{describe(body)}; {written}"
         )
-    if done:
+    if any(body.get("marker_written") for body in done):
         click.echo(f"marker {marker}")
+
+
+def _about(admin: str, reason: str) -> str:
+    """`reason` naming `admin`: the client's errors mostly name the address already."""
+    return reason if admin in reason else f"{admin}: {reason}"
 
 
 @chaos.command()
@@ -194,7 +199,7 @@ def info(admins: list[str], as_json: bool, timeout: float) -> None:
             try:
                 out.append({"admin": admin, **await admin_request(admin, "info", timeout=timeout)})
             except (ChaosError, RequestError) as exc:
-                raise click.ClickException(f"{admin}: {exc}") from None
+                raise click.ClickException(_about(admin, str(exc))) from None
         return out
 
     bodies = asyncio.run(run())
@@ -206,9 +211,10 @@ def info(admins: list[str], as_json: bool, timeout: float) -> None:
             f"{name} ({value.get('remaining')} s left)"
             for name, value in body.get("faults", {}).items()
         )
+        drops = ", ".join(f"{count} by {name}" for name, count in (body.get("fault_drops") or {}).items())
         click.echo(
             f"{body['admin']}: {body.get('role')} {body.get('ref')} pid {body.get('pid')}; "
-            f"{faults or 'no faults'}; dropped frames {body.get('fault_drops') or {}}"
+            f"{faults or 'no faults'}; dropped frames: {drops or 'none'}"
         )
 
 

@@ -21,11 +21,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from pubsub.cli.chaos import _print
 from pubsub.cli.main import main
 from pubsub.kernel import wire
 from pubsub.kernel.control import ChaosRequest, ErrorReply, Hello
 from pubsub.ops.localcluster import LocalCluster
-from pubsub.ops.processes import ClusterError
+from pubsub.ops.processes import ClusterError, pick_free_ports
 from pubsub.ops.ringview import members_of, ring_order
 from pubsub.runtime.admin import admin_request
 from pubsub.runtime.adminparams import ChaosError
@@ -105,6 +106,23 @@ def test_admin_listener_is_loopback_only_unless_allowed() -> None:
     )
     assert result.exit_code == 2, result.output
     assert "not a loopback address" in result.output
+
+
+def test_an_unreachable_admin_address_is_named_once() -> None:
+    (port,) = pick_free_ports(1)
+    admin = f"127.0.0.1:{port}"
+    result = CliRunner().invoke(main, ["chaos", "info", "--admin", admin, "--timeout", "2"])
+    assert result.exit_code == 1
+    assert f"Error: cannot reach {admin}: connection refused" in result.output
+    assert result.output.count(admin) == 1
+
+
+def test_no_marker_id_is_printed_when_no_daemon_wrote_one(capsys: pytest.CaptureFixture[str]) -> None:
+    body = {"admin": "127.0.0.1:9", "ref": "127.0.0.1:8", "role": "node", "marker_written": False}
+    _print("drop", "drop-1", [body], False, lambda b: "dropping")
+    assert capsys.readouterr().out == "drop 127.0.0.1:8 (node, admin 127.0.0.1:9): dropping; no marker written here\n"
+    _print("drop", "drop-2", [body, {**body, "marker_written": True}], False, lambda b: "dropping")
+    assert capsys.readouterr().out.splitlines()[-1] == "marker drop-2"
 
 
 def test_chaos_requests_on_the_peer_port_are_refused_and_counted(cluster: LocalCluster) -> None:
@@ -230,6 +248,8 @@ def test_drop_discards_frames_for_a_while_and_the_ring_stays_sr(cluster: LocalCl
     settle(cluster)
     assert stats(cluster, 0)["fault_drops"]["drop"] == dropped  # no more after the end
     assert wait_marker(cluster, out["marker"])["params"] == {"fraction": 0.5, "duration": 1.5}
+    shown = cluster.cli("chaos", "info", "--admin", cluster.admin_ref(0))
+    assert f"no faults; dropped frames: {dropped} by drop" in shown
 
 
 def test_partition_stops_traffic_across_the_cut_then_heals(cluster: LocalCluster) -> None:
