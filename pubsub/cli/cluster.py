@@ -173,7 +173,7 @@ def format_status(report: Mapping[str, Any]) -> str:
         f"{'running' if daemons[0]['running'] else 'NOT running'}, "
         f"{up_nodes} of {len(nodes)} nodes running"
     ]
-    rows = [["DAEMON", "REF", "PID", "STATE"]]
+    rows = [["DAEMON", "REF", "ADMIN", "PID", "STATE"]]
     for d in daemons:
         if not d["running"]:
             state = "not running"
@@ -181,7 +181,7 @@ def format_status(report: Mapping[str, Any]) -> str:
             state = "running"
         else:
             state = f"running, not answering ({d['error']})"
-        rows.append([d["name"], d["ref"], str(d["pid"] or "-"), state])
+        rows.append([d["name"], d["ref"], d["admin"] or "-", str(d["pid"] or "-"), state])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines.extend(
         "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()

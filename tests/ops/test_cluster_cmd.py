@@ -108,6 +108,8 @@ def test_up_status_down_with_a_dead_node(cluster_dir: Path) -> None:
     assert text.returncode == 0
     assert "3 of 3 nodes running" in text.stdout
     assert "topic news: 3 members, database legitimate, ring legitimate" in text.stdout
+    for d in report["daemons"]:  # the admin address `pubsub chaos --admin` takes, on its row
+        assert d["admin"] and any(d["ref"] in line and d["admin"] in line for line in text.stdout.splitlines())
 
     again = cluster_cmd(cluster_dir, "up", "-n", "2")
     assert again.returncode == 1
