@@ -72,16 +72,16 @@ def issue_command(directory: Path, role: str, names: tuple[str, ...], force: boo
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise click.ClickException(f"{', '.join(repeated)} given more than once")
-    existing = [directory / f"{file_stem(role, name)}.key" for name in names]
-    existing = [path for path in existing if path.exists()]
+    stems = {name: file_stem(role, name) for name in names}
+    existing = [directory / f"{stem}.key" for stem in stems.values() if (directory / f"{stem}.key").exists()]
     if existing and not force:
         raise click.ClickException(
             f"{', '.join(map(str, existing))} exists; use --force to replace "
             f"{'it' if len(existing) == 1 else 'them'}"
         )
-    for name in names:
+    for name, stem in stems.items():
         cert, key = issue(ca_cert, ca_key, role, name)
-        crt, keyfile = write_pair(directory, file_stem(role, name), cert, key)
+        crt, keyfile = write_pair(directory, stem, cert, key)
         click.echo(f"{crt}\n{keyfile}")
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -177,8 +178,9 @@ def _print(
 
 
 def _about(admin: str, reason: str) -> str:
-    """`reason` naming `admin`: the client's errors mostly name the address already."""
-    return reason if admin in reason else f"{admin}: {reason}"
+    """`reason` naming `admin`: the client's errors mostly name the address already (as a
+    whole: 127.0.0.1:1 is not named by 127.0.0.1:18080)."""
+    return reason if re.search(re.escape(admin) + r"(?!\d)", reason) else f"{admin}: {reason}"
 
 
 @chaos.command()

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from pubsub.cli.chaos import _print
+from pubsub.cli.chaos import _about, _print
 from pubsub.cli.main import main
 from pubsub.kernel import wire
 from pubsub.kernel.control import ChaosRequest, ErrorReply, Hello
@@ -115,6 +115,11 @@ def test_an_unreachable_admin_address_is_named_once() -> None:
     assert result.exit_code == 1
     assert f"Error: cannot reach {admin}: connection refused" in result.output
     assert result.output.count(admin) == 1
+
+
+def test_an_address_is_not_taken_as_named_by_a_longer_one() -> None:
+    assert _about("127.0.0.1:1", "cannot reach 127.0.0.1:1: refused") == "cannot reach 127.0.0.1:1: refused"
+    assert _about("127.0.0.1:1", "127.0.0.1:18080 sent garbage") == "127.0.0.1:1: 127.0.0.1:18080 sent garbage"
 
 
 def test_no_marker_id_is_printed_when_no_daemon_wrote_one(capsys: pytest.CaptureFixture[str]) -> None:
