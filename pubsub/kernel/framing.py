@@ -18,7 +18,7 @@ held (the runtime charges what is over a per-connection allowance to a shared po
 
 from __future__ import annotations
 
-from pubsub.kernel.wire import DEFAULT_MAX_FRAME, HEADER, HEADER_SIZE, WireError
+from pubsub.kernel.wire import DEFAULT_MAX_FRAME, HEADER, HEADER_SIZE, WireError, oversize_frame
 
 _unpack_header = HEADER.unpack_from
 
@@ -118,6 +118,6 @@ class FrameDecoder:
         return True
 
     def _fail(self, length: int) -> None:
-        self.error = WireError("frame_too_large", f"frame of {length} bytes exceeds {self.max_frame}")
+        self.error = oversize_frame(length, self.max_frame)
         self._buf.clear()
         self._need = -1

@@ -404,8 +404,19 @@ def frame_length(header: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> int:
     """The payload length announced by a 4-byte header; frame_too_large over `max_frame`."""
     length: int = HEADER.unpack(header)[0]
     if length > max_frame:
-        raise WireError("frame_too_large", f"frame of {length} bytes exceeds {max_frame}")
+        raise oversize_frame(length, max_frame)
     return length
+
+
+def oversize_frame(length: int, max_frame: int) -> WireError:
+    """The error for a header announcing `length` > `max_frame` bytes.  A header of four
+    printable ASCII characters is almost always another protocol talking (an HTTP answer
+    starts "HTTP", a request "GET "): the error then says so and quotes them."""
+    text = HEADER.pack(length)
+    detail = f"frame of {length} bytes exceeds {max_frame}"
+    if text.isascii() and text.decode().isprintable():
+        detail += f" (the first bytes read {text.decode()!r}: another protocol, not pubsub's framing)"
+    return WireError("frame_too_large", detail)
 
 
 class Packed(bytes):

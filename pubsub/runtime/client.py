@@ -101,7 +101,7 @@ async def request(
     except TlsError as exc:
         raise RequestError(str(exc)) from None
     except wire.WireError as exc:
-        raise RequestError(f"bad reply from {addr}: {exc} (is it a pubsub daemon?)") from None
+        raise RequestError(f"{addr} did not answer like a pubsub daemon: {exc}") from None
     except OSError as exc:
         failure = handshake_failure(addr, exc, context)
         raise RequestError(failure or f"cannot reach {addr}: {exc.strerror or exc}") from None

@@ -58,6 +58,18 @@ def test_oversize_prefix_is_refused_before_its_body_arrives() -> None:
     assert decoder.pending == 0
 
 
+def test_oversize_prefix_that_is_text_names_another_protocol() -> None:
+    """An HTTP server's answer read as a frame header announces 1,213,486,160 bytes
+    ("HTTP"): the error quotes the text instead of leaving the number to be decoded."""
+    decoder = FrameDecoder(max_frame=1 << 20)
+    assert decoder.feed(b"HTTP/1.1 400 Bad Request\r\n") == []
+    assert decoder.error is not None and decoder.error.code == "frame_too_large"
+    assert "'HTTP'" in decoder.error.detail and "another protocol" in decoder.error.detail
+    binary = FrameDecoder(max_frame=8)
+    assert binary.feed(struct.pack(">I", 1 << 31)) == []
+    assert binary.error is not None and "another protocol" not in binary.error.detail
+
+
 def test_oversize_prefix_after_good_frames_in_the_same_read() -> None:
     decoder = FrameDecoder(max_frame=8)
     assert decoder.feed(frame(b"ok") + struct.pack(">I", 1 << 31) + b"zz") == [b"ok"]

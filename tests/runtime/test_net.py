@@ -23,6 +23,7 @@ from pubsub.kernel.control import ErrorReply, Hello, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.skipring.messages import JoinTopic, Ping, Pong
 from pubsub.runtime.client import RequestError, request
+from pubsub.client.library import ClientError, connect_checked
 from pubsub.runtime.net import Runtime
 from pubsub.runtime.settings import RuntimeSettings
 
@@ -425,6 +426,32 @@ def test_request_errors_are_clear(run: Any) -> None:
             port = server.sockets[0].getsockname()[1]
             with pytest.raises(RequestError, match="no reply"):
                 await request(f"127.0.0.1:{port}", StatusRequest(), timeout=0.2)
+        finally:
+            server.close()
+
+    run(scenario)
+
+
+def test_a_port_that_speaks_http_is_named_as_another_protocol(run: Any) -> None:
+    """Pointing a request or a client at an HTTP port (a node's metrics, say) gets an error
+    that quotes the answer's first bytes, for `request` and the client library alike."""
+
+    async def http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(100)
+        writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async def scenario() -> None:
+        server = await asyncio.start_server(http, "127.0.0.1", 0)
+        try:
+            addr = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+            expected = rf"{addr} did not answer like a pubsub daemon: .*'HTTP': another protocol"
+            with pytest.raises(RequestError, match=expected):
+                await request(addr, StatusRequest(), timeout=5)
+            with pytest.raises(ClientError, match=expected) as caught:
+                await connect_checked(addr, 5, wire.DEFAULT_MAX_FRAME, "node")
+            assert caught.value.code == "not_pubsub"
         finally:
             server.close()
 
