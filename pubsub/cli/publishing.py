@@ -60,8 +60,12 @@ async def publish_stdin(
 
 
 def report(outcome: Outcome[bytes, Ack, PublishError], topic: str, node_ref: Ref, quiet: bool) -> None:
-    """The summary on stderr; ClientError (exit 1) when something failed or is unknown."""
+    """The summary on stderr; ClientError (exit 1) when something failed or is unknown.
+    Input that ended without a line is said so (stderr, exit 0): nothing was sent, so the
+    node was not even asked."""
     summarize(outcome, "acknowledged", preview)
+    if outcome.stopped_by is None and not outcome.acknowledged and outcome.failure is None:
+        click.echo(f"nothing published: stdin ended without a line (the node {node_ref} was not contacted)", err=True)
     if quiet:
         click.echo(f"published {outcome.acknowledged} to {topic} through {node_ref}")
 

@@ -431,6 +431,17 @@ def test_publish_from_stdin_still_ends_at_the_end_of_input(cluster: LocalCluster
     assert sorted(payloads[-3:]) == ["x", "y", "z"]
 
 
+def test_publish_from_an_empty_stdin_says_nothing_was_published() -> None:
+    """Empty input is not an error, but not silence either: stderr says nothing was sent
+    (and that no node was asked, so a wrong --node is not vouched for)."""
+    (port,) = pick_free_ports(1)
+    done = pubsub("publish", "news", "--node", f"127.0.0.1:{port}", stdin="")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert "nothing published: stdin ended without a line" in done.stderr
+    assert f"127.0.0.1:{port} was not contacted" in done.stderr
+
+
 # ------------------------------------------------------------------------------ shell completion
 @pytest.mark.parametrize(
     ("words", "cword", "expected"),
