@@ -21,7 +21,8 @@ from pubsub.kernel.framing import FrameDecoder
 from pubsub.kernel.message import Message, Ref
 from pubsub.ops.processes import pick_free_ports, port_is_free
 from pubsub.ops.tlsfiles import ClusterCerts
-from pubsub.runtime.identity import file_stem, issue, load_ca, write_pair
+from pubsub.runtime.certificates import issue, load_ca, write_pair
+from pubsub.runtime.identity import file_stem
 
 
 def tls_context(certs: ClusterCerts, name: str, ca: Path | None = None) -> ssl.SSLContext:

@@ -21,18 +21,9 @@ import click
 
 from cryptography import x509
 
-from pubsub.runtime.identity import (
-    ROLES,
-    IdentityError,
-    check_name,
-    file_stem,
-    fingerprint,
-    identity_of,
-    issue,
-    load_ca,
-    make_ca,
-    write_pair,
-)
+from pubsub.runtime.certificates import fingerprint, identity_of, issue, load_ca, make_ca, write_pair
+
+from pubsub.runtime.identity import ROLES, IdentityError, check_name, file_stem
 
 
 @click.group("certs")

@@ -258,7 +258,6 @@ def node(
 ) -> None:
     """Run a subscriber node daemon until SIGTERM or SIGINT."""
     from pubsub.node.app import run_node
-    from pubsub.node.signing import Signing, SigningError
 
     address: Ref = required(from_config("listen", listen, "--listen", _address), "listen", "--listen")
     supervisor_address: Ref = required(
@@ -278,9 +277,15 @@ def node(
             http_allow_remote=http_allow_remote or None,
         )
         check_node_limits(settings, runtime_settings)
-        Signing.from_settings(address, runtime_settings, None)  # with TLS, its key must sign publications
-    except (SettingsError, SigningError) as exc:
+    except SettingsError as exc:
         raise ConfigError(str(exc)) from None
+    if runtime_settings.tls:  # its key must sign publications (and cryptography loads only now)
+        from pubsub.node.signing import Signing, SigningError
+
+        try:
+            Signing.from_settings(address, runtime_settings, None)
+        except SigningError as exc:
+            raise ConfigError(str(exc)) from None
     run_daemon(
         "node",
         address,

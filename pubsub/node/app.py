@@ -55,7 +55,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvloop
 
@@ -70,7 +70,6 @@ from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
 from pubsub.runtime.datadir import held_data_dir
 from pubsub.node.writer import StoreThread
 from pubsub.node.retention import RetentionKeeper
-from pubsub.node.signing import Signing
 from pubsub.node.permits import refusal as client_refusal
 from pubsub.runtime.identity import Identity
 from pubsub.runtime.permissions import Authority
@@ -96,6 +95,9 @@ from pubsub.skipring.messages import (
 from pubsub.skipring.nodecore import NodeCore
 from pubsub.node.topicfile import TopicFile, TopicFileError
 from pubsub.node import quotas
+
+if TYPE_CHECKING:
+    from pubsub.node.signing import Signing
 
 log = logging.getLogger(__name__)
 
@@ -710,9 +712,13 @@ async def _serve_node(
             listen, core, stats, topic_file, store=store, linger=settings.publish_linger,
             spread_hold=settings.spread_hold,
         )
-        signing = Signing.from_settings(listen, runtime_settings, settings.data_dir)
-        if signing is not None:
-            app.enable_signing(signing)
+        signing: Signing | None = None
+        if runtime_settings.tls:  # signing (and the cryptography it needs) comes with TLS
+            from pubsub.node.signing import Signing
+
+            signing = Signing.from_settings(listen, runtime_settings, settings.data_dir)
+            if signing is not None:
+                app.enable_signing(signing)
         daemon = Daemon(
             role="node",
             app=app,

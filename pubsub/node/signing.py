@@ -65,7 +65,8 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.node.store import NewRow
-from pubsub.runtime.identity import IdentityError, fingerprint, identity_of
+from pubsub.runtime.certificates import fingerprint, identity_of
+from pubsub.runtime.identity import IdentityError
 from pubsub.runtime.settings import RuntimeSettings
 from pubsub.runtime.tls import TlsError
 from pubsub.skipring.messages import (

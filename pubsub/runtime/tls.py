@@ -23,12 +23,11 @@ import ssl
 from functools import lru_cache
 from pathlib import Path
 
-from cryptography import x509
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pubsub.runtime.connection import split_ref
-from pubsub.runtime.identity import DAEMON_ROLES, Identity, IdentityError, identity_from_der, identity_of
+from pubsub.runtime.identity import DAEMON_ROLES, Identity, IdentityError
 from pubsub.runtime.settings import ENV_PREFIX, RuntimeSettings, is_loopback
 
 
@@ -173,8 +172,10 @@ def check_own(settings: RuntimeSettings, ref: str, role: str | None = None) -> N
     refused by every peer)."""
     if settings.tls_cert is None:
         return
+    from pubsub.runtime.certificates import identity_from_pem  # with TLS only: loads cryptography
+
     try:
-        identity = identity_of(x509.load_pem_x509_certificate(settings.tls_cert.read_bytes()))
+        identity = identity_from_pem(settings.tls_cert.read_bytes())
     except (OSError, ValueError) as exc:
         raise TlsError(f"cannot use the certificate {settings.tls_cert}: {exc}") from None
     if identity.role not in ((role,) if role else DAEMON_ROLES) or identity.name != ref:
@@ -208,6 +209,8 @@ def peer_identity(writer: asyncio.StreamWriter | asyncio.BaseTransport) -> Ident
     der = sslobj.getpeercert(binary_form=True) if sslobj is not None else None
     if not der:
         return None
+    from pubsub.runtime.certificates import identity_from_der  # a TLS connection: cryptography is in use
+
     try:
         return identity_from_der(der)
     except IdentityError:

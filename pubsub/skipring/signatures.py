@@ -67,14 +67,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import Publication
+
+if TYPE_CHECKING:  # cryptography loads with the keys, under TLS: the hot path's decoder needs only the sizes
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 #: What a signature covers before the size, salt and root: a batch of publications, format 2.
 DOMAIN = b"pubsub publications v2\x00"
@@ -256,6 +257,8 @@ class Verifier:
 
     def _verify(self, key_id: bytes, proof: bytes, count: int, root: bytes) -> bool:
         """Whether the signature in `proof` is `key_id`'s of the batch with that root."""
+        from cryptography.exceptions import InvalidSignature  # loaded already: the key is cryptography's
+
         self.signature_checks += 1
         try:
             self.keys[key_id].public.verify(

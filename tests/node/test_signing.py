@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import serialization
 from pubsub.kernel.message import Ref, Send, Topic
 from pubsub.node.signing import Signing, SigningError, parse_fingerprints
 from pubsub.node.store import NewRow
-from pubsub.runtime.identity import fingerprint, issue, make_ca
+from pubsub.runtime.certificates import fingerprint, issue, make_ca
 from pubsub.skipring.messages import (
     Check,
     Contact,

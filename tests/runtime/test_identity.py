@@ -12,19 +12,8 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from pubsub.kernel.message import Ref, Topic
-from pubsub.runtime.identity import (
-    Identity,
-    IdentityError,
-    check_name,
-    file_stem,
-    hello_problem,
-    identity_from_der,
-    identity_of,
-    issue,
-    load_ca,
-    make_ca,
-    write_pair,
-)
+from pubsub.runtime.certificates import identity_from_der, identity_of, issue, load_ca, make_ca, write_pair
+from pubsub.runtime.identity import Identity, IdentityError, check_name, file_stem, hello_problem
 from pubsub.runtime.settings import RuntimeSettings, SettingsError, load
 from pubsub.runtime.tls import (
     TlsError,
