@@ -364,7 +364,11 @@ def _topic_lister(supervisor: Ref, timeout: float) -> Callable[[], Awaitable[lis
     help="With --since INC:N: if the node refuses the cursor, deliver from its latest "
     "publication on instead of failing.",
 )
-@click.option("--new-only", is_flag=True, help="Skip the history: only what arrives from now on.")
+@click.option(
+    "--new-only", is_flag=True,
+    help="Skip the history: only publications published from now on (1 s of clock skew allowed), "
+    "also when the node is just joining the topic and fetches its history afterwards.",
+)
 @click.option(
     "--json", "as_json", is_flag=True, help="One JSON object per delivery (with its cursor and msg_id)."
 )

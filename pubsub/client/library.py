@@ -8,6 +8,8 @@ Everything is asynchronous (asyncio)::
         async with client.subscribe("news", since=0) as sub:
             async for delivery in sub:                  # pubsub.skipring.messages.Delivery
                 print(delivery.local_seq, delivery.payload)
+                if delivery.local_seq == ack.local_seq:  # a live stream never ends by itself
+                    break
         history = await client.history("news")          # what the node holds now
 
 Publishing.  `publish` returns an `Ack` once a member of the topic holds the publication:
@@ -596,15 +598,21 @@ class Client:
         join: bool = True,
         incarnation: str | None = None,
         from_now: bool = False,
+        published_from_ms: int = 0,
     ) -> Subscription:
         """A live stream of the topic's publications at this node (see `Subscription`);
         `since` a local number or a cursor "INCARNATION:N".
 
-        With `join` the node is first asked to subscribe to the topic.
+        With `join` the node is first asked to subscribe to the topic.  `new_only` skips
+        the history: what the node holds now, and whatever it fetches later that was
+        published before the stream began (a node that is joining the topic catches up on
+        its history after the stream starts).  To resume such a stream from its `cursor`
+        without that history, give its `published_from_ms` again.
         """
         number, incarnation = parse_cursor(since, incarnation)
         return Subscription(
-            self, _topic(topic), number, new_only, join=join, live=True, incarnation=incarnation, from_now=from_now
+            self, _topic(topic), number, new_only, join=join, live=True, incarnation=incarnation, from_now=from_now,
+            published_from_ms=published_from_ms,
         )
 
     async def history(self, topic: str, since: int | str = 0, *, incarnation: str | None = None) -> list[Delivery]:
@@ -667,6 +675,7 @@ class Subscription:
         live: bool,
         incarnation: str | None = None,
         from_now: bool = False,
+        published_from_ms: int = 0,
     ) -> None:
         if since < 0:
             raise ClientError("bad_since", f"since must not be negative, got {since}")
@@ -681,6 +690,10 @@ class Subscription:
         self.live = live
         self.last_seq = since
         self.latest: int | None = None
+        #: Publications published before this wall-clock ms are skipped (0: none): what a
+        #: `new_only` stream's node chose (`Follow.published_from_ms`); give it again to
+        #: `Client.subscribe` when resuming such a stream from its cursor.
+        self.published_from_ms = published_from_ms
         self._channel: Channel | None = None
         self._started = False
         self._ended = False
@@ -694,7 +707,10 @@ class Subscription:
             await client.join(self.topic)
         channel = self._channel = await client.connector.open()
         try:
-            channel.send(Follow(self.topic, self.since, self.new_only, self.live, self.incarnation, self.from_now))
+            channel.send(Follow(
+                self.topic, self.since, self.new_only, self.live, self.incarnation, self.from_now,
+                self.published_from_ms,
+            ))
             async with asyncio.timeout(client.timeout):
                 first = await channel.read()
         except TimeoutError:
@@ -714,6 +730,7 @@ class Subscription:
         self.latest = int(first.body.get("latest", 0))
         self.incarnation = first.body.get("incarnation") or self.incarnation
         self.reset = bool(first.body.get("reset", False))
+        self.published_from_ms = int(first.body.get("published_from_ms", self.published_from_ms))
         self._started = True
         return self
 

@@ -24,7 +24,13 @@ numbers come from the node's store (`pubsub.node.store`), so:
   delivered yet (one that had gone already when the stream began excepted: since = 0
   means "what the node holds"); numbers stay unique, so the gaps retention leaves are
   the only ones;
-* ``new_only`` starts at the latest number at the time of the request (history skipped);
+* ``new_only`` starts at the latest number at the time of the request (history skipped)
+  and skips, for the stream's whole life, publications published more than
+  `NEW_ONLY_SKEW_MS` before the request (by `Publication.published_ms`, the first
+  node's wall clock; 0, unknown, is delivered): what a node that is just joining the
+  topic fetches afterwards is history too.  The reply's ``published_from_ms`` names the
+  bound; a client resuming the stream gives it again (``Follow.published_from_ms``), and
+  the skipped publications still move the stream's cursor;
 * without ``live`` the stream ends after the publications held at the time of the
   request, with a Reply ``{"end": true, "topic", "latest", "delivered"}`` (``pubsub
   history``); with it the stream goes on until the client closes the connection.
@@ -50,6 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -68,6 +75,9 @@ DEFAULT_BATCH = 128
 DEFAULT_BATCH_BYTES = 256 * 1024
 #: Publications per topic kept in memory after their commit, for streams at the tail.
 DEFAULT_RECENT = 4096
+#: How far the nodes' wall clocks may differ, ms: a ``new_only`` stream delivers what was
+#: published at most this long before it was asked for (module docstring).
+NEW_ONLY_SKEW_MS = 1000
 
 Spawn = Callable[[Coroutine[Any, Any, None], str], object]
 
@@ -102,6 +112,8 @@ class Stream:
     accepted: int = 0
     #: Whether its task waits at the stream's end for the next commit (see `committed`).
     parked: bool = False
+    #: Publications published before this wall-clock ms are skipped (0: none).
+    published_from_ms: int = 0
 
 
 class Deliveries:
@@ -139,6 +151,9 @@ class Deliveries:
         latest = self.store.latest(msg.topic)
         incarnation = self.store.incarnation
         since = latest if msg.new_only else max(0, msg.since)
+        published_from_ms = max(0, msg.published_from_ms)
+        if msg.new_only and not published_from_ms:
+            published_from_ms = int(time.time() * 1000) - NEW_ONLY_SKEW_MS
         reset = False
         problem = self._cursor_problem(msg, since, latest)
         if problem is not None:
@@ -158,10 +173,11 @@ class Deliveries:
                     "live": msg.live,
                     "incarnation": incarnation,
                     "reset": reset,
+                    "published_from_ms": published_from_ms,
                 }
             )
         )
-        stream = Stream(msg.topic, since, None if msg.live else latest, session)
+        stream = Stream(msg.topic, since, None if msg.live else latest, session, published_from_ms=published_from_ms)
         stream.accepted = self.removed_through(msg.topic)
         self.streams.setdefault(msg.topic, set()).add(stream)
         session.on_close(stream.wake.set)
@@ -334,6 +350,13 @@ class Deliveries:
         if not rows:  # only damaged rows in the range (the store logged them): skip them
             stream.cursor = limit
             return True
+        through = rows[-1].local_seq
+        if stream.published_from_ms:  # a new-only stream: what was published before it is history
+            floor = stream.published_from_ms
+            rows = [stored for stored in rows if not 0 < stored.publication.published_ms < floor]
+            if not rows:
+                stream.cursor = through
+                return True
         skipped = stream.session.send_many([delivery_of(stored) for stored in rows])
         if skipped is None:
             return False  # the client is gone
@@ -342,5 +365,5 @@ class Deliveries:
         sent = len(rows) - len(skipped)
         stream.delivered += sent
         self.delivered += sent
-        stream.cursor = rows[-1].local_seq
+        stream.cursor = through
         return True

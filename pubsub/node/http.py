@@ -26,7 +26,13 @@ in the node's local order, each exactly once.  Every event's ``id`` is the resum
 ``INCARNATION:LOCAL_SEQ``, so a client that reconnects with ``Last-Event-ID`` (what browsers'
 EventSource do by themselves) or ``?since=`` continues without gaps or repeats; a cursor the
 node cannot honour is refused (``cursor_incarnation``, ``cursor_beyond_end``) unless
-``from_now=true``.  A comment line is sent every `KEEPALIVE` seconds of silence.
+``from_now=true``.  ``new_only=true`` skips the history (`pubsub.node.delivery`: what the
+node holds and what it fetches later that was published before the request); ``ready``
+names the bound it chose (``published_from_ms``), which a client may give again as
+``?published_from_ms=`` when it resumes.  A reconnection with ``Last-Event-ID`` resumes
+after that event even if the URL says ``new_only=true`` (an EventSource reconnects to the
+same URL): nothing published while it was away is skipped.  A comment line is sent every
+`KEEPALIVE` seconds of silence.
 """
 
 from __future__ import annotations
@@ -285,13 +291,15 @@ class NodeHttpApi:
     async def stream(self, request: web.Request) -> web.StreamResponse:
         """GET /v1/topics/{topic}/stream: Server-Sent Events (see the module docstring)."""
         topic = _topic(request)
-        given = request.headers.get("Last-Event-ID") or request.query.get("since", "0")
-        since, incarnation = _cursor(given, "Last-Event-ID" if request.headers.get("Last-Event-ID") else "since")
-        new_only = _bool(request.query.get("new_only"), "new_only")
+        resumed = request.headers.get("Last-Event-ID")
+        given = resumed or request.query.get("since", "0")
+        since, incarnation = _cursor(given, "Last-Event-ID" if resumed else "since")
+        new_only = _bool(request.query.get("new_only"), "new_only") and not resumed  # see the module docstring
         from_now = _bool(request.query.get("from_now"), "from_now")
+        published_from_ms = _int(request.query.get("published_from_ms", "0"), "published_from_ms", 0, MAX_MS)
         if _bool(request.query.get("join"), "join"):
             self._control(JoinTopic(topic=topic), request)
-        follow = Follow(topic, since, new_only, True, incarnation, from_now)
+        follow = Follow(topic, since, new_only, True, incarnation, from_now, published_from_ms)
         session, start = await self._follow(request, follow)
         inc = str(start.get("incarnation") or "")
         response = web.StreamResponse(
@@ -299,7 +307,7 @@ class NodeHttpApi:
         )
         try:
             await response.prepare(request)
-            ready = {k: start.get(k) for k in ("topic", "since", "latest", "incarnation", "reset")}
+            ready = {k: start.get(k) for k in ("topic", "since", "latest", "incarnation", "reset", "published_from_ms")}
             await response.write(_event("ready", f"{inc}:{start.get('since', since)}", ready))
             while True:
                 try:
@@ -350,6 +358,10 @@ def _cursor(value: str, name: str) -> tuple[int, str | None]:
     if found is None:
         raise ApiError("bad_since", f"{name} must be a local number N or a cursor INCARNATION:N, got {value[:80]!r}")
     return int(found.group(2)), found.group(1)
+
+
+#: The largest wall-clock millisecond a query may name (the year 9999).
+MAX_MS = 253_402_300_799_999
 
 
 def _int(value: str, name: str, low: int, high: int) -> int:

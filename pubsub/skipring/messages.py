@@ -369,9 +369,10 @@ class Follow(Message):
     """Client -> node: stream the topic's publications with local sequence number > `since`
     as Delivery frames on this connection (everything when since = 0).
 
-    `new_only` starts after what the node holds now instead.  With `live` the stream goes on
-    until the client closes the connection; without it, it ends after the publications
-    held at the time of the request with a Reply whose body has ``"end": true``.
+    `new_only` starts after what the node holds now instead, and skips what is older than
+    the request by the publications' own timestamps (`published_from_ms`).  With `live` the
+    stream goes on until the client closes the connection; without it, it ends after the
+    publications held at the time of the request with a Reply whose body has ``"end": true``.
     """
 
     topic: Topic
@@ -384,6 +385,12 @@ class Follow(Message):
     #: which resumes from the node's latest number instead.
     incarnation: str | None = None
     from_now: bool = False
+    #: Skip publications published (`Publication.published_ms`) before this wall-clock
+    #: millisecond, 0 for none.  A `new_only` stream that gives 0 gets the request's time
+    #: less the clock skew allowed (`pubsub.node.delivery`), and its reply says which, for
+    #: the client to give again when it resumes: a node that is still catching up on the
+    #: topic's history (it just joined) delivers that history as it arrives otherwise.
+    published_from_ms: int = 0
 
 
 @message("delivery")

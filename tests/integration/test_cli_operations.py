@@ -442,6 +442,24 @@ def test_publish_from_an_empty_stdin_says_nothing_was_published() -> None:
     assert f"127.0.0.1:{port} was not contacted" in done.stderr
 
 
+def test_the_readme_client_library_example_runs_to_its_end(cluster: LocalCluster) -> None:
+    """The README's client-library example, as written (its node address and topic
+    replaced), in a fresh interpreter: it used to wait forever in its live subscription."""
+    from pathlib import Path
+    from textwrap import indent
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme[readme.index("**Client library**") :]
+    block = section[section.index("```python\n") + len("```python\n") : section.index("```\n", 10)]
+    assert '"127.0.0.1:7001"' in block and '"news"' in block, block
+    code = block.replace('"127.0.0.1:7001"', repr(cluster.node_refs[1])).replace('"news"', '"readme-example"')
+    script = f"import asyncio\n\nasync def main():\n{indent(code, '    ')}\n"
+    script += "asyncio.run(asyncio.wait_for(main(), 60))\nprint('the example ended')\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "b'hello'" in done.stdout and done.stdout.endswith("the example ended\n"), done.stdout
+
+
 # ------------------------------------------------------------------------------ shell completion
 @pytest.mark.parametrize(
     ("words", "cword", "expected"),

@@ -214,6 +214,34 @@ def test_a_live_stream_at_its_end_gets_each_commit_directly(api: Api) -> None:
     assert "writing at the commit failed" not in log, log[-2000:]
 
 
+def test_a_new_only_event_source_that_reconnects_misses_nothing(api: Api) -> None:
+    """An EventSource reconnects to the same URL with Last-Event-ID: with ``new_only=true``
+    in that URL the stream used to start again at the node's end, skipping what was
+    published while it was away.  The reconnection resumes after its last event; ``ready``
+    names the new-only bound the node chose, and a malformed bound is refused."""
+    url = f"{api.base}/v1/topics/{TOPIC}/stream?new_only=true"
+
+    async def follow_then_publish(payloads: list[str]) -> list[tuple[str, str, Any]]:
+        ready = asyncio.Event()
+        reading = asyncio.ensure_future(read_events(url, len(payloads), ready=ready))
+        await asyncio.wait_for(ready.wait(), REQUEST_TIMEOUT)
+        for payload in payloads:
+            assert (await asyncio.to_thread(api.publish, payload))[0] == 200
+        return await asyncio.wait_for(reading, REQUEST_TIMEOUT)
+
+    first = asyncio.run(follow_then_publish(["away-0"]))
+    assert first[0][1] == "ready" and first[0][2]["published_from_ms"] > 0
+    last_id = first[-1][0]
+    missed = ["away-1", "away-2"]
+    for payload in missed:  # published while nobody follows
+        assert api.publish(payload)[0] == 200
+    again = asyncio.run(read_events(url, len(missed), {"Last-Event-ID": last_id}))
+    assert again[0][1] == "ready" and again[0][0] == last_id
+    assert [e[2]["payload"] for e in again if e[1] == "publication"] == missed
+    status, body = curl(f"{url}&published_from_ms=soon")
+    assert status == 400 and body["code"] == "bad_request" and "published_from_ms" in body["detail"], body
+
+
 def test_refused_cursors_and_from_now(api: Api) -> None:
     url = f"{api.base}/v1/topics/{TOPIC}/stream"
     status, body = curl("-H", "Last-Event-ID: deadbeef:1", url)

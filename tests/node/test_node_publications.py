@@ -25,6 +25,7 @@ from pubsub.skipring.messages import Delivery, Follow
 from pubsub.runtime.net import Runtime
 from pubsub.runtime.stats import Stats
 from pubsub.node.app import SEQ_BLOCK, NodeApp
+from pubsub.node.delivery import NEW_ONLY_SKEW_MS
 from pubsub.node.settings import HOLD_MIN_BATCH
 from pubsub.node.topicfile import TopicFile
 from pubsub.skipring.nodecore import NodeCore
@@ -273,6 +274,85 @@ def test_a_failure_while_serving_at_the_commit_leaves_the_stream_to_its_task(
                 assert (await anext(live)).local_seq == i + 1
 
     run(scenario())
+
+
+def test_new_only_skips_the_history_a_joining_node_fetches_after_the_stream_began(tmp_path: Path) -> None:
+    """The helper's trial: `subscribe --new-only` on a node that is not yet a member used to
+    deliver the topic's whole history, because the node fetches it (anti-entropy) after the
+    stream began and numbers it as new.  Here the stream starts first, then the node joins:
+    it stores the five old publications but delivers only the one published afterwards;
+    a full stream of the same node has all six, and a resume from the new-only stream's
+    cursor that gives its `published_from_ms` again skips the history too."""
+
+    async def scenario() -> None:
+        async with (
+            supervisor(tmp_path / "sup") as (srt, _),
+            pnode(srt.ref, None) as (old_rt, _old),
+            pnode(srt.ref, None) as (rt, app),
+        ):
+            elder = Client(old_rt.ref)
+            await elder.join(T)
+            for i in range(5):
+                await elder.publish(T, f"old{i}")
+            # history is what was published more than the allowed clock skew before the stream
+            await asyncio.sleep(NEW_ONLY_SKEW_MS / 1000 + 0.1)
+            client = Client(rt.ref)
+            async with client.subscribe(T, new_only=True, join=False) as fresh:
+                assert fresh.latest == 0 and fresh.published_from_ms > 0
+                await client.join(T)
+
+                async def caught_up() -> bool:
+                    return app.store.latest(T) == 5
+
+                await wait_until(caught_up, what="the joining node holds the five old publications")
+                await elder.publish(T, "new")
+                delivered = await asyncio.wait_for(anext(fresh), 10)
+                assert delivered.payload == b"new" and delivered.local_seq == 6
+                [stream] = app.deliveries.streams[T]
+                assert stream.cursor == 6 and stream.delivered == 1
+            full = await client.history(T)
+            assert [d.payload for d in full][:5] == [f"old{i}".encode() for i in range(5)]
+            async with client.subscribe(
+                T, since=0, join=False, published_from_ms=fresh.published_from_ms
+            ) as resumed:
+                assert (await asyncio.wait_for(anext(resumed), 10)).payload == b"new"
+            await client.close()
+            await elder.close()
+
+    run(scenario())
+
+
+def test_a_new_only_stream_skips_only_what_was_published_before_its_bound(tmp_path: Path) -> None:
+    """The stream's filter itself: rows published before the bound are skipped but move the
+    cursor, rows without a timestamp (0, unknown) and later rows are delivered."""
+    from pubsub.node.delivery import Deliveries, Stream
+    from pubsub.node.store import Stored
+    from pubsub.skipring.antientropy import make_publication
+
+    class Session:
+        def __init__(self) -> None:
+            self.sent: list[Delivery] = []
+
+        def send_many(self, msgs: list[Delivery]) -> list[int]:
+            self.sent += msgs
+            return []
+
+    bound = 1_800_000_000_000
+    rows = [
+        Stored(T, i + 1, make_publication(Ref("127.0.0.1:9"), i, f"p{i}".encode(), published_ms), "tree", 1, 0)
+        for i, published_ms in enumerate((bound - 5000, 0, bound - 1, bound, bound + 7, bound - 2))
+    ]
+    with PublicationStore(None) as store:
+        deliveries = Deliveries(store)
+        session = Session()
+        stream = Stream(T, 0, None, session, published_from_ms=bound)  # type: ignore[arg-type]
+        assert deliveries._send_batch(stream, 6, rows)
+        assert [d.payload for d in session.sent] == [b"p1", b"p3", b"p4"]
+        assert stream.cursor == 6 and stream.delivered == 3
+        only_old = Stream(T, 0, None, Session(), published_from_ms=bound)  # type: ignore[arg-type]
+        assert deliveries._send_batch(only_old, 1, rows[:1]) and only_old.cursor == 1 and only_old.delivered == 0
+        everything = Stream(T, 0, None, Session())  # type: ignore[arg-type]
+        assert deliveries._send_batch(everything, 6, rows) and everything.delivered == 6
 
 
 @contextlib.asynccontextmanager
