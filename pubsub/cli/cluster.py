@@ -18,7 +18,9 @@ whether its database is legitimate and whether the ring is: ``legitimate`` means
 supervisor's database is, and every member's label, left, right, ring and shortcut entries
 agree with the supervisor's membership (`pubsub.ops.localcluster.ring_problems`; the test suite
 has the independent oracle that also recomputes which shortcut labels each node must
-have).  ``--json`` prints the same as one JSON object.  Exit status 0 when every daemon
+have).  Members of the rings that the cluster did not start (a node run by hand against its
+supervisor) are asked too and listed as such (``other_members``), so the rings are checked
+whole.  ``--json`` prints the same as one JSON object.  Exit status 0 when every daemon
 runs and every ring is legitimate, 3 when the cluster is up but something is not, 1 when
 there is no cluster.
 
@@ -121,9 +123,17 @@ def cluster_status(directory: Path, timeout: float = STATUS_TIMEOUT) -> dict[str
         {ref: body for ref, body in bodies.items() if ref in sup_refs and isinstance(body, dict)}
     )
     topics: dict[str, Any] = {}
+    others: dict[str, dict[str, Any] | str] = {}
     if isinstance(sup_body, dict):
+        # members this cluster did not start (a node run by hand against its supervisor)
+        # are asked too: the rings are checked whole
+        listed = {e.ref for e in entries}
+        others = _statuses(sorted({
+            ref for topic in (sup_body.get("topics") or {}) for ref in members_of(sup_body, topic)
+            if ref not in listed and not ref.startswith("<none:")
+        }), timeout)
         node_bodies = {
-            ref: body for ref, body in bodies.items() if isinstance(body, dict) and ref not in sup_refs
+            ref: body for ref, body in (bodies | others).items() if isinstance(body, dict) and ref not in sup_refs
         }
         for topic, entry in sorted((sup_body.get("topics") or {}).items()):
             members = members_of(sup_body, topic)
@@ -147,6 +157,10 @@ def cluster_status(directory: Path, timeout: float = STATUS_TIMEOUT) -> dict[str
         "all_running": all_running,
         "supervisor_answering": isinstance(sup_body, dict),
         "daemons": daemons,
+        "other_members": [
+            {"ref": ref, "answering": isinstance(body, dict), "error": body if isinstance(body, str) else None}
+            for ref, body in others.items()
+        ],
         "topics": topics,
         "healthy": all_running
         and all(d["answering"] for d in daemons)
@@ -187,13 +201,17 @@ def format_status(report: Mapping[str, Any]) -> str:
         "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
         for row in rows
     )
+    for other in report["other_members"]:
+        answer = "answering" if other["answering"] else f"not answering ({other['error']})"
+        lines.append(f"  member {other['ref']} (not started by this cluster): {answer}")
     if not report["supervisor_answering"]:
         lines.append("topics: unknown (the supervisor does not answer)")
     elif not report["topics"]:
         lines.append("topics: none")
     for topic, t in report["topics"].items():
         db = "legitimate" if t["legitimate_database"] else "repairing"
-        ring = "legitimate" if t["legitimate"] else f"not legitimate ({len(t['problems'])} problems"
+        count = len(t["problems"])
+        ring = "legitimate" if t["legitimate"] else f"not legitimate ({count} problem{'' if count == 1 else 's'}"
         if not t["legitimate"] and t["problems"]:
             ring += f", e.g. {t['problems'][0]}"
         if not t["legitimate"]:

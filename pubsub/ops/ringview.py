@@ -55,7 +55,7 @@ def ring_problems(
     for position, ref in enumerate(order):
         state = states.get(ref)
         if state is None:
-            problems.append(f"{ref}: member reports no state")
+            problems.append(f"{ref}: member did not report its state for this topic (not answering, or not in it)")
             continue
         if state.get("label") != members[ref]:
             problems.append(

@@ -152,6 +152,60 @@ def test_up_status_down_with_a_dead_node(cluster_dir: Path) -> None:
     assert f"pubsub cluster up --dir {cluster_dir.resolve()}`" in gone.stderr
 
 
+def test_status_checks_a_member_the_cluster_did_not_start(cluster_dir: Path, tmp_path: Path) -> None:
+    """A node run by hand against the cluster's supervisor is a member of its rings: status
+    asks it too, lists it as a member the cluster did not start, and finds the ring whole
+    (it used to report it as "member reports no state" and the ring as not legitimate)."""
+    import asyncio
+
+    from pubsub.client.library import Client
+    from pubsub.ops.processes import pick_free_ports, terminate
+
+    done = cluster_cmd(cluster_dir, "up", "-n", "2", "--topics", "news", "--interval", "0.2")
+    assert done.returncode == 0, done.stderr
+    supervisor = entries(cluster_dir)[0].ref
+    (port,) = pick_free_ports(1)
+    ref = f"127.0.0.1:{port}"
+    extra = subprocess.Popen(
+        [sys.executable, "-m", "pubsub.cli.main", "--log-level", "warning", "node", "--listen", ref,
+         "--supervisor", supervisor, "--interval", "0.2"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        async def join() -> None:
+            async with Client(ref) as client:
+                await client.join("news")
+
+        def joined() -> list[str]:
+            if extra.poll() is not None:
+                return [f"the extra node exited: {extra.stderr.read() if extra.stderr else ''}"]
+            try:
+                asyncio.run(join())
+            except Exception as exc:  # noqa: BLE001 - not listening yet: try again
+                return [str(exc)]
+            return []
+
+        poll(joined, 30.0, "the extra node to join news", 0.2)
+
+        def whole() -> list[str]:
+            code, report = status_json(cluster_dir)
+            news = report["topics"].get("news", {})
+            if code != 0 or news.get("members") != 3 or not news.get("legitimate"):
+                return [f"exit {code}: {news}"]
+            return []
+
+        poll(whole, 30.0, "a legitimate ring of three with the extra node", 0.5)
+        code, report = status_json(cluster_dir)
+        assert report["other_members"] == [{"ref": ref, "answering": True, "error": None}]
+        text = cluster_cmd(cluster_dir, "status")
+        assert text.returncode == 0, text.stdout
+        assert f"member {ref} (not started by this cluster): answering" in text.stdout
+        assert "topic news: 3 members, database legitimate, ring legitimate" in text.stdout
+    finally:
+        terminate(extra)
+        cluster_cmd(cluster_dir, "down")
+
+
 def test_up_again_after_down_starts_afresh(cluster_dir: Path) -> None:
     """A directory whose cluster was stopped takes a new one: new data, the new size; with
     --metrics and --events its daemons serve metrics and write the event stream."""
