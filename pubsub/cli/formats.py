@@ -183,8 +183,8 @@ def format_publications(section: dict[str, Any]) -> str:
     store = section.get("store", "?")
     durability = f"sync {section.get('sync')}" if section.get("durable") else "in memory only"
     return (
-        f"publications: store {store} ({durability}); flooding "
-        f"{'on' if section.get('flooding') else 'off'}; max payload "
+        f"publications: store {store} ({durability}); dissemination "
+        f"{section.get('dissemination') or ('flood' if section.get('flooding') else 'off')}; max payload "
         f"{section.get('max_payload_bytes')} B; next seq {section.get('next_seq')}; "
         f"streams {section.get('streams', 0)}; delivered {section.get('delivered', 0)}; "
         f"hand-overs pending {section.get('handovers_pending', 0)}; "

@@ -78,6 +78,9 @@ DEFAULT_RECENT = 4096
 #: How far the nodes' wall clocks may differ, ms: a ``new_only`` stream delivers what was
 #: published at most this long before it was asked for (module docstring).
 NEW_ONLY_SKEW_MS = 1000
+#: How a refused cursor's error names the way to start at the node's end instead, for the
+#: command line, the library and the HTTP API alike.
+FROM_NOW = "from now (the stream's from-now option: subscribe --from-now, from_now=True, ?from_now=true)"
 
 Spawn = Callable[[Coroutine[Any, Any, None], str], object]
 
@@ -193,21 +196,20 @@ class Deliveries:
                 "cursor_incarnation",
                 f"cursor {msg.incarnation}:{since} belongs to another incarnation of this node's "
                 f"store (now {self.store.incarnation}: it was lost, or the node keeps no store "
-                "and restarted); resume from now (subscribe --from-now) or from 0",
+                f"and restarted); resume {FROM_NOW} or from 0",
             )
         removed = self.removed_through(msg.topic)
         if removed > since:
             return (
                 "cursor_expired",
                 f"publications of {msg.topic!r} after cursor {since} were removed by the topic's "
-                f"retention (up to #{removed}); resume from 0 (what the node still holds) or from now "
-                "(subscribe --from-now)",
+                f"retention (up to #{removed}); resume from 0 (what the node still holds) or {FROM_NOW}",
             )
         if since > latest:
             return (
                 "cursor_beyond_end",
                 f"cursor {since} is beyond this node's latest number {latest} for {msg.topic!r} "
-                f"(incarnation {self.store.incarnation}); resume from now (subscribe --from-now) or from 0",
+                f"(incarnation {self.store.incarnation}); resume {FROM_NOW} or from 0",
             )
         return None
 

@@ -365,6 +365,7 @@ def test_f_forged_publication_is_counted_in_status(story: Story) -> None:
         assert "tampered" not in {e["payload"] for e in c.history(5, T)}
         text = c.cli("status", "--node", ref)
         assert "rejected malformed" in text and "publications:" in text
+        assert "; dissemination tree;" in text  # the default, named as the flag names it
 
 
 def test_g_nothing_acknowledged_is_lost(story: Story) -> None:
