@@ -11,6 +11,10 @@ from pubsub.skipring.labels import Label, LabelError
 from pubsub.skipring.messages import Delivery
 
 
+#: How a text line marks a payload shown in base64 (`format_delivery`).
+BASE64_PREFIX = "base64:"
+
+
 def _payload_fields(payload: bytes) -> dict[str, Any]:
     try:
         return {"payload": payload.decode("utf-8")}
@@ -21,8 +25,10 @@ def _payload_fields(payload: bytes) -> dict[str, Any]:
 def format_delivery(delivery: Delivery, as_json: bool = False, incarnation: str | None = None) -> str:
     """One delivery as a line: ``#LOCAL PUBLISHER#SEQ PAYLOAD`` or a JSON object.
 
-    In text, payloads that are not UTF-8 are shown as ``base64:...`` and line breaks as
-    ``\\n``; JSON carries the text as "payload", or "payload_base64" when it is not UTF-8,
+    In text, a payload that is not UTF-8, or whose text begins with ``base64:`` itself, is
+    shown as ``base64:`` and its bytes in base64, so that such a line always decodes to the
+    exact payload; other text is shown with ``\\``, line feeds and carriage returns escaped
+    (``\\\\``, ``\\n``, ``\\r``).  JSON carries the text as "payload", or "payload_base64" when it is not UTF-8,
     the publisher's "msg_id", and the "cursor" to resume after this delivery
     (``--since INCARNATION:LOCAL``; null when the node named no store incarnation).
     """
@@ -43,8 +49,8 @@ def format_delivery(delivery: Delivery, as_json: bool = False, incarnation: str 
             ensure_ascii=False,
         )
     fields = _payload_fields(delivery.payload)
-    if fields["payload"] is None:
-        text = "base64:" + fields["payload_base64"]
+    if fields["payload"] is None or fields["payload"].startswith(BASE64_PREFIX):
+        text = BASE64_PREFIX + base64.b64encode(delivery.payload).decode("ascii")
     else:
         text = fields["payload"].replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
     return f"#{delivery.local_seq} {delivery.publisher}#{delivery.seq} {text}"

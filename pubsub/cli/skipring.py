@@ -411,7 +411,9 @@ def subscribe(
     given number or cursor, with --new-only from now on.  With several topics each line
     starts with its topic.  Runs until interrupted (Ctrl-C exits quietly with status 0)
     or --count deliveries.  With --detach the node only joins the topics.  A stream that
-    breaks ends the command (exit 1) with the cursor to resume from.
+    breaks ends the command (exit 1) with the cursor to resume from.  Each line reads
+    "#LOCAL PUBLISHER#SEQ PAYLOAD"; a payload that is not UTF-8 or begins with "base64:"
+    is shown as "base64:" and its bytes in base64 (--json: one object per publication).
     """
     args = _topics_given(topic)
     resuming = since != "0"
@@ -608,7 +610,10 @@ def publish(
 )
 @TIMEOUT_OPTION
 def history(topic: str, node_ref: Ref, since: str, as_json: bool, timeout: float) -> None:
-    """Print what the node at --node holds for TOPIC, in its local order, numbered."""
+    """Print what the node at --node holds for TOPIC, in its local order, numbered.
+
+    The lines are those of `pubsub subscribe` ("#LOCAL PUBLISHER#SEQ PAYLOAD", base64 for a
+    payload that is not UTF-8 or begins with "base64:")."""
 
     async def run() -> None:
         client = Client(node_ref, timeout=timeout)

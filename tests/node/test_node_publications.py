@@ -4,6 +4,7 @@ supervisor, the client library.  (Separate OS processes: tests/integration/test_
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import random
@@ -577,6 +578,10 @@ def test_cli_renders_deliveries_and_acks() -> None:
     binary = Delivery(T, 4, Ref("h:1"), 8, key, b"\xff\x00", 6)  # type: ignore[arg-type]
     assert format_delivery(text) == "#3 h:1#7 two\\nlines \\\\ here"
     assert format_delivery(binary) == "#4 h:1#8 base64:/wA="
+    # text that itself begins with the marker is shown in base64 too: a line never misleads
+    lookalike = Delivery(T, 5, Ref("h:1"), 9, key, b"base64:/wA=", 7)  # type: ignore[arg-type]
+    shown = format_delivery(lookalike).split(" ", 2)[2]
+    assert shown != "base64:/wA=" and base64.b64decode(shown.removeprefix("base64:")) == b"base64:/wA="
     as_json = json.loads(format_delivery(binary, as_json=True))
     assert as_json["payload"] is None and as_json["payload_base64"] == "/wA="
     assert as_json["key"] == key.hex() and as_json["local_seq"] == 4
