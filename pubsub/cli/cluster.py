@@ -116,6 +116,7 @@ def cluster_status(directory: Path, timeout: float = STATUS_TIMEOUT) -> dict[str
                 "log": entry.log,
                 "metrics_port": entry.metrics_port,
                 "admin": entry.admin,
+                "http": entry.http,
             }
         )
     sup_refs = {e.ref for e in entries if e.role == "supervisor"}
@@ -187,7 +188,8 @@ def format_status(report: Mapping[str, Any]) -> str:
         f"{'running' if daemons[0]['running'] else 'NOT running'}, "
         f"{up_nodes} of {len(nodes)} nodes running"
     ]
-    rows = [["DAEMON", "REF", "ADMIN", "PID", "STATE"]]
+    http = any(d.get("http") for d in daemons)
+    rows = [["DAEMON", "REF", "ADMIN", *(["HTTP API"] if http else []), "PID", "STATE"]]
     for d in daemons:
         if not d["running"]:
             state = "not running"
@@ -195,7 +197,8 @@ def format_status(report: Mapping[str, Any]) -> str:
             state = "running"
         else:
             state = f"running, not answering ({d['error']})"
-        rows.append([d["name"], d["ref"], d["admin"] or "-", str(d["pid"] or "-"), state])
+        api = [d.get("http") or "-"] if http else []
+        rows.append([d["name"], d["ref"], d["admin"] or "-", *api, str(d["pid"] or "-"), state])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines.extend(
         "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
@@ -276,6 +279,9 @@ def cluster() -> None:
 @click.option("--tls", is_flag=True,
               help="Mutual TLS between every daemon and client: a CA and certificates are "
               "made in DIR/tls (`pubsub certs`); the output says how a client uses them.")
+@click.option("--http", is_flag=True,
+              help="Every node also serves its HTTP API (publish, history, SSE stream, status; README, "
+              "'HTTP API') on a free port of 127.0.0.1, shown by up and status.")
 @click.option("--supervisors", "n_supervisors", type=click.IntRange(1, 16), default=1,
               show_default=True,
               help="Number of sharded supervisors (each topic belongs to one by consistent "
@@ -290,6 +296,7 @@ def up(
     events: bool,
     wait: bool,
     tls: bool,
+    http: bool,
     n_supervisors: int,
 ) -> None:
     """Start a supervisor (or --supervisors K) and N nodes in the background, each node
@@ -322,6 +329,7 @@ def up(
             metrics=metrics,
             events_dir=directory / "events" if events else None,
             tls=tls,
+            http=http,
             supervisors=n_supervisors,
         )
     except (ClusterError, ValueError) as exc:
@@ -343,8 +351,10 @@ def up(
     atexit.unregister(local.stop)
     sups = f"supervisor {local.supervisor_ref}" if n_supervisors == 1 else f"{n_supervisors} supervisors"
     click.echo(f"cluster up in {directory}: {sups}, {n_nodes} nodes")
+    scheme = "https" if tls else "http"
     for daemon in [*local.supervisors, *local.nodes]:
-        click.echo(f"  {daemon.name:<10} {daemon.ref:<21} pid {daemon.pid}")
+        api = f"  HTTP API {scheme}://{daemon.http_ref}/v1/status" if daemon.http_ref else ""
+        click.echo(f"  {daemon.name:<10} {daemon.ref:<21} pid {daemon.pid}{api}")
     click.echo(f"  logs in {local.logs_dir}; topics: {', '.join(topics) or 'none'}")
     for topic in topics if wait else []:
         click.echo()

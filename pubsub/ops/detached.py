@@ -45,6 +45,8 @@ class DaemonEntry:
     #: Its Prometheus endpoint's port (``up --metrics``) and admin address (`pubsub chaos`).
     metrics_port: int | None = None
     admin: str | None = None
+    #: A node's HTTP API address (``up --http``).
+    http: str | None = None
 
     @property
     def role(self) -> str:
@@ -93,6 +95,7 @@ def daemons_of(doc: Mapping[str, Any]) -> list[DaemonEntry]:
                 log=str(raw["log"]) if raw.get("log") else None,
                 metrics_port=raw["metrics_port"] if isinstance(raw.get("metrics_port"), int) else None,
                 admin=str(raw["admin"]) if raw.get("admin") else None,
+                http=str(raw["http"]) if raw.get("http") else None,
             )
         )
     return out

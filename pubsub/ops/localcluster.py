@@ -118,6 +118,7 @@ class LocalCluster(DaemonGroup):
         tls: bool = False,
         node_args: Mapping[int, Sequence[str]] | None = None,
         web: bool = False,
+        http: bool = False,
         supervisors: int = 1,
         peer_timeout: float | None = None,
     ) -> None:
@@ -136,7 +137,8 @@ class LocalCluster(DaemonGroup):
         `flooding` False starts the nodes with
         ``--no-flooding`` (anti-entropy alone spreads publications).  `admin` False starts
         the daemons without an admin listener (no fault injection).  `web` gives the
-        supervisor its web view (``--web-listen``) on a free port of 127.0.0.1 (`web_url`).
+        supervisor its web view (``--web-listen``) on a free port of 127.0.0.1 (`web_url`);
+        `http` every node its HTTP API (``--http-listen``, `Daemon.http_ref`) likewise.
         The nodes whose indexes are in `memory_nodes` run without ``--data``: their store lives in memory
         and a restart begins a new incarnation with nothing in it.  `tls` creates a cluster
         CA and certificates in ``workdir/tls`` (`pubsub.ops.tlsfiles`), starts every daemon
@@ -214,12 +216,18 @@ class LocalCluster(DaemonGroup):
         self._setup_telemetry(metrics, base_port)
         self._setup_admin(admin, base_port)
         self.web_port: int | None = None
-        if web:
+        wanted = (1 if web else 0) + (n_nodes if http else 0)
+        if wanted:
             taken = {d.port for d in self.daemons()}
             taken |= {d.metrics_port for d in self.daemons() if d.metrics_port}
             taken |= {int(d.admin_ref.rpartition(":")[2]) for d in self.daemons() if d.admin_ref}
-            self.web_port = next(p for p in pick_free_ports(len(taken) + 1) if p not in taken)
-            self.supervisor.args += ["--web-listen", f"{HOST}:{self.web_port}"]
+            fresh = [p for p in pick_free_ports(len(taken) + wanted) if p not in taken][:wanted]
+            if web:
+                self.web_port = fresh.pop()
+                self.supervisor.args += ["--web-listen", f"{HOST}:{self.web_port}"]
+            for node, port in zip(self.nodes, fresh, strict=True):
+                node.http_ref = f"{HOST}:{port}"
+                node.args += ["--http-listen", node.http_ref]
         self._atexit_registered = False
 
     def _supervisor_daemon(self, j: int, ref: str, peers: Sequence[str], join: bool = False) -> Daemon:
@@ -373,6 +381,7 @@ class LocalCluster(DaemonGroup):
                 "log": str(d.log_path),
                 "metrics_port": d.metrics_port,
                 "admin": d.admin_ref,
+                "http": d.http_ref,
             }
 
         return {

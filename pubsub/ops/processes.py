@@ -153,6 +153,8 @@ class Daemon:
     metrics_port: int | None = None
     #: The daemon's admin address (`pubsub chaos`), or None (admin listener off).
     admin_ref: str | None = None
+    #: A node's HTTP API address (``--http-listen``), or None (not served).
+    http_ref: str | None = None
 
     @property
     def port(self) -> int:

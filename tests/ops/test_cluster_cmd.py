@@ -206,6 +206,40 @@ def test_status_checks_a_member_the_cluster_did_not_start(cluster_dir: Path, tmp
         cluster_cmd(cluster_dir, "down")
 
 
+def test_up_with_http_gives_every_node_its_http_api(cluster_dir: Path) -> None:
+    """`up --http`: every node serves its HTTP API on a free port, named by `up`, the
+    manifest and `status`; a publication through one node's API is in another's history."""
+    done = cluster_cmd(cluster_dir, "up", "-n", "2", "--topics", "news", "--interval", "0.2", "--http")
+    assert done.returncode == 0, done.stderr
+    try:
+        code, report = status_json(cluster_dir)
+        assert code == 0, report
+        apis = [d["http"] for d in report["daemons"] if d["role"] == "node"]
+        assert len(apis) == 2 and all(apis) and len(set(apis)) == 2
+        assert [d["http"] for d in report["daemons"] if d["role"] == "supervisor"] == [None]
+        for api in apis:
+            assert f"HTTP API http://{api}/v1/status" in done.stdout
+        text = cluster_cmd(cluster_dir, "status")
+        assert "HTTP API" in text.stdout and all(api in text.stdout for api in apis)
+        body = json.dumps({"payload": "over http", "msg_id": "http-1"}).encode()
+        publish = urllib.request.Request(
+            f"http://{apis[0]}/v1/topics/news/publications", body, {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(publish, timeout=10) as answer:
+            assert answer.status == 200
+
+        def held() -> list[str]:
+            with urllib.request.urlopen(f"http://{apis[1]}/v1/topics/news/publications", timeout=10) as answer:
+                payloads = [p["payload"] for p in json.loads(answer.read())["publications"]]
+            return [] if payloads == ["over http"] else [f"node-01 holds {payloads}"]
+
+        poll(held, 20.0, "the publication at the other node's API", 0.2)
+    finally:
+        down = cluster_cmd(cluster_dir, "down")
+    assert down.returncode == 0, down.stderr
+    assert all(port_is_free(int(api.rpartition(":")[2])) for api in apis)
+
+
 def test_up_again_after_down_starts_afresh(cluster_dir: Path) -> None:
     """A directory whose cluster was stopped takes a new one: new data, the new size; with
     --metrics and --events its daemons serve metrics and write the event stream."""
