@@ -224,7 +224,8 @@ def client_files(certs: Path, role: str, name: str) -> dict[str, str]:
 def ensure_shared(certs: Path, clients: Sequence[tuple[str, str]] = (SHARED,)) -> None:
     """The cluster CA in `certs` and a certificate for each (role, name) in `clients`,
     created (once, under the directory's lock) if missing."""
-    from pubsub.runtime.identity import IdentityError, file_stem, issue, load_ca, make_ca, write_pair
+    from pubsub.runtime.certificates import issue, load_ca, make_ca, write_pair
+    from pubsub.runtime.identity import IdentityError, file_stem
 
     fd = _locked(certs)
     try:
@@ -246,7 +247,8 @@ def ensure_shared(certs: Path, clients: Sequence[tuple[str, str]] = (SHARED,)) -
 def own_certificate(certs: Path, role: str, ref: str, env: Mapping[str, str]) -> list[str]:
     """Issue the certificate of the `role` daemon at `ref` with the CA in `certs` (a new key
     at every start, kept inside the container); its ``--tls-*`` flags."""
-    from pubsub.runtime.identity import IdentityError, file_stem, issue, load_ca, write_pair
+    from pubsub.runtime.certificates import issue, load_ca, write_pair
+    from pubsub.runtime.identity import IdentityError, file_stem
 
     own = Path(env.get("PUBSUB_DATA_ROOT") or DEFAULT_DATA_ROOT) / "identity"
     try:
