@@ -225,7 +225,7 @@ class LocalCluster(DaemonGroup):
             if web:
                 self.web_port = fresh.pop()
                 self.supervisor.args += ["--web-listen", f"{HOST}:{self.web_port}"]
-            for node, port in zip(self.nodes, fresh, strict=True):
+            for node, port in zip(self.nodes if http else (), fresh, strict=True):
                 node.http_ref = f"{HOST}:{port}"
                 node.args += ["--http-listen", node.http_ref]
         self._atexit_registered = False

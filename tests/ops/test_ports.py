@@ -84,3 +84,32 @@ def test_the_default_leases_file_is_per_user_and_private() -> None:
     path = port_leases_path()
     assert str(os.getuid()) in path.name
     assert path.stat().st_mode & 0o077 == 0
+
+
+def test_local_cluster_ports_for_the_web_view_and_the_http_apis(tmp_path: Path) -> None:
+    """Describing a cluster (nothing starts): the web view alone (as `make demo` asks; the
+    first version of `http` broke it), the HTTP APIs alone and both get distinct ports, and
+    only `http` gives the nodes an HTTP API."""
+    from pubsub.ops.localcluster import LocalCluster
+
+    for web, http in ((True, False), (False, True), (True, True), (False, False)):
+        cluster = LocalCluster(tmp_path / f"{web}-{http}", 3, web=web, http=http)
+        apis = [node.http_ref for node in cluster.nodes]
+        assert (cluster.web_port is not None) == web
+        assert all(apis) if http else apis == [None, None, None]
+        used = [d.port for d in cluster.daemons()] + [d.metrics_port for d in cluster.daemons() if d.metrics_port]
+        used += [int(d.admin_ref.rpartition(":")[2]) for d in cluster.daemons() if d.admin_ref]
+        used += [int(a.rpartition(":")[2]) for a in apis if a] + ([cluster.web_port] if cluster.web_port else [])
+        assert len(used) == len(set(used)), used
+        assert all(["--http-listen", a] == n.args[-2:] for n, a in zip(cluster.nodes, apis, strict=True) if a)
+
+
+def test_make_demo_runs_to_its_end() -> None:
+    """The README's first command, as `make demo` runs it: it ends, says so, and stops
+    every process it started."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pubsub.ops.demo"], capture_output=True, text=True, timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
+    assert "every process stopped" in done.stdout, done.stdout[-2000:]
