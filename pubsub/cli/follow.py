@@ -44,10 +44,11 @@ async def follow(
     as_json: bool,
     count: int | None,
     timeout: float,
+    join: bool = True,
     patterns: list[str] | None = None,
     list_topics: Callable[[], Awaitable[list[str]]] | None = None,
 ) -> None:
-    """Join every topic, open its stream, print deliveries until `count` (total) or until
+    """Join every topic (unless not `join`), open its stream, print deliveries until `count` (total) or until
     cancelled (Ctrl-C / SIGTERM, through `pubsub.client.run.until_stopped`).  With
     `patterns` and `list_topics` (the supervisor's topics), topics that match a pattern
     later are followed as they appear."""
@@ -58,10 +59,16 @@ async def follow(
     followed = set(topics)
 
     async def open_stream(topic: str, first: bool) -> None:
-        sub = client.subscribe(topic, since=since, new_only=new_only, from_now=from_now) if first else (
-            client.subscribe(topic)
+        sub = client.subscribe(topic, since=since, new_only=new_only, from_now=from_now, join=join) if first else (
+            client.subscribe(topic, join=join)
         )
-        await sub.open()
+        try:
+            await sub.open()
+        except ClientError as exc:
+            if join and exc.code == "permission_denied":
+                hint = "; to read a topic the node already runs without making it join: --no-join"
+                raise ClientError(exc.code, f"{exc}{hint}") from None
+            raise
         subs.append(sub)
         restarted = " (the cursor was refused: from the node's latest on)" if sub.reset else ""
         click.echo(

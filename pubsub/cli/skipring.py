@@ -379,6 +379,14 @@ def _topic_lister(supervisor: Ref, timeout: float) -> Callable[[], Awaitable[lis
     "--new-only, --json and --count do not apply).",
 )
 @click.option(
+    "--join/--no-join",
+    default=True,
+    show_default=True,
+    help="Make the node join each topic before reading it.  --no-join reads what the node "
+    "holds and stores of a topic it already runs, without asking it to join (what a client "
+    "certificate allowed to read but not to change a node's topics needs).",
+)
+@click.option(
     "--count",
     type=click.IntRange(min=1),
     default=None,
@@ -395,6 +403,7 @@ def subscribe(
     new_only: bool,
     as_json: bool,
     detach: bool,
+    join: bool,
     count: int | None,
     literal: bool,
     timeout: float,
@@ -421,6 +430,8 @@ def subscribe(
         raise click.UsageError("give at most one of --since and --new-only")
     if from_now and not resuming:
         raise click.UsageError("--from-now only applies with --since INC:N")
+    if detach and not join:
+        raise click.UsageError("--detach only makes the node join the topics: it cannot go with --no-join")
     if detach:
         streamed = [flag for flag, given in (("--since", resuming), ("--new-only", new_only),
                                              ("--json", as_json), ("--count", count is not None)) if given]
@@ -453,6 +464,7 @@ def subscribe(
             since=since,
             from_now=from_now,
             new_only=new_only,
+            join=join,
             as_json=as_json,
             count=count,
             timeout=timeout,

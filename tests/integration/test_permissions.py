@@ -20,6 +20,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import selectors
 import signal
 import ssl
 import subprocess
@@ -121,6 +122,41 @@ def test_no_leave_no_join_no_stream_without_a_grant(setup: Setup) -> None:
     read = setup.run("mallory", "history", ORDERS, "--node", node)
     assert read.returncode != 0 and "permission_denied" in read.stderr, read.stderr
     assert setup.run("alice", "history", ORDERS, "--node", node).returncode == 0
+
+
+def test_a_reader_without_a_join_grant_streams_with_no_join(setup: Setup) -> None:
+    """`pubsub subscribe` asks the node to join first; a client granted reading but not
+    joining was refused and had only `history`.  The refusal now names --no-join, and with
+    it the client streams a topic the node runs."""
+    node = setup.cluster.node_refs[1]
+    refused = setup.run("alice", "subscribe", NEWS, "--node", node, "--count", "1")
+    assert refused.returncode != 0 and "permission_denied" in refused.stderr, refused.stderr
+    assert "--no-join" in refused.stderr, refused.stderr
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("PUBSUB_TLS_")}
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "pubsub.cli.main", "subscribe", NEWS, "--node", node, "--no-join",
+         "--new-only", "--count", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=plain | setup.certs.env_of("alice"),
+    )
+    try:
+        assert reader.stderr is not None
+        waiting = selectors.DefaultSelector()
+        waiting.register(reader.stderr, selectors.EVENT_READ)
+        assert waiting.select(timeout=WAIT), "the reader did not start its stream"
+        started = reader.stderr.readline()  # "...: subscribed to news; ..." once the stream runs
+        assert "subscribed to news" in started, started + reader.stderr.read()
+        published = subprocess.run(
+            [sys.executable, "-m", "pubsub.cli.main", "publish", NEWS, "read by alice", "--node", node],
+            capture_output=True, text=True, timeout=COMMAND_TIMEOUT, env=plain | setup.certs.client_env(),
+        )
+        assert published.returncode == 0, published.stderr
+        out, err = reader.communicate(timeout=COMMAND_TIMEOUT)
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.wait()
+    assert reader.returncode == 0, err
+    assert out.strip().endswith("read by alice"), out
 
 
 def test_the_file_is_reloaded_on_sighup(setup: Setup) -> None:
