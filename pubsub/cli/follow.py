@@ -73,7 +73,7 @@ async def follow(
         restarted = " (the cursor was refused: from the node's latest on)" if sub.reset else ""
         click.echo(
             f"{node_ref}: subscribed to {topic}; delivering from local #{sub.since + 1}"
-            f" (the node holds {sub.latest}){restarted}",
+            f" (the node's latest is #{sub.latest}){restarted}",
             err=True,
         )
         tasks.append(asyncio.create_task(_pump(sub, queue)))

@@ -118,9 +118,11 @@ def retention() -> None:
               help="Remove publications older than this (by the time they were published): 30s, 1h, 7d "
               "(a bare number is seconds); 0: no limit.")
 @click.option("--max-count", type=click.IntRange(min=0, max=MAX_LIMIT), default=None, metavar="N",
-              help="Keep the newest N publications of the topic; 0: no limit.")
+              help="Keep the newest N publications of the topic by their timestamps (ms; within one "
+              "millisecond ordered by key, so not by publisher order); 0: no limit.")
 @click.option("--max-bytes", type=SIZE, default=None, metavar="SIZE",
-              help="Keep the newest publications whose payloads fit in SIZE: 64k, 10MB, 1GiB; 0: no limit.")
+              help="Keep the newest publications (ordered as for --max-count) whose payloads fit in SIZE: "
+              "64k, 10MB, 1GiB; 0: no limit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the supervisor's reply as JSON.")
 @TIMEOUT_OPTION
 def retention_set(
@@ -175,7 +177,10 @@ def topic_group() -> None:
 @topic_group.command("purge")
 @click.argument("topic", type=TOPIC)
 @SUPERVISOR_OPTION
-@click.option("--yes", is_flag=True, help="Do it (without --yes the command only says what it would do).")
+@click.option(
+    "--yes", is_flag=True,
+    help="Do it: without --yes the command removes nothing, says what it would remove and exits 2.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the supervisor's reply as JSON.")
 @TIMEOUT_OPTION
 def topic_purge(topic: str, supervisor_ref: Ref, yes: bool, as_json: bool, timeout: float) -> None:

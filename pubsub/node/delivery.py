@@ -203,7 +203,7 @@ class Deliveries:
             return (
                 "cursor_expired",
                 f"publications of {msg.topic!r} after cursor {since} were removed by the topic's "
-                f"retention (up to #{removed}); resume from 0 (what the node still holds) or {FROM_NOW}",
+                f"retention or a purge (up to #{removed}); resume from 0 (what the node still holds) or {FROM_NOW}",
             )
         if since > latest:
             return (
@@ -285,8 +285,9 @@ class Deliveries:
                     self.refused["cursor_expired"] += 1
                     session.send(ErrorReply(
                         code="cursor_expired",
-                        detail=f"retention removed publications of {stream.topic!r} after #{stream.cursor} "
-                        f"(up to #{removed}) before this stream delivered them; resume from 0 or from now",
+                        detail=f"retention or a purge removed publications of {stream.topic!r} after "
+                        f"#{stream.cursor} (up to #{removed}) before this stream delivered them; resume from 0 "
+                        f"or {FROM_NOW}",
                     ))
                     return
                 limit = self.store.latest(stream.topic) if stream.end is None else stream.end

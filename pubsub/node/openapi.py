@@ -177,8 +177,17 @@ _DOCUMENT: dict[str, Any] = {
                         "name": "new_only",
                         "in": "query",
                         "required": False,
-                        "description": "start after what the node holds now",
+                        "description": "skip the history: what the node holds now and what it stores later "
+                        "that was published more than 1 s before the request (ignored with Last-Event-ID)",
                         "schema": {"type": "boolean"},
+                    },
+                    {
+                        "name": "published_from_ms",
+                        "in": "query",
+                        "required": False,
+                        "description": "skip publications published before this Unix ms (0: none; the "
+                        "ready event of a new_only stream names the bound it chose)",
+                        "schema": {"type": "integer", "minimum": 0, "maximum": 253402300799999},
                     },
                     {
                         "name": "from_now",
