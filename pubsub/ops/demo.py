@@ -112,11 +112,11 @@ def wait_for_rings(cluster: LocalCluster, wanted: Mapping[str, set[str]]) -> dic
                 found.append(f"{topic}: {len(members)} of {len(wanted[topic])} members so far")
             found.extend(f"{topic}: {p}" for p in ring_problems(members, states))
         if not found and latest != previous:
-            found.append("consistent; looking once more to see it stays so")
+            found.append("legitimate; looking once more to see it stays so")
         previous = latest
         return found
 
-    cluster.poll(problems, CONVERGE_TIMEOUT, "consistent rings", interval=2 * INTERVAL)
+    cluster.poll(problems, CONVERGE_TIMEOUT, "legitimate rings", interval=2 * INTERVAL)
     return latest
 
 
@@ -174,7 +174,7 @@ def wait_for_history(
 
 def publish_and_show(cluster: LocalCluster, wanted: Mapping[str, set[str]]) -> None:
     """Steps 5-7 of the module docstring."""
-    print("publishing (each acknowledged once a member has it on disk):")
+    print("publishing (each acknowledged once a member has it on disk; local #N is its number at that member):")
     counts: dict[str, int] = {}
     for topic, i, text in PUBLICATIONS:
         ack = cluster.publish(i, topic, text)
@@ -203,19 +203,24 @@ def publish_and_show(cluster: LocalCluster, wanted: Mapping[str, set[str]]) -> N
     cluster.subscribe(LATE_JOINER, "sports")
     t0 = time.monotonic()
     history = wait_for_history(cluster, "sports", [late], counts["sports"])[late]
-    print(f"... and receives the whole history within {time.monotonic() - t0:.1f} s:")
+    print(
+        f"... and receives the whole history within {time.monotonic() - t0:.1f} s (in the order it stored"
+        " them: each publisher's own are in order, different publishers' are not ordered with each other):"
+    )
     print(render_deliveries(cluster, late, history))
     print()
 
 
-def run(workdir: Path) -> None:
-    """The demo itself, in `workdir`; every process is stopped when this returns or raises."""
+def run(workdir: Path, kept: bool = True) -> None:
+    """The demo itself, in `workdir` (removed afterwards unless `kept`); every process is
+    stopped when this returns or raises."""
     started = time.monotonic()
     with LocalCluster(workdir, N_NODES, interval=INTERVAL, web=True) as cluster:
         print(f"supervisor {cluster.supervisor_ref}")
         print(f"web view   {cluster.web_url}  (open it in a browser while the demo runs)")
         print("nodes      " + ", ".join(f"{d.name}={d.ref}" for d in cluster.nodes))
-        print(f"logs       {cluster.logs_dir}")
+        removed = "" if kept else "  (removed at the end: keep them with --workdir DIR)"
+        print(f"logs       {cluster.logs_dir}{removed}")
         wanted: dict[str, set[str]] = {}
         for topic, nodes in TOPICS.items():
             for i in nodes:
@@ -224,7 +229,7 @@ def run(workdir: Path) -> None:
             print(f"subscribed {len(nodes)} nodes to {topic!r}")
         t0 = time.monotonic()
         snapshots = wait_for_rings(cluster, wanted)
-        print(f"rings consistent after {time.monotonic() - t0:.1f} s\n")
+        print(f"rings legitimate after {time.monotonic() - t0:.1f} s\n")
         for topic in TOPICS:
             print(render_ring(cluster, topic, snapshots[topic]))
             print()
@@ -256,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             run(args.workdir)
         else:
             with tempfile.TemporaryDirectory(prefix="pubsub-demo-") as tmp:
-                run(Path(tmp))
+                run(Path(tmp), kept=False)
     except ClusterError as exc:
         print(f"demo failed: {exc}", file=sys.stderr)
         return 1
