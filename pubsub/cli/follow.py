@@ -48,7 +48,7 @@ async def follow(
     patterns: list[str] | None = None,
     list_topics: Callable[[], Awaitable[list[str]]] | None = None,
 ) -> None:
-    """Join every topic (unless not `join`), open its stream, print deliveries until `count` (total) or until
+    """Join every topic (with `join`), open its stream, print deliveries until `count` (total) or until
     cancelled (Ctrl-C / SIGTERM, through `pubsub.client.run.until_stopped`).  With
     `patterns` and `list_topics` (the supervisor's topics), topics that match a pattern
     later are followed as they appear."""
