@@ -22,7 +22,6 @@ import click
 from cryptography import x509
 
 from pubsub.runtime.certificates import fingerprint, identity_of, issue, load_ca, make_ca, write_pair
-
 from pubsub.runtime.identity import ROLES, IdentityError, check_name, file_stem
 
 

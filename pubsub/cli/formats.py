@@ -48,11 +48,14 @@ def format_delivery(delivery: Delivery, as_json: bool = False, incarnation: str 
             },
             ensure_ascii=False,
         )
-    fields = _payload_fields(delivery.payload)
-    if fields["payload"] is None or fields["payload"].startswith(BASE64_PREFIX):
+    try:
+        text: str | None = delivery.payload.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or text.startswith(BASE64_PREFIX):
         text = BASE64_PREFIX + base64.b64encode(delivery.payload).decode("ascii")
     else:
-        text = fields["payload"].replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+        text = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
     return f"#{delivery.local_seq} {delivery.publisher}#{delivery.seq} {text}"
 
 
