@@ -3,9 +3,10 @@
 On a terminal it is a live line drawn with rich: a spinner, the current phase, the time
 spent in it and in total, and a bar when the phase has a known size; the command's own
 lines (`log`) scroll above it.  Anywhere else (a pipe, a log file, CI) every phase is one
-plain line ``[  12.3 s] phase``, and while a phase lasts a line ``[  42.3 s] ... still
-<phase> (30 s)`` is repeated every `HEARTBEAT` seconds, so that a log never stays silent
-for minutes while Spark works.
+plain line ``[  12.3 s] phase``, and once nothing has been written for `HEARTBEAT` seconds
+a line ``[  42.3 s] ... still <phase> (30 s)`` says what is still going on (again after
+each further `HEARTBEAT` of silence), so that a log never stays silent for minutes while
+Spark works, and a command that reports on its own gets no such lines in between.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import time
 from types import TracebackType
 from typing import IO, Any
 
-#: Seconds between "still ..." lines when stderr is not a terminal.
+#: Seconds of silence after which a "still ..." line is written when stderr is not a terminal.
 HEARTBEAT = 10.0
+#: Seconds between two looks of the heartbeat thread at how long the log has been silent.
+HEARTBEAT_TICK = 1.0
 
 
 class Progress:
@@ -38,6 +41,7 @@ class Progress:
         self.started = time.monotonic()
         self._phase = ""
         self._phase_started = self.started
+        self._last_line = self.started
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._rich: Any = None
@@ -111,7 +115,10 @@ class Progress:
 
     # ------------------------------------------------------------------ plain lines
     def _line(self, text: str, stamp: bool = True) -> None:
-        prefix = f"[{time.monotonic() - self.started:7.1f} s] " if stamp else ""
+        now = time.monotonic()
+        prefix = f"[{now - self.started:7.1f} s] " if stamp else ""
+        with self._lock:
+            self._last_line = now
         try:
             self.stream.write(prefix + text + "\n")
             self.stream.flush()
@@ -119,8 +126,9 @@ class Progress:
             pass
 
     def _beat(self) -> None:
-        while not self._stop.wait(self.heartbeat):
+        while not self._stop.wait(min(HEARTBEAT_TICK, self.heartbeat)):
             with self._lock:
-                phase, since = self._phase, self._phase_started
-            if phase:
-                self._line(f"... still {phase} ({time.monotonic() - since:.0f} s)")
+                phase, since, last = self._phase, self._phase_started, self._last_line
+            now = time.monotonic()
+            if phase and now - last >= self.heartbeat:
+                self._line(f"... still {phase} ({now - since:.0f} s)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -212,11 +213,32 @@ def check_run(run_dir: Path, done: subprocess.CompletedProcess[str]) -> None:
     assert not [pid for pid in _pids(run_dir) if _alive(pid)], "a daemon outlived the run"
 
 
+def check_output(run_dir: Path, done: subprocess.CompletedProcess[str]) -> None:
+    """What the command prints: stdout is the table, the analysis' line per topic and the
+    report's path, once; stderr has phases on the run's clock, steps on the script's, and
+    none of Spark's own chatter about its log level."""
+    out = done.stdout.splitlines()
+    reports = [line for line in out if line.startswith("report: ")]
+    assert reports == [f"report: {(run_dir / 'analysis' / 'report.html').resolve()}"], done.stdout
+    assert out[0] == "time to legitimacy after each marker:" and out[-1] == reports[0], done.stdout
+    summary = json.loads((run_dir / "analysis" / "summary.json").read_text())
+    for topic in summary["topics"]:
+        assert any(line.startswith(f"{topic}: ") and "legitimate" in line for line in out), done.stdout
+    err = done.stderr.splitlines()
+    assert not [line for line in err if "default log level" in line or "setLogLevel" in line], done.stderr
+    assert any(re.match(r"^\[\s*\d+\.\d s\] playing the script", line) for line in err), done.stderr
+    steps = [line for line in err if line.startswith("  script ")]
+    assert any(re.match(r"^  script\s+\d+\.\d / \d+ s: crash: ", line) for line in steps), done.stderr
+    assert sum("starting a supervisor" in line for line in err) == 1, done.stderr
+
+
 @pytest.mark.integration
 def test_mass_crash_scenario_end_to_end(tmp_path: Path) -> None:
     """One command: cluster, crash of a third, restart, analysis, report; times agree."""
     run_dir = tmp_path / "run"
-    check_run(run_dir, play("mass-crash", run_dir))
+    done = play("mass-crash", run_dir)
+    check_run(run_dir, done)
+    check_output(run_dir, done)
 
 
 @pytest.mark.slow

@@ -131,7 +131,7 @@ def analyze(
     Batch mode reads every events/*.jsonl present and exits; --stream follows a run that is
     still going.  RUN_DIR may also be the directory the daemons wrote into (their
     --events-dir).  Progress goes to stderr: a live line on a terminal, otherwise one line
-    per phase and a "still ..." line every 10 s.  Needs Java 17+ and the `analysis` extra
+    per phase and a "still ..." line after 10 s without any other.  Needs Java 17+ and the `analysis` extra
     (pyspark, matplotlib, pyarrow).
     """
     events = (events_dir or _events_of(run_dir)).absolute()

@@ -1,7 +1,8 @@
 """Creating the Spark session for the analysis: local mode by default, quiet, small.
 
 Defaults suit a 2-core machine: ``local[2]``, 2 shuffle partitions, no web UI, no console
-progress bars, logs at ERROR for Spark and Hadoop.  In local mode the driver binds to
+progress bars, logs at ERROR (with the root logger at ERROR too, Spark does not announce the
+log level it chose on stderr).  In local mode the driver binds to
 127.0.0.1.  Under ``spark-submit`` the JVM already exists: the master and every setting
 given to spark-submit win, and only what was not set there is filled in here.
 """
@@ -19,7 +20,7 @@ from pubsub.ops.analysis.javacheck import ensure_java
 DEFAULT_MASTER = "local[2]"
 
 _LOG4J2 = """\
-rootLogger.level = warn
+rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = stderr
 appender.console.type = Console
 appender.console.name = stderr
@@ -43,7 +44,7 @@ def under_spark_submit() -> bool:
 
 
 def log_config_path() -> Path:
-    """A log4j2 configuration (Spark and Hadoop at ERROR), written once per user."""
+    """A log4j2 configuration (every logger at ERROR), written once per user."""
     path = Path(tempfile.gettempdir()) / f"pubsub-analysis-log4j2-{os.getuid()}.properties"
     if not path.exists() or path.read_text() != _LOG4J2:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")

@@ -68,10 +68,11 @@ def run(scenario: str, run_dir: Path, analyze: bool, tolerance: float) -> None:
     legitimate again, stops every process, then runs `pubsub analyze RUN_DIR` and prints
     the convergence times next to what the nodes' own status showed.  The report is
     RUN_DIR/analysis/report.html.  Progress goes to stderr (a live line on a terminal,
-    otherwise one line per step and phase, and a "still ..." line every 10 s); the table
-    and the report's path to stdout.  Exit status 1 if a topic never converged or the two
-    measurements disagree, 2 if SCENARIO cannot be loaded (no such file, not YAML, not a
-    valid scenario).
+    otherwise one line per phase on the run's clock, one per step and every 5 s the
+    topics' state on the script's clock, and a "still ..." line after 10 s without any
+    other); the table, the analysis' line per topic and the report's path to stdout.
+    Exit status 1 if a topic never converged or the two measurements disagree, 2 if
+    SCENARIO cannot be loaded (no such file, not YAML, not a valid scenario).
     """
     from pubsub.ops.experiment.records import ExperimentError
     from pubsub.ops.experiment.results import compare, run_analysis
@@ -92,13 +93,13 @@ def run(scenario: str, run_dir: Path, analyze: bool, tolerance: float) -> None:
             _exit_unsettled(record)
             return
         # `pubsub analyze` shows its own progress on the same stderr
-        summary = run_analysis(run_dir.resolve(), lambda line: click.echo(line, err=True))
+        summary, printed = run_analysis(run_dir.resolve(), lambda line: click.echo(line, err=True))
     except (ExperimentError, ClusterError) as exc:
         raise click.ClickException(str(exc)) from None
     rows = compare(record, summary, tolerance)
     (run_dir / "comparison.json").write_text(json.dumps(rows, indent=2), encoding="utf-8")
     click.echo(format_comparison(rows))
-    click.echo(f"report: {(run_dir / 'analysis' / 'report.html').resolve()}")
+    click.echo(printed, nl=False)  # the analysis' line per topic and the report's path
     _exit_unsettled(record)
     if not rows or not all(r["agree"] and r["analysis"] is not None for r in rows):
         raise click.ClickException(

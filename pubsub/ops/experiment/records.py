@@ -9,6 +9,8 @@ from typing import Any
 
 #: Seconds between status polls of the whole cluster.
 POLL_SECONDS = 0.5
+#: Seconds between two progress lines with the topics' state while the script plays.
+REPORT_SECONDS = 5.0
 
 
 #: Seconds of events kept after the final legitimate state, so every daemon's last

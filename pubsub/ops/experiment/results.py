@@ -75,19 +75,25 @@ def move_leftovers(events_dir: Path) -> int:
     return moved
 
 
-def run_analysis(run_dir: Path, progress: Progress, python: str | None = None) -> dict[str, Any]:
-    """Run `pubsub analyze RUN_DIR` in its own process; its summary.json."""
+def run_analysis(run_dir: Path, progress: Progress, python: str | None = None) -> tuple[dict[str, Any], str]:
+    """Run `pubsub analyze RUN_DIR` in its own process (its progress goes to our stderr);
+    its summary.json and what it printed on stdout (a line per topic and the report's path),
+    for the caller to print after its own table."""
     command = [python or sys.executable, "-m", "pubsub.cli.main", "analyze", str(run_dir)]
-    progress("running the analysis: " + " ".join(command[2:]))
+    progress(f"running the analysis: pubsub analyze {run_dir} (its own progress, with its own clock)")
     try:
-        done = subprocess.run(command, timeout=ANALYSIS_TIMEOUT, check=False)
+        done = subprocess.run(
+            command, stdout=subprocess.PIPE, text=True, timeout=ANALYSIS_TIMEOUT, check=False
+        )
     except subprocess.TimeoutExpired as exc:
         raise ExperimentError(f"the analysis did not finish within {ANALYSIS_TIMEOUT:g} s") from exc
     if done.returncode != 0:
+        if done.stdout:
+            progress(done.stdout.rstrip("\n"))
         raise ExperimentError(f"the analysis failed (exit {done.returncode}); see its output above")
     summary_path = run_dir / "analysis" / "summary.json"
     try:
-        return dict(json.loads(summary_path.read_text(encoding="utf-8")))
+        return dict(json.loads(summary_path.read_text(encoding="utf-8"))), done.stdout
     except (OSError, ValueError) as exc:
         raise ExperimentError(f"the analysis wrote no readable {summary_path}: {exc}") from exc
 

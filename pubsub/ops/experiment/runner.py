@@ -34,6 +34,7 @@ from pubsub.skipring.ideal import NodeView, is_legitimate
 from pubsub.ops.experiment.records import (
     ADMIN_TIMEOUT,
     POLL_SECONDS,
+    REPORT_SECONDS,
     TAIL_SECONDS,
     ExperimentError,
     MarkerRecord,
@@ -133,10 +134,7 @@ class Experiment:
         )
         settled_after: float | None = None
         try:
-            self.progress(
-                f"starting a supervisor and {self.scenario.nodes} nodes in {self.run_dir / 'cluster'}"
-            )
-            self.phase(f"starting a supervisor and {self.scenario.nodes} nodes")
+            self.phase(f"starting a supervisor and {self.scenario.nodes} nodes in {self.run_dir / 'cluster'}")
             self.cluster.start()
             self._note_pids()
             self.phase("subscribing the initial members")
@@ -170,31 +168,32 @@ class Experiment:
             for index in range(count):
                 self.cluster.subscribe(index, topic)
                 self.members[topic].add(index)
-        joined = ", ".join(f"{t}: {len(m)}" for t, m in self.members.items())
-        self.progress(f"initial members ({joined})")
+        joined = ", ".join(f"{t}: {len(m)} nodes" for t, m in self.members.items())
+        self.progress(f"initial members subscribed ({joined})")
 
     def _script(self) -> None:
+        """Play the steps at their times, polling the nodes' status in between and
+        reporting it every `REPORT_SECONDS`, until the script's end."""
         total = self.scenario.script_seconds
+        steps = list(self.scenario.steps)
         last_report = 0.0
-        for step in self.scenario.steps:
-            while (now := self._elapsed()) < step.at:
-                self._poll_once()
-                if now - last_report >= 5.0:
-                    self._report_progress(total)
-                    last_report = now
-                time.sleep(min(POLL_SECONDS, max(0.0, step.at - self._elapsed())))
-            self._play(step)
-        while self._elapsed() < total:
+        while steps or self._elapsed() < total:
+            while steps and steps[0].at <= self._elapsed():
+                self._play(steps.pop(0))
+            now = self._elapsed()
+            if now >= total and not steps:
+                break
             self._poll_once()
-            time.sleep(min(POLL_SECONDS, max(0.0, total - self._elapsed())))
+            if now - last_report >= REPORT_SECONDS:
+                self._report_progress()
+                last_report = now
+            due = steps[0].at if steps else total
+            time.sleep(min(POLL_SECONDS, max(0.0, due - self._elapsed())))
 
     def _settle(self) -> float | None:
         """Poll until every topic is legitimate by status; seconds after the script, or None."""
         start = time.monotonic()
         deadline = start + self.scenario.settle
-        self.progress(
-            f"script done at {self._elapsed():.1f} s; waiting (at most {self.scenario.settle:g} s) for legitimacy"
-        )
         while time.monotonic() < deadline:
             checks = self._poll_once()
             if checks and all(c.legitimate for c in checks):
@@ -227,13 +226,13 @@ class Experiment:
             )
         return checks
 
-    def _report_progress(self, total: float) -> None:
+    def _report_progress(self) -> None:
         latest = {c.topic: c for c in self.checks[-len(self.scenario.topics) :]}
         states = ", ".join(
             f"{t}: {c.members} members, {'legitimate' if c.legitimate else 'converging'}"
             for t, c in sorted(latest.items())
         )
-        self.progress(f"[{self._elapsed():6.1f} / {total:.0f} s] {states}")
+        self._script_line(states)
 
     def _elapsed(self) -> float:
         return time.time() - self.t0
@@ -241,10 +240,16 @@ class Experiment:
     # --- the steps -------------------------------------------------------------------------------
     def _play(self, step: Step) -> None:
         handler = getattr(self, f"_step_{step.action}")
+        began = self._elapsed()
         detail = handler(step)
-        self.progress(
-            f"[{self._elapsed():6.1f} s] {step.action}{' ' + step.topic if step.topic else ''}: {detail}"
-        )
+        self._script_line(f"{step.action}{' ' + step.topic if step.topic else ''}: {detail}", began)
+
+    def _script_line(self, text: str, at: float | None = None) -> None:
+        """A line about the script, stamped with the script's own clock (the steps' ``at``;
+        a step's line with the moment it began), which the progress lines' run clock is
+        not: ``  script   3.0 / 50 s: publish ...``."""
+        at = self._elapsed() if at is None else at
+        self.progress(f"  script {at:5.1f} / {self.scenario.script_seconds:g} s: {text}")
 
     def _choose(self, step: Step, eligible: Iterable[int]) -> list[int]:
         pool = sorted(eligible)
