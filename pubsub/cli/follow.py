@@ -5,7 +5,8 @@ deliveries of every stream are printed as they come, so their order across topic
 order of arrival.  With one topic a line is ``#LOCAL PUBLISHER#SEQ PAYLOAD``; with several
 it starts with the topic (``TOPIC #LOCAL ...``); JSON objects name their topic anyway.
 JSON objects also carry the cursor after each delivery (``INCARNATION:LOCAL``).  A stream
-that breaks ends the command with the topic and the ``--since`` cursor to resume it.
+that breaks ends the command with the topic and the options to resume it: the ``--since``
+cursor, and for a new-only stream its ``--published-from-ms`` bound.
 
 Patterns stay open: every `WATCH_INTERVAL` seconds the supervisor's topics are listed
 again, and a topic that appeared since and matches a pattern is joined and followed too
@@ -44,6 +45,7 @@ async def follow(
     as_json: bool,
     count: int | None,
     timeout: float,
+    published_from_ms: int = 0,
     join: bool = True,
     patterns: list[str] | None = None,
     list_topics: Callable[[], Awaitable[list[str]]] | None = None,
@@ -59,9 +61,9 @@ async def follow(
     followed = set(topics)
 
     async def open_stream(topic: str, first: bool) -> None:
-        sub = client.subscribe(topic, since=since, new_only=new_only, from_now=from_now, join=join) if first else (
-            client.subscribe(topic, join=join)
-        )
+        sub = client.subscribe(
+            topic, since=since, new_only=new_only, from_now=from_now, join=join, published_from_ms=published_from_ms
+        ) if first else client.subscribe(topic, join=join)
         try:
             await sub.open()
         except ClientError as exc:
@@ -71,9 +73,10 @@ async def follow(
             raise
         subs.append(sub)
         restarted = " (the cursor was refused: from the node's latest on)" if sub.reset else ""
+        bound = f"; only what was published from {sub.published_from_ms} ms on" if sub.published_from_ms else ""
         click.echo(
             f"{node_ref}: subscribed to {topic}; delivering from local #{sub.since + 1}"
-            f" (the node's latest is #{sub.latest}){restarted}",
+            f" (the node's latest is #{sub.latest}){restarted}{bound}",
             err=True,
         )
         tasks.append(asyncio.create_task(_pump(sub, queue)))
@@ -108,9 +111,7 @@ async def follow(
             sub, item = await queue.get()
             if isinstance(item, ClientError):
                 if isinstance(item, ConnectionLost):
-                    raise ClientError(
-                        item.code, f"{item} ({sub.topic}); resume with --since {sub.cursor}"
-                    ) from None
+                    raise ClientError(item.code, f"{item} ({sub.topic}); resume with {_resume_options(sub)}") from None
                 raise item
             line = format_delivery(item, as_json, sub.incarnation)
             click.echo(f"{item.topic} {line}" if prefix else line)
@@ -122,6 +123,13 @@ async def follow(
             await asyncio.gather(*tasks, return_exceptions=True)
         for sub in subs:
             await sub.close()
+
+
+def _resume_options(sub: Subscription) -> str:
+    """The options that resume `sub` where it broke: its cursor, and the bound of a
+    new-only stream (without it, history the node fetches later would be delivered)."""
+    bound = f" --published-from-ms {sub.published_from_ms}" if sub.published_from_ms else ""
+    return f"--since {sub.cursor}{bound}"
 
 
 async def _pump(sub: Subscription, queue: asyncio.Queue[Item]) -> None:

@@ -370,6 +370,15 @@ def _topic_lister(supervisor: Ref, timeout: float) -> Callable[[], Awaitable[lis
     "also when the node is just joining the topic and fetches its history afterwards.",
 )
 @click.option(
+    "--published-from-ms",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="MS",
+    help="Skip what was published before MS (milliseconds since the epoch, compared with each "
+    "publication's published_ms), for the stream's whole life.  A broken --new-only stream "
+    "prints it with its cursor: give both to resume it without the history.",
+)
+@click.option(
     "--json", "as_json", is_flag=True, help="One JSON object per delivery (with its cursor and msg_id)."
 )
 @click.option(
@@ -401,6 +410,7 @@ def subscribe(
     since: str,
     from_now: bool,
     new_only: bool,
+    published_from_ms: int | None,
     as_json: bool,
     detach: bool,
     join: bool,
@@ -417,10 +427,11 @@ def subscribe(
     With --detach the topics joined are printed, one line each.  Every publication the node holds or
     stores from now on is printed once, in the node's local order (numbered 1, 2, 3, ...
     per topic): by default from the beginning of the history, with --since after the
-    given number or cursor, with --new-only from now on.  With several topics each line
+    given number or cursor, with --new-only from now on (and, with --published-from-ms,
+    only what was published from then on).  With several topics each line
     starts with its topic.  Runs until interrupted (Ctrl-C exits quietly with status 0)
     or --count deliveries.  With --detach the node only joins the topics.  A stream that
-    breaks ends the command (exit 1) with the cursor to resume from.  Each line reads
+    breaks ends the command (exit 1) with the options to resume it.  Each line reads
     "#LOCAL PUBLISHER#SEQ PAYLOAD"; a payload that is not UTF-8 or begins with "base64:"
     is shown as "base64:" and its bytes in base64 (--json: one object per publication).
     """
@@ -430,10 +441,15 @@ def subscribe(
         raise click.UsageError("give at most one of --since and --new-only")
     if from_now and not resuming:
         raise click.UsageError("--from-now only applies with --since INC:N")
+    if new_only and published_from_ms is not None:
+        raise click.UsageError(
+            "give at most one of --new-only and --published-from-ms (--new-only sets its own bound: now, less 1 s)"
+        )
     if detach and not join:
         raise click.UsageError("--detach only makes the node join the topics: it cannot go with --no-join")
     if detach:
         streamed = [flag for flag, given in (("--since", resuming), ("--new-only", new_only),
+                                             ("--published-from-ms", published_from_ms is not None),
                                              ("--json", as_json), ("--count", count is not None)) if given]
         if streamed:
             raise click.UsageError(
@@ -464,6 +480,7 @@ def subscribe(
             since=since,
             from_now=from_now,
             new_only=new_only,
+            published_from_ms=published_from_ms or 0,
             join=join,
             as_json=as_json,
             count=count,

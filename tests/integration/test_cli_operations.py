@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import IO
 
 import pytest
@@ -285,6 +286,48 @@ def test_streaming_several_topics_prefixes_each_line_with_its_topic(cluster: Loc
     assert lines[1].startswith("multi-b #1 ") and lines[1].endswith(" from b")
     done = pubsub("subscribe", "multi-a", "multi-b", "--node", first, "--since", "1")
     assert done.returncode == 2 and "--since numbers one topic" in done.stderr
+
+
+def test_published_from_ms_skips_what_was_published_before_it(cluster: LocalCluster) -> None:
+    """`subscribe --published-from-ms MS` delivers only what was published at or after MS
+    (by the publications' own published_ms), says so, and is refused with --new-only."""
+    node = cluster.node_refs[0]
+    cluster.subscribe(0, "bounded")
+    for payload in ("old 1", "old 2"):
+        cluster.publish(0, "bounded", payload)
+    old = [json.loads(line) for line in pubsub("history", "bounded", "--node", node, "--json").stdout.splitlines()]
+    assert len(old) == 2
+    bound = max(d["published_ms"] for d in old) + 1
+    poll(lambda: [] if time.time() * 1000 > bound + 1 else ["not yet"], 5.0, "the clock passing the bound")
+    cluster.publish(0, "bounded", "new")
+    done = pubsub("subscribe", "bounded", "--node", node, "--published-from-ms", str(bound), "--count", "1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split(maxsplit=2)[0] == "#3" and done.stdout.rstrip().endswith(" new"), done.stdout
+    assert f"only what was published from {bound} ms on" in done.stderr
+    refused = pubsub("subscribe", "bounded", "--node", node, "--new-only", "--published-from-ms", str(bound))
+    assert refused.returncode == 2 and "at most one of --new-only and --published-from-ms" in refused.stderr
+
+
+def test_a_broken_new_only_stream_names_its_bound_to_resume_with(tmp_path: Path) -> None:
+    """A new-only stream whose node dies prints the cursor and the new-only bound to resume
+    it with (the cursor alone would deliver the history the node fetches later)."""
+    with LocalCluster(tmp_path, 1, interval=0.2, admin=False) as lone:
+        lone.subscribe(0, "gone")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pubsub.cli.main", "subscribe", "gone", "--node", lone.node_refs[0], "--new-only"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        )
+        try:
+            assert proc.stderr is not None
+            header = proc.stderr.readline()
+            assert "subscribed to gone" in header and "only what was published from " in header, header
+            bound = int(header.split("only what was published from ")[1].split()[0])
+            lone.kill(0, signal.SIGKILL)
+            _, err = proc.communicate(timeout=COMMAND_TIMEOUT)
+        finally:
+            terminate(proc)
+    assert proc.returncode == 1, err
+    assert "resume with --since " in err and err.rstrip().endswith(f"--published-from-ms {bound}"), err
 
 
 # ------------------------------------------------------------------------------ publish from stdin
