@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 from typing import Any
 
@@ -166,7 +167,10 @@ def format_node_status(body: dict[str, Any]) -> str:
         publications = entry.get("publications")
         if isinstance(publications, dict):
             rows.append(["publications", _topic_publications(publications)])
-        known = {"label", "left", "right", "ring", "shortcuts", "leaving", "publications"}
+        retention = entry.get("retention")
+        if isinstance(retention, dict):
+            rows.append(["retention", _retention_row(retention)])
+        known = {"label", "left", "right", "ring", "shortcuts", "leaving", "publications", "retention"}
         rows.extend([k, json.dumps(v)] for k, v in sorted(entry.items()) if k not in known)
         lines.extend(_table(rows))
     section = body.get("publications")
@@ -174,6 +178,63 @@ def format_node_status(body: dict[str, Any]) -> str:
         lines.append(format_publications(section))
     lines.append(format_stats(body.get("stats")))
     return "\n".join(lines)
+
+
+#: Milliseconds per unit of the durations retention prints (and `retention set` reads).
+DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+#: Sizes printed exactly in the largest unit that divides them, binary units first.
+_SIZE_UNITS = (
+    ("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024),
+    ("TB", 1000**4), ("GB", 1000**3), ("MB", 1000**2), ("kB", 1000),
+)
+
+
+def duration_text(ms: int) -> str:
+    """`ms` in the largest unit that divides it exactly, as `retention set` reads it: 1d, 90s."""
+    for unit in ("w", "d", "h", "m", "s"):
+        if ms % DURATION_MS[unit] == 0:
+            return f"{ms // DURATION_MS[unit]}{unit}"
+    return f"{ms}ms"
+
+
+def size_text(size: int) -> str:
+    """`size` bytes in the largest unit that divides it exactly, as `retention set` reads
+    it: 10MiB, 64kB, 1500B."""
+    for unit, scale in _SIZE_UNITS:
+        if size % scale == 0:
+            return f"{size // scale}{unit}"
+    return f"{size}B"
+
+
+def utc_ms_text(ms: int) -> str:
+    """A Unix time in ms as an operator reads it: ``2026-11-28 20:22:11.764 UTC``."""
+    stamp = datetime.datetime.fromtimestamp(ms // 1000, tz=datetime.UTC)
+    return stamp.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d} UTC"
+
+
+def retention_limits_text(settings: dict[str, Any]) -> str:
+    """A topic's retention limits (`pubsub.skipring.retention.Policy` as a status or the
+    supervisor reports it) in one line: ``max-age 1d, max-count 2, max-bytes 10MiB``."""
+    age, count, size = settings.get("max_age_ms"), settings.get("max_count"), settings.get("max_bytes")
+    parts = [
+        f"max-age {duration_text(age)}" if age else "max-age none",
+        f"max-count {count}" if count else "max-count none",
+        f"max-bytes {size_text(size)}" if size else "max-bytes none",
+    ]
+    purged = settings.get("purged_ms")
+    if purged:
+        parts.append(f"purged at {utc_ms_text(purged)}")
+    return ", ".join(parts)
+
+
+def _retention_row(settings: dict[str, Any]) -> str:
+    """A node's retention entry of a topic: its limits and how far it has removed."""
+    text = retention_limits_text(settings)
+    through = settings.get("through_ms")
+    if through:
+        key = str(settings.get("through_key") or "")[:8]
+        text += f"; removed through {utc_ms_text(through)} (key {key}...)"
+    return text
 
 
 def _topic_publications(section: dict[str, Any]) -> str:

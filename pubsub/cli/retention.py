@@ -20,13 +20,13 @@ from typing import Any
 import click
 
 from pubsub.cli.common import ADDRESS, TIMEOUT_OPTION, TOPIC, ask, ask_status
+from pubsub.cli.formats import DURATION_MS, retention_limits_text, utc_ms_text
 from pubsub.client.library import ClientError
 from pubsub.client.supervisors import supervisor_for, supervisor_statuses
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.retention import MAX_LIMIT, PurgeTopic, SetRetention
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?")
-_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?", re.IGNORECASE)
 _SIZE_BYTES = {
     "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
@@ -39,7 +39,7 @@ def parse_duration_ms(text: str) -> int:
     found = _DURATION.fullmatch(text.strip())
     if found is None:
         raise ValueError(f"not a duration: {text!r} (examples: 500ms, 30s, 15m, 1h, 7d)")
-    return int(float(found.group(1)) * _DURATION_MS[found.group(2) or "s"])
+    return int(float(found.group(1)) * DURATION_MS[found.group(2) or "s"])
 
 
 def parse_size(text: str) -> int:
@@ -87,23 +87,8 @@ def _owner(topic: str, supervisor_ref: Ref, timeout: float) -> Ref:
 
 
 def describe(topic: str, settings: dict[str, int]) -> str:
-    """One line: a topic's limits as an operator reads them."""
-    parts = []
-    age = settings.get("max_age_ms", 0)
-    parts.append(f"max-age {_duration(age)}" if age else "max-age none")
-    parts.append(f"max-count {settings['max_count']}" if settings.get("max_count") else "max-count none")
-    parts.append(f"max-bytes {settings['max_bytes']}" if settings.get("max_bytes") else "max-bytes none")
-    if settings.get("purged_ms"):
-        parts.append(f"purged at {settings['purged_ms']} (Unix ms)")
-    return f"{topic}: " + ", ".join(parts)
-
-
-def _duration(ms: int) -> str:
-    for unit in ("w", "d", "h", "m", "s"):
-        size = _DURATION_MS[unit]
-        if ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
+    """One line: a topic's limits as an operator reads them (and `set` takes them)."""
+    return f"{topic}: {retention_limits_text(settings)}"
 
 
 @click.group("retention", context_settings={"help_option_names": ["-h", "--help"]})
@@ -194,7 +179,8 @@ def topic_purge(topic: str, supervisor_ref: Ref, yes: bool, as_json: bool, timeo
         click.echo(json.dumps(body, sort_keys=True))
         return
     purged = (body.get("retention") or {}).get("purged_ms")
-    click.echo(f"{topic}: purged everything published at or before {purged} (Unix ms); "
+    when = utc_ms_text(purged) if isinstance(purged, int) else "?"
+    click.echo(f"{topic}: purged everything published at or before {when} ({purged} Unix ms); "
                f"sent to {body.get('members', 0)} member(s)")
 
 

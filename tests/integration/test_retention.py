@@ -22,6 +22,7 @@ Every wait polls a condition under a deadline; no assertion is about elapsed tim
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import subprocess
 import sys
@@ -182,7 +183,12 @@ def test_purge_removes_the_topic_everywhere(cluster: LocalCluster) -> None:
     done = pubsub("topic", "purge", PURGED, "--yes", "--supervisor", cluster.supervisor_ref)
     assert done.returncode == 0, done.stderr
     assert "sent to 4 member(s)" in done.stdout
+    assert re.search(r"published at or before \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC \(\d+ Unix ms\)", done.stdout)
     cluster.poll(lambda: holding(set()), SPREAD, "the purge at every node")
+    status = pubsub("status", "--node", refs[0])
+    text = status.stdout.split(f"topic {PURGED}", 1)[1].split("\ntopic ", 1)[0]  # that topic's rows
+    [row] = [line for line in text.splitlines() if line.strip().startswith("retention")]
+    assert "max-age none, max-count none, max-bytes none, purged at " in row and "{" not in row, row
     after = {"after 0", "after 1"}
     for text in sorted(after):
         cluster.publish(2, PURGED, text)
