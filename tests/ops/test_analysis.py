@@ -436,8 +436,9 @@ def test_job_on_an_empty_run_writes_an_empty_report(spark: Any, tmp_path: Path) 
 
 # ------------------------------------------------- live deliveries apart from history
 def _late_joiner_events() -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
-    """A at 7001 is a member throughout; B (7002) joins at 5.0, crashes at 7.0 and is back
-    at 9.0; C (7003) leaves at 3.0 and rejoins at 4.0.  Expected latencies (s) by class."""
+    """A at 7001 is a member throughout, restarted cleanly at 10.0 (no marker: its Timeout
+    counter starts again); B (7002) joins at 5.0, crashes at 7.0 and is back at 9.0; C (7003)
+    leaves at 3.0 and rejoins at 4.0.  Expected latencies (s) by class."""
     a, b, c = ev.N[0], ev.N[1], ev.N[2]
     lone = {"label": "0", "left": None, "right": None, "ring": None, "shortcuts": {}}
 
@@ -458,8 +459,11 @@ def _late_joiner_events() -> tuple[list[dict[str, Any]], dict[str, list[float]]]
         deliver(6.01, a, 6.0, "tree", 3), deliver(6.02, b, 6.0, "tree", 3),
         deliver(8.01, a, 8.0, "tree", 4), deliver(9.5, b, 8.0, "antientropy", 4),
         deliver(4.5, c, 3.5, "antientropy", 5),
+        snap(10.0, a) | {"interval": 0},  # the restarted process' first snapshot
+        deliver(10.4, a, 9.8, "antientropy", 6),  # published while A was away: history
+        deliver(10.51, a, 10.5, "tree", 7),
     ]
-    expected = {"live": [0.01, 0.02, 0.01, 0.02, 0.01], "history": [4.5, 3.6, 1.5, 1.0]}
+    expected = {"live": [0.01, 0.02, 0.01, 0.02, 0.01, 0.01], "history": [4.5, 3.6, 1.5, 1.0, 0.6]}
     return rows, expected
 
 
@@ -476,7 +480,7 @@ def test_latency_keeps_history_copied_to_late_joiners_apart(spark: Any, tmp_path
     assert q[("history", "all")]["count"] == len(expected["history"])
     assert q[("live", "all")]["max"] == pytest.approx(max(expected["live"]), abs=1e-3)
     assert q[("history", "all")]["min"] == pytest.approx(min(expected["history"]), abs=1e-3)
-    assert ("history", "local") not in q and q[("history", "antientropy")]["count"] == 4
+    assert ("history", "local") not in q and q[("history", "antientropy")]["count"] == 5
     assert not any(r["delivery"] is None for r in q.values())  # never a row mixing both
     news = summary["topics"][ev.TOPIC]
     assert news["latency"]["all"]["p99"] < 0.05  # live deliveries only

@@ -14,8 +14,11 @@ row, 9 ms and 14 s mix into a meaningless p99.  So every delivery is classified:
 A node's membership of a topic begins at a ``snapshot`` with ``member: true`` whose
 previous event for that node and topic is none, a ``snapshot`` with ``member: false`` (it
 had left), or a ``crash`` marker naming the node (it had crashed: after a restart the node
-rejoins and catches up on what it missed, which is history too).  The membership start of
-a delivery is the latest such instant at or before its ``delivered_ts``.
+rejoins and catches up on what it missed, which is history too), or a snapshot with a
+smaller ``interval`` than the one before it (the Timeout counter starts again at 0 with
+every process: the daemon was restarted, cleanly or not, and what it fetches on coming
+back was published while it was away).  The membership start of a delivery is the latest
+such instant at or before its ``delivered_ts``.
 
 Quantiles (exact, Spark SQL's ``percentile``) and a 101-point CDF are computed per topic,
 class (``delivery``: ``live`` / ``history``) and ``via``, plus ``via = all`` per topic and
@@ -37,20 +40,25 @@ def membership_starts(good: Any, crash_targets: list[tuple[str, float]], F: Any)
     from pyspark.sql import Window
 
     snaps = good.where(F.col("kind") == "snapshot").select(
-        "source", "topic", "ts", F.coalesce(F.col("member"), F.lit(False)).alias("member"), F.lit(1).alias("order")
+        "source", "topic", "ts", F.coalesce(F.col("member"), F.lit(False)).alias("member"), F.lit(1).alias("order"),
+        F.col("interval").cast("long").alias("interval"),
     )
     spark = good.sparkSession
     if crash_targets:
         crashes = spark.createDataFrame(crash_targets, "source string, ts double")
         pairs = snaps.select("source", "topic").distinct()
         ends = crashes.join(pairs, "source").select(
-            "source", "topic", "ts", F.lit(False).alias("member"), F.lit(0).alias("order")
+            "source", "topic", "ts", F.lit(False).alias("member"), F.lit(0).alias("order"),
+            F.lit(None).cast("long").alias("interval"),
         )
         snaps = snaps.unionByName(ends)
     window = Window.partitionBy("source", "topic").orderBy("ts", "order")
+    # the Timeout counter went back: a new process (a crash marker's row has no counter)
+    restarted = F.coalesce(F.col("interval") < F.col("previous_interval"), F.lit(False))
     return (
         snaps.withColumn("previous", F.lag("member").over(window))
-        .where(F.col("member") & (F.col("previous").isNull() | ~F.col("previous")))
+        .withColumn("previous_interval", F.lag("interval").over(window))
+        .where(F.col("member") & (F.col("previous").isNull() | ~F.col("previous") | restarted))
         .select("source", "topic", F.col("ts").alias("joined_ts"))
     )
 
