@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pubsub.cli.main import TOOLS, main
+from pubsub.cli.main import TOOL_SUMMARIES, TOOLS, main
 from pubsub.ops.localcluster import LocalCluster
 
 #: Modules a daemon without --http-listen / --web-listen or TLS must not import.
@@ -60,6 +60,30 @@ def test_the_tools_are_listed_and_load_when_asked_for() -> None:
         assert shown.output.startswith(f"Usage: main {name} ")  # CliRunner names the group "main"
     unknown = runner.invoke(main, ["no-such-command"])
     assert unknown.exit_code == 2 and "No such command" in unknown.output
+
+
+def test_listing_the_commands_imports_no_tool_and_reads_as_with_them_loaded() -> None:
+    """`pubsub --help` in a fresh process loads no tool (nor Spark, YAML or cryptography),
+    and its listing is the very text click writes once every tool is loaded."""
+    code = (
+        "import json, sys\n"
+        "from click.testing import CliRunner\n"
+        "from pubsub.cli.main import main\n"
+        "out = CliRunner().invoke(main, ['--help']).output\n"
+        "print(json.dumps([out, sorted(sys.modules)]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    listing, imported = json.loads(done.stdout)
+    assert sorted(m for m in NOT_AT_START if m in imported) == []
+    assert set(TOOL_SUMMARIES) == set(TOOLS)
+    for name, spec in TOOLS.items():
+        module, _, attribute = spec.partition(":")
+        command = getattr(__import__(module, fromlist=[attribute]), attribute)
+        assert TOOL_SUMMARIES[name] == command.get_short_help_str(10_000), name
+    runner = CliRunner()
+    for name in TOOLS:  # loaded in this process now
+        assert runner.invoke(main, [name, "--help"]).exit_code == 0
+    assert runner.invoke(main, ["--help"]).output == listing
 
 
 def test_a_misspelt_tool_is_suggested_before_it_is_loaded() -> None:

@@ -52,14 +52,43 @@ TOOLS = {
     "cluster": "pubsub.cli.cluster:cluster",
     "experiment": "pubsub.ops.experiment.cli:experiment",
 }
+#: The tools' lines in ``pubsub --help``, so that listing them imports none (Spark's,
+#: YAML's and cryptography's imports would double the listing's time).  A test checks each
+#: against the command's own short help.
+TOOL_SUMMARIES = {
+    "analyze": "Convergence analysis of a run's event stream (PySpark): Parquet tables, summary.json and "
+    "an HTML report with plots under OUT.",
+    "certs": "Create a cluster CA and issue TLS certificates (see the README's TLS section).",
+    "chaos": "Inject faults into running daemons, through their admin addresses.",
+    "cluster": "Run a local cluster (supervisor + N nodes as processes on 127.0.0.1) in the background: "
+    "up, status, down.",
+    "experiment": "Scripted experiments on a local cluster of real processes, with analysis.",
+}
+
+
+class _ToolSummary(click.Command):
+    """Stands for a tool not imported yet in the group's listing: its name and summary."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, help=TOOL_SUMMARIES[name])  # shortened to the line as click does
 
 
 class PubsubGroup(click.Group):
     """The `pubsub` group: the modes' commands are added when it is built (`_assemble`),
-    the tools (`TOOLS`) on first lookup."""
+    the tools (`TOOLS`) on first lookup; listed, a tool not yet loaded shows its summary."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.commands, *TOOLS})
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """As click's, without importing the tools to read their help (`TOOL_SUMMARIES`)."""
+        commands = self.commands
+        listed = [(name, commands.get(name) or _ToolSummary(name)) for name in self.list_commands(ctx)]
+        shown = [(name, cmd) for name, cmd in listed if not cmd.hidden]
+        if shown:
+            limit = formatter.width - 6 - max(len(name) for name, _ in shown)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in shown])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in TOOLS and cmd_name not in self.commands:
