@@ -26,18 +26,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 import tempfile
 import time
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from pubsub.ops.localcluster import LocalCluster
-from pubsub.ops.processes import ClusterError
+from pubsub.ops.processes import ClusterError, sigterm_unwinds
 from pubsub.ops.ringview import ring_order, ring_problems
 from pubsub.skipring.labels import Label
 
@@ -241,9 +239,6 @@ def run(workdir: Path, kept: bool = True) -> None:
     print(f"done in {time.monotonic() - started:.1f} s; every process stopped")
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)  # unwinds through LocalCluster.__exit__, which stops all
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m pubsub.ops.demo``; returns the exit code."""
@@ -255,21 +250,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="keep logs and data here (default: a temporary directory, removed afterwards)",
     )
     args = parser.parse_args(argv)
-    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        if args.workdir is not None:
-            run(args.workdir)
-        else:
-            with tempfile.TemporaryDirectory(prefix="pubsub-demo-") as tmp:
-                run(Path(tmp), kept=False)
+        with sigterm_unwinds():  # through LocalCluster.__exit__, which stops every process
+            if args.workdir is not None:
+                run(args.workdir)
+            else:
+                with tempfile.TemporaryDirectory(prefix="pubsub-demo-") as tmp:
+                    run(Path(tmp), kept=False)
     except ClusterError as exc:
         print(f"demo failed: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted; every process stopped", file=sys.stderr)
         return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     return 0
 
 

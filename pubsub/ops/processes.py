@@ -237,3 +237,20 @@ def terminate(proc: subprocess.Popen[Any], timeout: float = 10.0) -> None:
         except subprocess.TimeoutExpired:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout=timeout)
+
+
+def _unwind(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """While inside, SIGTERM ends the program as Ctrl-C would, by unwinding: every
+    ``finally`` and ``with`` on the way out runs (the processes a command started are
+    stopped), and the exit status is 143.  Python's default would end the process at once
+    and leave its children running.  The previous handler is put back on the way out."""
+    previous = signal.signal(signal.SIGTERM, _unwind)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

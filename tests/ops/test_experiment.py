@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -239,6 +240,41 @@ def test_mass_crash_scenario_end_to_end(tmp_path: Path) -> None:
     done = play("mass-crash", run_dir)
     check_run(run_dir, done)
     check_output(run_dir, done)
+
+
+@pytest.mark.integration
+def test_sigterm_stops_the_experiments_cluster_as_ctrl_c_does(tmp_path: Path) -> None:
+    """`pubsub experiment run` ended by SIGTERM (a `timeout`, CI, a service manager) stops
+    every daemon it started before it exits 143; none is left to init."""
+    scenario = write(tmp_path, BASE + "steps: [{at: 60, action: publish, topic: news, count: 1}]\n")
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pubsub.cli.main", "experiment", "run", str(scenario), "--out", str(run_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    )
+    pids: list[int] = []
+    try:
+        assert proc.stderr is not None
+        for _ in range(50):  # bounded: a handful of lines come before the script plays
+            line = proc.stderr.readline()
+            if not line or "playing the script" in line:
+                break
+        assert "playing the script" in line, line
+        manifest = json.loads((run_dir / "cluster" / "cluster.json").read_text())
+        pids = [int(d["pid"]) for d in [*manifest["supervisors"], *manifest["nodes"]]]
+        assert len(pids) == 4 and all(_alive(pid) for pid in pids)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in pids:  # never leave one behind, even when the test fails
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "stopping every process" in err
+    assert not [pid for pid in pids if _alive(pid)], "a daemon outlived the experiment"
 
 
 @pytest.mark.slow

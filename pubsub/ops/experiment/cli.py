@@ -77,8 +77,7 @@ def run(scenario: str, run_dir: Path, analyze: bool, tolerance: float) -> None:
     from pubsub.ops.experiment.records import ExperimentError
     from pubsub.ops.experiment.results import compare, run_analysis
     from pubsub.ops.experiment.runner import Experiment
-    from pubsub.ops.processes import ClusterError
-
+    from pubsub.ops.processes import ClusterError, sigterm_unwinds
     from pubsub.ops.progress import Progress
 
     try:
@@ -86,14 +85,15 @@ def run(scenario: str, run_dir: Path, analyze: bool, tolerance: float) -> None:
     except ScenarioError as exc:
         raise _BadScenario(str(exc)) from None
     try:
-        with Progress("pubsub experiment") as progress:
-            record = Experiment(loaded, run_dir, progress=progress.log, phase=progress.phase).play()
-        if not analyze:
-            click.echo(f"events in {run_dir / 'events'}; analysis skipped")
-            _exit_unsettled(record)
-            return
-        # `pubsub analyze` shows its own progress on the same stderr
-        summary, printed = run_analysis(run_dir.resolve(), lambda line: click.echo(line, err=True))
+        with sigterm_unwinds():  # SIGTERM stops the cluster (and the analysis) as Ctrl-C does
+            with Progress("pubsub experiment") as progress:
+                record = Experiment(loaded, run_dir, progress=progress.log, phase=progress.phase).play()
+            if not analyze:
+                click.echo(f"events in {run_dir / 'events'}; analysis skipped")
+                _exit_unsettled(record)
+                return
+            # `pubsub analyze` shows its own progress on the same stderr
+            summary, printed = run_analysis(run_dir.resolve(), lambda line: click.echo(line, err=True))
     except (ExperimentError, ClusterError) as exc:
         raise click.ClickException(str(exc)) from None
     rows = compare(record, summary, tolerance)
