@@ -4,6 +4,7 @@ Used by every mode's local launcher (`pubsub.ops.daemongroup`)."""
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
@@ -239,8 +240,21 @@ def terminate(proc: subprocess.Popen[Any], timeout: float = 10.0) -> None:
             proc.wait(timeout=timeout)
 
 
+def _exit(status: int) -> None:
+    raise SystemExit(status)
+
+
 def _unwind(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
+    """SIGTERM's handler: SystemExit, raised at once -- or, inside a running event loop,
+    from a callback of its own, so that it leaves the loop without failing the task the
+    signal happened to interrupt (asyncio would report that task's exception as never
+    retrieved, with a traceback)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        _exit(128 + signum)
+    else:
+        loop.call_soon_threadsafe(_exit, 128 + signum)
 
 
 @contextmanager
