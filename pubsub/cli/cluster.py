@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -409,6 +410,10 @@ def down(directory: Path) -> None:
         stopped, killed = stop_daemons(entries)
     except ClusterError as exc:
         raise click.ClickException(str(exc)) from None
+    targets = doc.get("prometheus_targets_file")
+    if isinstance(targets, str):  # Prometheus would go on scraping the stopped daemons
+        with contextlib.suppress(OSError):
+            Path(targets).unlink()
     for raw in [doc["supervisor"], *doc["nodes"], *(doc.get("supervisors") or [])]:
         if isinstance(raw, dict):
             raw["pid"] = None

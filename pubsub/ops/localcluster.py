@@ -393,6 +393,10 @@ class LocalCluster(DaemonGroup):
             "events_dir": None if self.events_dir is None else str(self.events_dir),
             "tls": None if self.certs is None else self.certs.client_env(),
             "web": self.web_url,
+            # this cluster's file in the directory Prometheus watches: `cluster down` removes it
+            "prometheus_targets_file": (
+                str(self._shared_targets_file()) if self.metrics and self.prometheus_targets_dir is not None else None
+            ),
         }
 
 

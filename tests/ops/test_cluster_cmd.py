@@ -240,6 +240,28 @@ def test_up_with_http_gives_every_node_its_http_api(cluster_dir: Path) -> None:
     assert all(port_is_free(int(api.rpartition(":")[2])) for api in apis)
 
 
+def test_down_removes_the_clusters_file_from_the_directory_prometheus_watches(cluster_dir: Path, tmp_path: Path) -> None:
+    """With PUBSUB_PROMETHEUS_TARGETS_DIR, `up --metrics` writes the cluster's scrape targets
+    there and `down` (another process) removes that file, so Prometheus stops scraping."""
+    watched = tmp_path / "targets"
+    watched.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "pubsub.cli.main", "cluster", "up", "-n", "1", "--metrics", "--no-wait",
+         "--dir", str(cluster_dir)],
+        capture_output=True, text=True, timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL,
+        env={**os.environ, "PUBSUB_PROMETHEUS_TARGETS_DIR": str(watched)},
+    )
+    assert done.returncode == 0, done.stderr
+    try:
+        [written] = list(watched.glob("*.json"))
+        targets = {t for group in json.loads(written.read_text()) for t in group["targets"]}
+        assert len(targets) == 2, targets  # the supervisor's and the node's endpoints
+        assert read_manifest(cluster_dir)["prometheus_targets_file"] == str(written)
+    finally:
+        assert cluster_cmd(cluster_dir, "down").returncode == 0
+    assert list(watched.iterdir()) == []
+
+
 def test_up_again_after_down_starts_afresh(cluster_dir: Path) -> None:
     """A directory whose cluster was stopped takes a new one: new data, the new size; with
     --metrics and --events its daemons serve metrics and write the event stream."""
