@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -105,6 +106,8 @@ def analysed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
             c.publish(0, "news", f"late-{i}")
         c.poll(lambda: missing(15), 120, "every node to hold all 15")
     assert not (run / "events").exists() and any(run.glob("*.jsonl"))
+    # two unusable lines among the daemons' files: skipped, and said so on stderr
+    (run / "zz-garbage-000000.jsonl").write_text('not json\n{"kind": "snapshot"\n', encoding="utf-8")
     code, lines, out, total = timed_lines(
         [sys.executable, "-m", "pubsub.cli.main", "analyze", str(run)], ANALYZE_TIMEOUT
     )
@@ -122,6 +125,23 @@ def test_analyze_reads_the_directory_the_daemons_wrote_into(analysed: dict[str, 
     assert {m["action"] for m in summary["markers"]} >= {"drop", "heal"}
     assert summary["topics"]["news"]["members_at_end"] == 3
     assert "report:" in analysed["stdout"]
+    assert "warning: unusable input lines were skipped: malformed 2" in err
+    [news] = [line for line in analysed["stdout"].splitlines() if line.startswith("news: ")]
+    assert news.startswith("news: 3 members, legitimate ") and "; convergence after markers: " in news, news
+    assert " drop " in news and " heal " in news, news  # each time named by its marker's action
+
+
+def test_analyze_fails_when_nothing_in_the_directory_is_usable(tmp_path: Path) -> None:
+    """Only unusable lines: the report would be empty, so the command says so and exits 1."""
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / "x-000000.jsonl").write_text("garbage\n\x00\x01 more garbage\n", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "pubsub.cli.main", "analyze", str(tmp_path)],
+        capture_output=True, text=True, timeout=ANALYZE_TIMEOUT,
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert f"Error: nothing to analyse in {tmp_path / 'events'}: all 2 lines read were unusable" in done.stderr
+    assert "Traceback" not in done.stderr and "report:" not in done.stdout
 
 
 def test_analyze_shows_progress_while_spark_runs(analysed: dict[str, Any]) -> None:
@@ -184,7 +204,7 @@ def test_experiment_run_is_never_silent_for_long(experiment: dict[str, Any]) -> 
     assert silence <= MAX_SILENCE, f"silent for {silence:.1f} s:\n{text}"
     assert experiment["code"] == 0, text[-3000:] + experiment["stdout"][-2000:]
     assert "playing the script" in text and "computing legitimacy" in text
-    assert "time to legitimacy after each marker" in experiment["stdout"]
+    assert "time to legitimacy after each step of the script" in experiment["stdout"]
 
 
 def test_experiment_latency_keeps_the_late_joiners_history_apart(experiment: dict[str, Any]) -> None:

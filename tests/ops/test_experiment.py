@@ -221,7 +221,7 @@ def check_output(run_dir: Path, done: subprocess.CompletedProcess[str]) -> None:
     out = done.stdout.splitlines()
     reports = [line for line in out if line.startswith("report: ")]
     assert reports == [f"report: {(run_dir / 'analysis' / 'report.html').resolve()}"], done.stdout
-    assert out[0] == "time to legitimacy after each marker:" and out[-1] == reports[0], done.stdout
+    assert out[0] == "time to legitimacy after each step of the script:" and out[-1] == reports[0], done.stdout
     summary = json.loads((run_dir / "analysis" / "summary.json").read_text())
     for topic in summary["topics"]:
         assert any(line.startswith(f"{topic}: ") and "legitimate" in line for line in out), done.stdout

@@ -197,13 +197,21 @@ def analyze(
             progress.phase("stopping Spark")
             spark.stop()
         progress.close(final=f"done in {time.monotonic() - progress.started:.1f} s")
+    for warning in summary.get("warnings", []):
+        click.echo(f"warning: {warning}", err=True)
+    used, unusable = summary["input"]["events_used"], sum(summary["input"]["unusable"].values())
+    if not used:
+        found = f"all {unusable} lines read were unusable" if unusable else "no event was found there"
+        raise AnalysisError(f"nothing to analyse in {events}: {found} (the report in {target} is empty)")
     for name, topic in summary.get("topics", {}).items():
         times = [
-            "not reached" if not c["reached"] else f"{c['time_to_legitimacy']:.3f} s"
+            f"{c.get('action') or c['marker_id']} "
+            + ("not reached" if not c["reached"] else f"{c['time_to_legitimacy']:.3f} s")
             for c in topic.get("convergence", [])
         ]
+        members = topic.get("members_at_end", 0)
         click.echo(
-            f"{name}: {topic.get('members_at_end', 0)} members, "
+            f"{name}: {members} member{'' if members == 1 else 's'}, "
             f"legitimate {100 * (topic.get('legitimate_fraction') or 0):.1f}% of the time"
             + (f"; convergence after markers: {', '.join(times)}" if times else "")
         )

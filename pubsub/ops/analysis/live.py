@@ -149,9 +149,10 @@ class Analysis:
                 query.stop()
         started = time.monotonic()
         summary = self.refresh(final=True)
+        used = summary["input"]["events_used"]
         self.log(
             f"final report: {opts.out / 'report.html'} ({self.batches} micro-batches, "
-            f"{self.events_seen} events, final pass {time.monotonic() - started:.1f} s)"
+            f"{self.events_seen} lines read, {used} usable events, final pass {time.monotonic() - started:.1f} s)"
         )
         for ours in (work / "events", work / "checkpoint"):
             shutil.rmtree(ours, ignore_errors=True)

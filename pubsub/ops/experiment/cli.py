@@ -121,7 +121,7 @@ def _seconds(value: float | None) -> str:
 def format_comparison(rows: list[dict[str, Any]]) -> str:
     """The convergence table: marker, topic, analysis, status, agreement."""
     header = f"{'marker':36} {'topic':10} {'analysis':>10} {'status':>10}  agree"
-    lines = ["time to legitimacy after each marker:", header]
+    lines = ["time to legitimacy after each step of the script:", header]
     for r in rows:
         lines.append(
             f"{r['marker_id'][:36]:36} {r['topic'][:10]:10} {_seconds(r['analysis']):>10} "
