@@ -310,8 +310,10 @@ def partition(
     A drops every peer frame to or from a non-member, then heals by itself.  TCP
     connections stay up, so nobody is taken for crashed."""
     def describe(body: dict[str, Any]) -> str:
-        n = len(body.get("members", []))
-        return f"cut off from all but {n} member{'' if n == 1 else 's'} for {body.get('duration')} s"
+        n, duration = len(body.get("members", [])), body.get("duration")
+        if n == 1:
+            return f"cut off from every other daemon for {duration} s"
+        return f"cut off, with the other {n - 1} given, from every other daemon for {duration} s"
 
     _run("partition", admins, {"duration": duration}, marker_id, as_json, timeout, describe, members=True)
 

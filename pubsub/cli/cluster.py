@@ -190,7 +190,9 @@ def format_status(report: Mapping[str, Any]) -> str:
         f"{up_nodes} of {len(nodes)} nodes running"
     ]
     http = any(d.get("http") for d in daemons)
-    rows = [["DAEMON", "REF", "ADMIN", *(["HTTP API"] if http else []), "PID", "STATE"]]
+    metrics = any(d.get("metrics_port") for d in daemons)
+    rows = [["DAEMON", "REF", "ADMIN", *(["HTTP API"] if http else []), *(["METRICS"] if metrics else []),
+             "PID", "STATE"]]
     for d in daemons:
         if not d["running"]:
             state = "not running"
@@ -199,7 +201,8 @@ def format_status(report: Mapping[str, Any]) -> str:
         else:
             state = f"running, not answering ({d['error']})"
         api = [d.get("http") or "-"] if http else []
-        rows.append([d["name"], d["ref"], d["admin"] or "-", *api, str(d["pid"] or "-"), state])
+        scrape = [f"127.0.0.1:{d['metrics_port']}" if d.get("metrics_port") else "-"] if metrics else []
+        rows.append([d["name"], d["ref"], d["admin"] or "-", *api, *scrape, str(d["pid"] or "-"), state])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines.extend(
         "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
@@ -355,7 +358,8 @@ def up(
     scheme = "https" if tls else "http"
     for daemon in [*local.supervisors, *local.nodes]:
         api = f"  HTTP API {scheme}://{daemon.http_ref}/v1/status" if daemon.http_ref else ""
-        click.echo(f"  {daemon.name:<10} {daemon.ref:<21} pid {daemon.pid}{api}")
+        scrape = f"  metrics http://127.0.0.1:{daemon.metrics_port}/metrics" if daemon.metrics_port else ""
+        click.echo(f"  {daemon.name:<10} {daemon.ref:<21} pid {daemon.pid}{api}{scrape}")
     click.echo(f"  logs in {local.logs_dir}; topics: {', '.join(topics) or 'none'}")
     for topic in topics if wait else []:
         click.echo()

@@ -366,6 +366,9 @@ def test_job_computes_the_degree_histogram(batch_run: tuple[Path, dict[str, Any]
     # at the end: SR(3) on news (every node has 2 distinct neighbours), one lone node on solo
     assert degrees == {(ev.TOPIC, 2): (3, 3), (ev.SOLO, 0): (1, 1)}
     assert summary["topics"][ev.TOPIC]["degree"]["distribution"] == {"2": 3}
+    assert summary["topics"][ev.TOPIC]["degree"]["ideal_distribution"] == {"2": 3}
+    html = (out / "report.html").read_text()
+    assert "<th>nodes in the ideal ring</th>" in html  # the report shows the ideal next to what was seen
     changes = [r for r in table(out, "legitimacy_changes") if r["topic"] == ev.TOPIC]
     assert changes[0]["max_degree"] == 3  # SR(4): node 0 holds 01, 11 (ring) and 1
 

@@ -281,6 +281,10 @@ def test_up_again_after_down_starts_afresh(cluster_dir: Path) -> None:
         assert all(isinstance(p, int) for p in ports), report["daemons"]
         with urllib.request.urlopen(f"http://127.0.0.1:{ports[1]}/metrics", timeout=5) as r:
             assert b"pubsub_" in r.read()
+        # where to scrape is shown, by `up` and by `status`
+        assert f"metrics http://127.0.0.1:{ports[1]}/metrics" in done.stdout, done.stdout
+        text = cluster_cmd(cluster_dir, "status").stdout
+        assert "METRICS" in text and f"127.0.0.1:{ports[0]}" in text, text
         poll(
             lambda: [] if list((cluster_dir / "events").glob("*.jsonl")) else ["no event file"],
             20.0, "an event file in DIR/events", 0.3,

@@ -312,6 +312,7 @@ def _summarise(results: Results, per_topic: list[dict[str, Any]]) -> None:
     for t in per_topic:
         name = t["topic"]
         degrees = {str(r["degree"]): r["nodes"] for r in t["degrees"] if r["nodes"]}
+        ideal = {str(r["degree"]): r["ideal_nodes"] for r in t["degrees"] if r["ideal_nodes"]}
         count = sum(degrees.values())
         topics[name] = {
             **{k: v for k, v in t["summary"].items() if k != "first_ts"},
@@ -320,6 +321,7 @@ def _summarise(results: Results, per_topic: list[dict[str, Any]]) -> None:
             "latency_history": history.get(name, {}),
             "degree": {
                 "distribution": degrees,
+                "ideal_distribution": ideal,  # the same members in the ideal skip ring SR(n)
                 "mean": (sum(int(d) * n for d, n in degrees.items()) / count) if count else None,
                 "max": max((int(d) for d in degrees), default=None),
             },

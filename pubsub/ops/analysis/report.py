@@ -462,10 +462,11 @@ def render_html(summary: Mapping[str, Any], plots: Mapping[str, Mapping[str, str
             parts.append(_img(files["latency"], f"latency CDF of {name}", version))
         parts.append("<h3>Degrees at the end of the data</h3>")
         degree = t.get("degree", {})
+        seen, ideal = degree.get("distribution", {}), degree.get("ideal_distribution", {})
         parts.append(
             _table(
-                ["degree", "nodes"],
-                sorted(([int(k), v] for k, v in degree.get("distribution", {}).items())),
+                ["degree", "nodes", "nodes in the ideal ring"],
+                [[int(k), seen.get(k, 0), ideal.get(k, 0)] for k in sorted({*seen, *ideal}, key=int)],
             )
         )
         if "degrees" in files:

@@ -369,7 +369,8 @@ class Experiment:
         sizes = {
             t: v.get("n") for t, v in (body.get("topics") or {}).items() if isinstance(v, dict)
         }
-        return f"database corrupted (tuples now: {sizes})"
+        counts = ", ".join(f"{t} {n}" for t, n in sorted(sizes.items())) or "none"
+        return f"database corrupted (tuples per topic now: {counts})"
 
     def _step_partition(self, step: Step) -> str:
         chosen = self._choose(step, self._running())
