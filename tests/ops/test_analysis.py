@@ -577,3 +577,20 @@ def test_degree_ticks_are_whole_numbers(monkeypatch: pytest.MonkeyPatch) -> None
     low, high = ax.get_ylim()
     assert all(float(v).is_integer() for v in ax.get_yticks() if low <= v <= high)
     assert list(ax.get_xticks()) == [2, 3, 4]
+
+
+def test_message_rates_are_zero_in_buckets_without_frames_not_interpolated() -> None:
+    """messages.png: the supervisor sent in buckets 0 and 5 only; the buckets between are
+    0 frames/s (a line straight from 0 to 5 would show traffic that was not there)."""
+    from pubsub.ops.analysis.report import message_series
+
+    def row(bucket: int, role: str, kind: str, rate: float) -> dict[str, Any]:
+        return {"bucket": bucket, "t_start": bucket * 0.5, "t_end": (bucket + 1) * 0.5, "role": role,
+                "direction": "sent", "kind": kind, "frames": int(rate / 2), "frames_per_second": rate}
+
+    sent = [row(0, "supervisor", "set_data", 8.0), row(5, "supervisor", "set_data", 4.0),
+            row(2, "node", "spread", 10.0), row(2, "node", "check_trie", 2.0)]
+    xs, per_role, per_kind = message_series(sent)
+    assert xs == [0.5, 1.0, 1.5, 2.0, 2.5, 3.0]
+    assert per_role == {"supervisor": [8.0, 0, 0, 0, 0, 4.0], "node": [0, 0, 12.0, 0, 0, 0]}
+    assert per_kind == {"set_data": [8.0, 0, 0, 0, 0, 4.0]}

@@ -226,6 +226,24 @@ def figure_degrees(topic: str, degrees: Rows) -> Any:
     return fig
 
 
+def message_series(sent: Rows) -> tuple[list[float], dict[str, list[float]], dict[str, list[float]]]:
+    """Frames sent per second at the end of every bucket from the first to the last with
+    a row: (bucket ends, per role, per supervisor message kind).  A bucket without a row
+    had no frames of that role or kind, so it is 0 -- not a line drawn straight across it,
+    which would show traffic that was not there."""
+    ends = {r["bucket"]: r["t_end"] for r in sent}
+    width = sent[0]["t_end"] - sent[0]["t_start"]
+    first = min(ends)
+    xs = [ends.get(b, ends[first] + (b - first) * width) for b in range(first, max(ends) + 1)]
+    per_role: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(xs))
+    per_kind: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(xs))
+    for r in sent:
+        per_role[r["role"]][r["bucket"] - first] += r["frames_per_second"]
+        if r["role"] == "supervisor":
+            per_kind[r["kind"]][r["bucket"] - first] += r["frames_per_second"]
+    return xs, dict(per_role), dict(per_kind)
+
+
 def plot_messages(path: Path, rates: Rows, markers: Rows) -> None:
     fig = _figure(9.0, 6.0)
     top, bottom = fig.subplots(2, 1, sharex=True)
@@ -236,15 +254,9 @@ def plot_messages(path: Path, rates: Rows, markers: Rows) -> None:
         _no_data(bottom, "supervisor messages")
         _save(fig, path)
         return
-    per_role: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
-    per_kind: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
-    for r in sent:
-        per_role[r["role"]][r["t_end"]] += r["frames_per_second"]
-        if r["role"] == "supervisor":
-            per_kind[r["kind"]][r["t_end"]] += r["frames_per_second"]
-    for role, series in sorted(per_role.items()):
-        xs = sorted(series)
-        top.plot(xs, [series[x] for x in xs], label=role, marker=".", ms=3)
+    xs, per_role, per_kind = message_series(sent)
+    for role, ys in sorted(per_role.items()):
+        top.plot(xs, ys, label=role, marker=".", ms=3)
     top.set_ylabel("frames/s (all daemons of a role)")
     top.legend(fontsize=8)
     top.grid(alpha=0.3)
@@ -252,10 +264,9 @@ def plot_messages(path: Path, rates: Rows, markers: Rows) -> None:
     if not per_kind:
         _no_data(bottom, "supervisor messages")
     else:
-        totals = sorted(per_kind, key=lambda k: -sum(per_kind[k].values()))
+        totals = sorted(per_kind, key=lambda k: -sum(per_kind[k]))
         for kind in totals[:MAX_KINDS]:
-            xs = sorted(per_kind[kind])
-            bottom.plot(xs, [per_kind[kind][x] for x in xs], label=kind, marker=".", ms=3)
+            bottom.plot(xs, per_kind[kind], label=kind, marker=".", ms=3)
         bottom.set_ylabel("frames/s")
         bottom.legend(fontsize=8)
         bottom.grid(alpha=0.3)
