@@ -21,6 +21,7 @@ from pubsub.ops.experiment.scenario import (
     resolve_scenario,
     shipped_scenarios,
 )
+from pubsub.ops.processes import terminate
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -266,9 +267,7 @@ def test_sigterm_stops_the_experiments_cluster_as_ctrl_c_does(tmp_path: Path) ->
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        terminate(proc)
         for pid in pids:  # never leave one behind, even when the test fails
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
