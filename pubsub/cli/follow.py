@@ -63,7 +63,7 @@ async def follow(
     async def open_stream(topic: str, first: bool) -> None:
         sub = client.subscribe(
             topic, since=since, new_only=new_only, from_now=from_now, join=join, published_from_ms=published_from_ms
-        ) if first else client.subscribe(topic, join=join)
+        ) if first else client.subscribe(topic, join=join, published_from_ms=published_from_ms)
         try:
             await sub.open()
         except ClientError as exc:

@@ -427,8 +427,9 @@ def subscribe(
     With --detach the topics joined are printed, one line each.  Every publication the node holds or
     stores from now on is printed once, in the node's local order (numbered 1, 2, 3, ...
     per topic): by default from the beginning of the history, with --since after the
-    given number or cursor, with --new-only from now on (and, with --published-from-ms,
-    only what was published from then on).  With several topics each line
+    given number or cursor, with --new-only from now on; with --published-from-ms MS only
+    what was published from MS on (for every topic, those a pattern finds later too).
+    With several topics each line
     starts with its topic.  Runs until interrupted (Ctrl-C exits quietly with status 0)
     or --count deliveries.  With --detach the node only joins the topics.  A stream that
     breaks ends the command (exit 1) with the options to resume it.  Each line reads
