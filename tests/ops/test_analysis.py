@@ -255,6 +255,7 @@ def test_analyze_rejects_a_missing_events_directory_and_bad_flags(tmp_path: Path
 
 def test_analyze_fails_early_without_a_recent_java(tmp_path: Path) -> None:
     (tmp_path / "events").mkdir()
+    (tmp_path / "events" / "x-000000.jsonl").write_text('{"kind": "marker"}\n')  # something to analyse
     fake = tmp_path / "oldjava"
     fake.mkdir()
     (fake / "java").write_text("#!/bin/sh\necho 'java version \"1.8.0_351\"' >&2\n")
@@ -419,6 +420,23 @@ def test_report_has_real_png_plots(batch_run: tuple[Path, dict[str, Any]]) -> No
     assert "corrupt-1" in html and "not reached" not in html
     leftovers = [p.name for p in out.rglob(".*")]
     assert leftovers == []  # every temporary file was renamed into place
+
+
+def test_only_unusable_lines_leave_nothing_to_report(spark: Any, tmp_path: Path) -> None:
+    """Every line unusable: the job counts them, and `pubsub analyze` turns that into its
+    one-line error (exit 1) instead of presenting an empty report."""
+    from pubsub.ops.analysis.cli import nothing_usable
+    from pubsub.ops.analysis.job import Options
+    from pubsub.ops.analysis.live import run_analysis
+
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / "x-000000.jsonl").write_text("garbage\n\x00\x01 more garbage\n", encoding="utf-8")
+    opts = Options(run_dir=tmp_path, out=tmp_path / "analysis", events_dir=tmp_path / "events")
+    summary = run_analysis(spark, opts, log=lambda line: None)
+    assert summary["input"]["events_used"] == 0 and summary["input"]["unusable"]["malformed"] == 2
+    assert nothing_usable(summary) == "all 2 lines read were unusable"
+    assert nothing_usable({"input": {"events_used": 0, "unusable": {}}}) == "no event was found there"
+    assert nothing_usable({"input": {"events_used": 3, "unusable": {"malformed": 1}}}) is None
 
 
 def test_job_on_an_empty_run_writes_an_empty_report(spark: Any, tmp_path: Path) -> None:

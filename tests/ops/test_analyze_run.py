@@ -131,17 +131,21 @@ def test_analyze_reads_the_directory_the_daemons_wrote_into(analysed: dict[str, 
     assert " drop " in news and " heal " in news, news  # each time named by its marker's action
 
 
-def test_analyze_fails_when_nothing_in_the_directory_is_usable(tmp_path: Path) -> None:
-    """Only unusable lines: the report would be empty, so the command says so and exits 1."""
+def test_analyze_refuses_a_directory_without_events_before_starting_spark(tmp_path: Path) -> None:
+    """An events directory without a non-empty event file: one line and exit 1 at once,
+    not an empty report after Spark's start (the all-unusable case: test_analysis)."""
     (tmp_path / "events").mkdir()
-    (tmp_path / "events" / "x-000000.jsonl").write_text("garbage\n\x00\x01 more garbage\n", encoding="utf-8")
+    (tmp_path / "events" / "x-000000.jsonl").write_text("", encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "-m", "pubsub.cli.main", "analyze", str(tmp_path)],
         capture_output=True, text=True, timeout=ANALYZE_TIMEOUT,
     )
     assert done.returncode == 1, done.stderr[-2000:]
-    assert f"Error: nothing to analyse in {tmp_path / 'events'}: all 2 lines read were unusable" in done.stderr
-    assert "Traceback" not in done.stderr and "report:" not in done.stdout
+    assert done.stderr == (
+        f"Error: nothing to analyse in {tmp_path / 'events'}: no event file (*.jsonl) with anything in it; "
+        "use --stream to wait for a run that has not started yet\n"
+    )
+    assert not (tmp_path / "analysis" / "report.html").exists()
 
 
 def test_analyze_shows_progress_while_spark_runs(analysed: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -41,6 +42,15 @@ def _events_of(run_dir: Path) -> Path:
     except OSError:
         own = False
     return run_dir if own else nested
+
+
+def nothing_usable(summary: dict[str, Any]) -> str | None:
+    """Why a finished analysis has nothing to report (no usable event among its input), or
+    None when it has something."""
+    used, unusable = summary["input"]["events_used"], sum(summary["input"]["unusable"].values())
+    if used:
+        return None
+    return f"all {unusable} lines read were unusable" if unusable else "no event was found there"
 
 
 @click.command("analyze", context_settings={"help_option_names": ["-h", "--help"]})
@@ -141,6 +151,11 @@ def analyze(
             f"no events directory {events} (daemons write there with --events-dir); "
             "use --stream to wait for a run that has not started yet"
         )
+    if not stream and not any(path.stat().st_size for path in events.glob("*.jsonl")):
+        raise AnalysisError(  # before Spark starts: nothing could come of it
+            f"nothing to analyse in {events}: no event file (*.jsonl) with anything in it; "
+            "use --stream to wait for a run that has not started yet"
+        )
     if stream:
         try:
             events.mkdir(parents=True, exist_ok=True)
@@ -199,10 +214,9 @@ def analyze(
         progress.close(final=f"done in {time.monotonic() - progress.started:.1f} s")
     for warning in summary.get("warnings", []):
         click.echo(f"warning: {warning}", err=True)
-    used, unusable = summary["input"]["events_used"], sum(summary["input"]["unusable"].values())
-    if not used:
-        found = f"all {unusable} lines read were unusable" if unusable else "no event was found there"
-        raise AnalysisError(f"nothing to analyse in {events}: {found} (the report in {target} is empty)")
+    problem = nothing_usable(summary)
+    if problem is not None:
+        raise AnalysisError(f"nothing to analyse in {events}: {problem} (the report in {target} is empty)")
     for name, topic in summary.get("topics", {}).items():
         times = [
             f"{c.get('action') or c['marker_id']} "
