@@ -100,6 +100,26 @@ class ConfigError(click.ClickException):
     exit_code = 2
 
 
+def check_own_addresses(role: str, addresses: dict[str, str | None]) -> None:
+    """ConfigError (exit 2) when two of a daemon's listeners would take the same port:
+    `addresses` maps each option (``--listen``, ``--http-listen``, ...) to its HOST:PORT, or
+    None when off.  Caught here, it is one line before anything starts, not "address already
+    in use" after the first listener is up."""
+    wildcard = {"0.0.0.0", "::", ""}
+    seen: list[tuple[str, str, str]] = []
+    for option, address in addresses.items():
+        if not address:
+            continue
+        host, _, port = address.rpartition(":")
+        for other, other_host, other_port in seen:
+            if port == other_port and (host == other_host or {host, other_host} & wildcard):
+                raise ConfigError(
+                    f"the {role}'s {option} {address} takes the port of its {other} {other_host}:{other_port}; "
+                    "give each listener its own port"
+                )
+        seen.append((option, host, port))
+
+
 # --- configuration files ---------------------------------------------------------------------
 _CONFIG = "pubsub.config"
 _LOG = "pubsub.log"

@@ -20,6 +20,7 @@ from pubsub.cli.common import (
     admin_options,
     ask,
     ask_status,
+    check_own_addresses,
     config_option,
     current_config,
     from_config,
@@ -54,6 +55,14 @@ from pubsub.runtime.settings import (
 from pubsub.skipring.fields import validate_msg_id
 from pubsub.skipring.messages import JoinTopic, LeaveTopic
 from supervisor.settings import SupervisorSettings
+
+
+def _own_addresses(
+    listen: str, telemetry: TelemetrySettings, admin: AdminSettings, more: dict[str, str | None]
+) -> dict[str, str | None]:
+    """A daemon's listeners by option, for `check_own_addresses`."""
+    metrics = f"{telemetry.metrics_host}:{telemetry.metrics_port}" if telemetry.metrics_port else None
+    return {"--listen": listen, **more, "--metrics-port": metrics, "--admin-listen": admin.admin_listen}
 
 
 def _supervisor_settings() -> tuple[type[Any], ...]:
@@ -168,6 +177,7 @@ def supervisor(
         )
     except SettingsError as exc:
         raise ConfigError(str(exc)) from None
+    check_own_addresses("supervisor", _own_addresses(address, telemetry, admin, {"--web-listen": settings.web_listen}))
     run_daemon(
         "supervisor",
         address,
@@ -279,6 +289,7 @@ def node(
         check_node_limits(settings, runtime_settings)
     except SettingsError as exc:
         raise ConfigError(str(exc)) from None
+    check_own_addresses("node", _own_addresses(address, telemetry, admin, {"--http-listen": settings.http_listen}))
     if runtime_settings.tls:  # its key must sign publications (and cryptography loads only now)
         from pubsub.node.signing import Signing, SigningError
 

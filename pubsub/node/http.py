@@ -41,12 +41,14 @@ import base64
 import binascii
 import itertools
 import json
+import logging
 import re
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
@@ -71,6 +73,8 @@ from pubsub.skipring.messages import (
     PublishRequest,
 )
 from pubsub.skipring.nodecore import NodeCore
+
+log = logging.getLogger(__name__)
 
 #: Seconds a publish request waits for the node's answer before it says ``unknown``.
 PUBLISH_TIMEOUT = 15.0
@@ -387,6 +391,8 @@ async def _publish_body(request: web.Request) -> tuple[bytes, str]:
         body = json.loads(await request.read())
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError("bad_request", f"the body is not JSON: {exc}") from None
+    except RecursionError:  # json's decoder recurses once per nested array or object
+        raise ApiError("bad_request", "the body is not a publish request: JSON nested too deeply") from None
     if not isinstance(body, dict):
         raise ApiError("bad_request", "the body must be a JSON object")
     unknown = set(body) - {"payload", "payload_base64", "msg_id"}
@@ -457,24 +463,41 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, default=lambda v: v.hex() if isinstance(v, bytes) else str(v))
 
 
-@web.middleware
-async def _errors(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    """Every error as JSON ``{"code", "detail"}``: ours, and aiohttp's own (unknown path,
-    wrong method, oversize body)."""
-    try:
-        return await handler(request)
-    except ApiError as exc:
-        return exc.response()
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status, "bad_request")
-        response = web.json_response({"code": code, "detail": exc.reason}, status=exc.status)
-        if exc.status == 405 and "Allow" in exc.headers:
-            response.headers["Allow"] = exc.headers["Allow"]
-        return response
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+#: Our error codes for aiohttp's own refusals (any other 4xx is ``bad_request``).
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+
+
+def _error_middleware(app: Node, body_limit: int) -> Middleware:
+    """Every error as JSON ``{"code", "detail"}``: ours, aiohttp's own (unknown path, wrong
+    method, oversize body: its detail names the limit) and a failure of a handler (a bug:
+    logged and counted as ``handler_error``, as for a TCP client, and answered 500)."""
+
+    @web.middleware
+    async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except ApiError as exc:
+            return exc.response()
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            code = _HTTP_CODES.get(exc.status, "bad_request")
+            detail = exc.reason
+            if exc.status == 413:
+                detail = (f"the request body exceeds this node's limit of {body_limit} bytes (a payload of at "
+                          f"most {app.core.max_payload_bytes} bytes, PUBSUB_MAX_PAYLOAD_BYTES, in base64 and JSON)")
+            response = web.json_response({"code": code, "detail": detail}, status=exc.status)
+            if exc.status == 405 and "Allow" in exc.headers:
+                response.headers["Allow"] = exc.headers["Allow"]
+            return response
+        except Exception:  # noqa: BLE001 - the node must answer, and survive its own bug
+            log.exception("HTTP %s %s failed", request.method, request.path)
+            if app.runtime is not None:
+                app.runtime.stats.error("handler_error")
+            return error_response("handler_error", "the node failed on this request (logged)")
+
+    return errors
 
 
 def http_application(app: Node, *, publish_timeout: float = PUBLISH_TIMEOUT) -> web.Application:
@@ -482,7 +505,7 @@ def http_application(app: Node, *, publish_timeout: float = PUBLISH_TIMEOUT) -> 
     api = NodeHttpApi(app, publish_timeout=publish_timeout)
     # A base64 payload of the largest size, with room for the JSON around it.
     limit = 4 * app.core.max_payload_bytes // 3 + 64 * 1024
-    web_app = web.Application(middlewares=[_errors], client_max_size=limit)
+    web_app = web.Application(middlewares=[_error_middleware(app, limit)], client_max_size=limit)
     web_app.on_shutdown.append(api.close_all)
     topic = "/v1/topics/{topic}"
     web_app.router.add_get("/v1/status", api.status)

@@ -222,6 +222,34 @@ def test_bad_configuration_files_stop_a_daemon_with_one_line(
     assert len([line for line in done.stderr.splitlines() if line.startswith("Error:")]) == 1
 
 
+@pytest.mark.parametrize(
+    ("command", "extra", "message"),
+    [
+        ("node", ["--http-listen", "127.0.0.1:{a}"], "the node's --http-listen 127.0.0.1:{a} takes the port of its --listen"),
+        ("node", ["--metrics-port", "{b}", "--admin-listen", "127.0.0.1:{b}"],
+         "the node's --admin-listen 127.0.0.1:{b} takes the port of its --metrics-port 127.0.0.1:{b}"),
+        ("supervisor", ["--data", "{tmp}", "--web-listen", "127.0.0.1:{a}"],
+         "the supervisor's --web-listen 127.0.0.1:{a} takes the port of its --listen"),
+    ],
+)
+def test_two_listeners_of_one_daemon_on_one_port_are_a_configuration_error(
+    tmp_path: Path, command: str, extra: list[str], message: str
+) -> None:
+    """Refused before anything listens (exit 2, one line), instead of "address already in
+    use" once the first listener is up."""
+    a, b = pick_free_ports(2)
+    fill = {"a": a, "b": b, "tmp": tmp_path / "data"}
+    argv = [command, "--listen", f"127.0.0.1:{a}", *(["--supervisor", f"127.0.0.1:{b}"] if command == "node" else [])]
+    done = subprocess.run(
+        [sys.executable, "-m", "pubsub.cli.main", *argv, *(arg.format(**fill) for arg in extra)],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env={k: v for k, v in os.environ.items() if not k.startswith("PUBSUB_")},
+    )
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert message.format(**fill) in done.stderr and "give each listener its own port" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "listening" not in done.stderr
+
+
 def test_a_broker_runs_from_a_configuration_file(tmp_path: Path, procs: list[Proc]) -> None:
     a_port, b_port = pick_free_ports(2)
     (tmp_path / "topo.json").write_text(json.dumps({

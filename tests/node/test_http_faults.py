@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator
 from types import SimpleNamespace
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from pubsub.kernel.message import Message, Ref, Send
-from pubsub.node.http import http_application
+from pubsub.node.http import NodeHttpApi, http_application
 from pubsub.ops.processes import pick_free_ports
 from pubsub.runtime.connection import ClientSession
 from pubsub.runtime.net import Runtime
@@ -78,3 +79,45 @@ async def test_a_node_that_raises_is_a_counted_json_error(served: tuple[TestClie
     assert joined.status == 500 and (await joined.json())["code"] == "handler_error"
     assert node.asked == ["status", "publish_request", "follow", "join"]
     assert runtime.stats.errors["handler_error"] == 4
+
+
+async def test_a_failing_route_is_a_counted_json_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug in the HTTP layer itself (here: a route that raises) is answered as JSON 500
+    ``handler_error``, logged and counted -- not aiohttp's plain-text 500 page."""
+
+    async def broken(self: NodeHttpApi, request: web.Request) -> web.Response:
+        raise RuntimeError("route broke")
+
+    monkeypatch.setattr(NodeHttpApi, "status", broken)
+    node = FaultyNode()
+    runtime = Runtime(node)
+    await runtime.start()
+    client = TestClient(TestServer(http_application(node)))  # type: ignore[arg-type]
+    await client.start_server()
+    try:
+        answer = await client.get("/v1/status")
+        assert answer.status == 500 and answer.content_type == "application/json"
+        assert (await answer.json())["code"] == "handler_error"
+        assert runtime.stats.errors["handler_error"] == 1
+    finally:
+        await client.close()
+        await runtime.stop()
+
+
+async def test_hostile_bodies_are_json_errors_that_say_what_is_wrong(served: tuple[TestClient, Runtime, FaultyNode]) -> None:
+    """JSON nested deeper than the decoder recurses is a 400, not a 500 with a traceback;
+    a body over the limit is a 413 whose detail names the limit and the setting."""
+    client, runtime, node = served
+    deep = await client.post(
+        "/v1/topics/news/publications", data="[" * 20_000 + "]" * 20_000, headers={"Content-Type": "application/json"}
+    )
+    body = await deep.json()
+    assert deep.status == 400 and body["code"] == "bad_request" and "nested too deeply" in body["detail"], body
+    huge = await client.post(
+        "/v1/topics/news/publications", data=b"x" * 200_000, headers={"Content-Type": "application/json"}
+    )
+    body = await huge.json()
+    assert huge.status == 413 and body["code"] == "payload_too_large", body
+    limit = 4 * node.core.max_payload_bytes // 3 + 64 * 1024
+    assert f"limit of {limit} bytes" in body["detail"] and "PUBSUB_MAX_PAYLOAD_BYTES" in body["detail"], body
+    assert node.asked == [] and runtime.stats.errors["handler_error"] == 0
