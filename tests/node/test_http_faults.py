@@ -4,6 +4,7 @@ and the HTTP client gets the JSON error, never aiohttp's bare 500 page."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 
@@ -51,18 +52,25 @@ class FaultyNode:
         return None
 
 
-@pytest.fixture
-async def served() -> AsyncIterator[tuple[TestClient, Runtime, FaultyNode]]:
-    node = FaultyNode()
+@contextlib.asynccontextmanager
+async def serving(node: FaultyNode) -> AsyncIterator[tuple[TestClient, Runtime]]:
+    """`node`'s runtime and its HTTP API, on a test server."""
     runtime = Runtime(node)
     await runtime.start()
     client = TestClient(TestServer(http_application(node)))  # type: ignore[arg-type]
     await client.start_server()
     try:
-        yield client, runtime, node
+        yield client, runtime
     finally:
         await client.close()
         await runtime.stop()
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[TestClient, Runtime, FaultyNode]]:
+    node = FaultyNode()
+    async with serving(node) as (client, runtime):
+        yield client, runtime, node
 
 
 async def test_a_node_that_raises_is_a_counted_json_error(served: tuple[TestClient, Runtime, FaultyNode]) -> None:
@@ -89,19 +97,11 @@ async def test_a_failing_route_is_a_counted_json_error(monkeypatch: pytest.Monke
         raise RuntimeError("route broke")
 
     monkeypatch.setattr(NodeHttpApi, "status", broken)
-    node = FaultyNode()
-    runtime = Runtime(node)
-    await runtime.start()
-    client = TestClient(TestServer(http_application(node)))  # type: ignore[arg-type]
-    await client.start_server()
-    try:
+    async with serving(FaultyNode()) as (client, runtime):
         answer = await client.get("/v1/status")
         assert answer.status == 500 and answer.content_type == "application/json"
         assert (await answer.json())["code"] == "handler_error"
         assert runtime.stats.errors["handler_error"] == 1
-    finally:
-        await client.close()
-        await runtime.stop()
 
 
 async def test_hostile_bodies_are_json_errors_that_say_what_is_wrong(served: tuple[TestClient, Runtime, FaultyNode]) -> None:
