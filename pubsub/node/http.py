@@ -495,6 +495,8 @@ def _error_middleware(app: Node, body_limit: int) -> Middleware:
             log.exception("HTTP %s %s failed", request.method, request.path)
             if app.runtime is not None:
                 app.runtime.stats.error("handler_error")
+            if request.writer.output_size > 0:
+                raise  # a stream already under way cannot take another response: aiohttp closes it
             return error_response("handler_error", "the node failed on this request (logged)")
 
     return errors

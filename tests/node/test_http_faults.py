@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from types import SimpleNamespace
 
 import pytest
+import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -121,3 +122,26 @@ async def test_hostile_bodies_are_json_errors_that_say_what_is_wrong(served: tup
     limit = 4 * node.core.max_payload_bytes // 3 + 64 * 1024
     assert f"limit of {limit} bytes" in body["detail"] and "PUBSUB_MAX_PAYLOAD_BYTES" in body["detail"], body
     assert node.asked == [] and runtime.stats.errors["handler_error"] == 0
+
+
+async def test_a_route_failing_after_its_stream_began_is_counted_and_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure after the response's head and some of its body went out cannot be
+    answered with JSON: it is counted, and the client sees its stream end -- nothing
+    appended to what it already received."""
+
+    async def half(self: NodeHttpApi, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b"data: first\n\n")
+        raise RuntimeError("stream broke")
+
+    monkeypatch.setattr(NodeHttpApi, "stream", half)
+    async with serving(FaultyNode()) as (client, runtime):
+        answer = await client.get("/v1/topics/news/stream")
+        assert answer.status == 200
+        received = b""
+        with contextlib.suppress(aiohttp.ClientPayloadError):
+            async for chunk in answer.content.iter_any():
+                received += chunk
+        assert received == b"data: first\n\n" and b"handler_error" not in received
+        assert runtime.stats.errors["handler_error"] == 1
