@@ -34,7 +34,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -55,13 +55,15 @@ from pubsub.cli.common import (
     telemetry_options,
     tls_options,
 )
-from pubsub.runtime.settings import AdminSettings, TelemetrySettings
 from pubsub.client.library import ClientError
 from pubsub.client.roles import role_problem
 from pubsub.cli.publishing import shorten, summarize
 from pubsub.client.run import Stopping, publish_window, stdin_lines
 from pubsub.kernel.contracts import VerbForm
 from pubsub.kernel.message import Ref
+
+if TYPE_CHECKING:  # the daemons' settings (pydantic): imported when the broker command runs
+    from pubsub.runtime.settings import AdminSettings, TelemetrySettings
 
 DEFAULT_CLIENT = "cli"
 
@@ -94,7 +96,7 @@ CLIENT_OPTION = click.option(
 # --- the daemon ------------------------------------------------------------------------------------
 def _broker_settings() -> tuple[type[Any], ...]:
     from broker.settings import BrokerSettings
-    from pubsub.runtime.settings import RuntimeSettings
+    from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
 
     return (RuntimeSettings, TelemetrySettings, AdminSettings, BrokerSettings)
 

@@ -19,7 +19,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW
 from broker.cores.topology import Scot, TopologyError, parse_broker_id
-from pubsub.runtime.settings import ENV_PREFIX, SettingsError
+from pubsub.runtime.envnames import ENV_PREFIX
+from pubsub.runtime.settings import SettingsError
 
 #: Setting name -> command-line flag (for one-line configuration errors).
 FLAGS = {

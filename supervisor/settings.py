@@ -8,7 +8,8 @@ from pathlib import Path
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pubsub.runtime.settings import ENV_PREFIX, check_local_listen
+from pubsub.runtime.envnames import ENV_PREFIX
+from pubsub.runtime.settings import check_local_listen
 
 
 class SupervisorSettings(BaseSettings):

@@ -1,10 +1,12 @@
-"""What a daemon imports to start: only what it runs.
+"""What a daemon, or a client command, imports to start: only what it runs.
 
 Every `pubsub node` or `pubsub supervisor` pays its imports in CPU before it listens, and a
 local cluster starts many at once on the same cores (the CI run that timed 18 daemons out).
 The HTTP stack (aiohttp, whose import alone builds a TLS context from the system's CA
 bundle), the scenario files' YAML, the tools' modules and `cryptography` (X.509 and Ed25519,
-about 0.1 s) are imported only when a daemon serves HTTP, a tool runs or TLS is on.
+about 0.1 s) are imported only when a daemon serves HTTP, a tool runs or TLS is on.  The client commands
+(publish, subscribe, status, ...) and the client libraries import no pydantic: the daemons'
+settings cost about 0.45 s of every command's start.
 """
 
 from __future__ import annotations
@@ -37,6 +39,44 @@ def test_the_daemons_start_without_the_http_stack_or_the_tools() -> None:
     imported = _imported_by("pubsub.cli.main", "pubsub.node.app", "supervisor.app", "broker.app", "pubsub.client.library")
     assert "pubsub.node.app" in imported and "supervisor.app" in imported
     assert sorted(m for m in NOT_AT_START if m in imported) == []
+
+
+#: What only the daemons' settings need (`pubsub.runtime.settings`).
+SETTINGS_STACK = ("pydantic", "pydantic_settings", "pubsub.runtime.settings")
+
+
+def test_the_client_commands_and_libraries_import_no_settings_stack() -> None:
+    imported = _imported_by("pubsub.cli.main", "pubsub.client.library", "broker.client")
+    assert sorted(m for m in SETTINGS_STACK if m in imported) == []
+
+
+def test_client_commands_run_without_the_settings_stack(tmp_path: Path) -> None:
+    """Real client commands against a real node (status, subscribe, publish, history, with
+    TLS off and on): none imports pydantic while it runs, and each does its job."""
+    code = (
+        "import json, sys\n"
+        "from click.testing import CliRunner\n"
+        "from pubsub.cli.main import main\n"
+        "outs = [CliRunner().invoke(main, args) for args in json.loads(sys.argv[1])]\n"
+        "print(json.dumps([[r.exit_code, r.output] for r in outs] + [sorted(sys.modules)]))"
+    )
+    for tls in (False, True):
+        with LocalCluster(tmp_path / str(tls), 1, admin=False, tls=tls, log_level="warning") as cluster:
+            node = cluster.node_refs[0]
+            commands = [
+                ["status", "--node", node],
+                ["subscribe", "news", "--node", node, "--detach"],
+                ["publish", "news", "hello", "--node", node],
+                ["history", "news", "--node", node],
+            ]
+            done = subprocess.run(
+                [sys.executable, "-c", code, json.dumps(commands)],
+                capture_output=True, text=True, timeout=120, check=True,  # PUBSUB_TLS_* set while it runs
+            )
+        *results, imported = json.loads(done.stdout)
+        assert [code for code, _ in results] == [0, 0, 0, 0], results
+        assert results[3][1].endswith("hello\n"), results
+        assert sorted(m for m in SETTINGS_STACK if m in imported) == [], tls
 
 
 def test_tls_brings_cryptography_in() -> None:

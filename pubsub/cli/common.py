@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -22,16 +22,10 @@ from pubsub.kernel.wire import WireError, validate_ref, validate_topic
 from pubsub.runtime.client import RequestError, request
 from pubsub.runtime.logsetup import FORMATS, LEVELS
 from pubsub.runtime.logsetup import configure as configure_logging
-from pubsub.runtime.settings import (
-    CONFIG_ENV,
-    AdminSettings,
-    ConfigFile,
-    RuntimeSettings,
-    SettingsError,
-    TelemetrySettings,
-    load,
-    settings_names,
-)
+from pubsub.runtime.envnames import CONFIG_ENV
+
+if TYPE_CHECKING:  # the daemons' settings (pydantic) are imported by the daemon commands only
+    from pubsub.runtime.settings import ConfigFile, RuntimeSettings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -169,6 +163,8 @@ def config_option(what: str, classes: Callable[[], tuple[type[Any], ...]], *extr
     def decorate(f: F) -> F:
         @functools.wraps(f)
         def wrapper(*args: Any, config: Path | None, **kwargs: Any) -> Any:
+            from pubsub.runtime.settings import ConfigFile, SettingsError, settings_names
+
             ctx = click.get_current_context()
             loaded: ConfigFile | None = None
             if config is not None:
@@ -234,6 +230,7 @@ def settings_for_runtime(interval: float | None, listen: str, role: str) -> Runt
     ConfigError also when the daemon may not listen on `listen` so (not loopback, no TLS),
     or when its TLS files do not load or its certificate does not name the `role` daemon
     at `listen`."""
+    from pubsub.runtime.settings import RuntimeSettings, SettingsError, load
     from pubsub.runtime.tls import TlsError, check_daemon
 
     ctx = click.get_current_context(silent=True)
@@ -305,6 +302,8 @@ def telemetry_options(f: Any) -> Any:
         events_dir: Path | None,
         **kwargs: Any,
     ) -> Any:
+        from pubsub.runtime.settings import SettingsError, TelemetrySettings, load
+
         try:
             telemetry = load(
                 TelemetrySettings,
@@ -357,6 +356,8 @@ def admin_options(f: Any) -> Any:
     def wrapper(
         *args: Any, admin_listen: str | None, admin_allow_remote: bool, **kwargs: Any
     ) -> Any:
+        from pubsub.runtime.settings import AdminSettings, SettingsError, load
+
         try:
             admin = load(
                 AdminSettings,
@@ -392,7 +393,7 @@ def run_daemon(what: str, listen: str, run: Any) -> None:
     from pubsub.runtime.datadir import StoreError
     from pubsub.runtime.httpserve import HttpError
     from pubsub.runtime.permissions import PermissionsError
-    from pubsub.runtime.tls import TlsError
+    from pubsub.runtime.clienttls import TlsError
     from pubsub.telemetry.events import EventsError
     from pubsub.telemetry.metrics import MetricsError
 

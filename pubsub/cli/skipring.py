@@ -7,7 +7,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 
@@ -44,17 +44,11 @@ from pubsub.client.run import publish_pipelined
 from pubsub.client.supervisors import supervisor_topics
 from pubsub.kernel.message import Ref, Topic
 from pubsub.kernel.wire import WireError
-from pubsub.node.settings import NodeSettings, check_node_limits
-from pubsub.runtime.settings import (
-    AdminSettings,
-    RuntimeSettings,
-    SettingsError,
-    TelemetrySettings,
-    load,
-)
 from pubsub.skipring.fields import validate_msg_id
 from pubsub.skipring.messages import JoinTopic, LeaveTopic
-from supervisor.settings import SupervisorSettings
+
+if TYPE_CHECKING:  # the daemons' settings (pydantic): imported when a daemon command runs
+    from pubsub.runtime.settings import AdminSettings, TelemetrySettings
 
 
 def _own_addresses(
@@ -66,10 +60,16 @@ def _own_addresses(
 
 
 def _supervisor_settings() -> tuple[type[Any], ...]:
+    from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
+    from supervisor.settings import SupervisorSettings
+
     return (RuntimeSettings, TelemetrySettings, AdminSettings, SupervisorSettings)
 
 
 def _node_settings() -> tuple[type[Any], ...]:
+    from pubsub.node.settings import NodeSettings
+    from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
+
     return (RuntimeSettings, TelemetrySettings, AdminSettings, NodeSettings)
 
 
@@ -159,7 +159,9 @@ def supervisor(
     admin: AdminSettings,
 ) -> None:
     """Run the supervisor daemon until SIGTERM or SIGINT."""
+    from pubsub.runtime.settings import SettingsError, load
     from supervisor.app import run_supervisor
+    from supervisor.settings import SupervisorSettings
 
     address: Ref = required(from_config("listen", listen, "--listen", _address), "listen", "--listen")
     runtime_settings = settings_for_runtime(interval, address, "supervisor")
@@ -268,6 +270,8 @@ def node(
 ) -> None:
     """Run a subscriber node daemon until SIGTERM or SIGINT."""
     from pubsub.node.app import run_node
+    from pubsub.node.settings import NodeSettings, check_node_limits
+    from pubsub.runtime.settings import SettingsError, load
 
     address: Ref = required(from_config("listen", listen, "--listen", _address), "listen", "--listen")
     supervisor_address: Ref = required(

@@ -76,7 +76,7 @@ from pubsub.runtime import receiving
 from pubsub.runtime.client import HANDSHAKE_TIMEOUT, HandshakeTimeout, RequestError, read_first, request
 from pubsub.runtime.connection import split_ref
 from pubsub.runtime.streams import ReceivedMessages
-from pubsub.runtime.tls import TlsError, client_context, closed_hint, handshake_failure
+from pubsub.runtime.clienttls import TlsError, client_context, closed_hint, handshake_failure
 
 #: Seconds a request (join, status, ...) may take.
 DEFAULT_TIMEOUT = 5.0

@@ -10,7 +10,8 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pubsub.kernel.wire import DEFAULT_MAX_FRAME, MAX_PAYLOAD_BYTES
-from pubsub.runtime.settings import ENV_PREFIX, RuntimeSettings, SettingsError, check_local_listen
+from pubsub.runtime.envnames import ENV_PREFIX
+from pubsub.runtime.settings import RuntimeSettings, SettingsError, check_local_listen
 
 #: Default largest payload a client may publish (PUBSUB_MAX_PAYLOAD_BYTES).
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024

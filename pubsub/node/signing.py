@@ -68,7 +68,7 @@ from pubsub.node.store import NewRow
 from pubsub.runtime.certificates import fingerprint, identity_of
 from pubsub.runtime.identity import IdentityError
 from pubsub.runtime.settings import RuntimeSettings
-from pubsub.runtime.tls import TlsError
+from pubsub.runtime.clienttls import TlsError
 from pubsub.skipring.messages import (
     CertificateDer,
     HandOver,

@@ -21,7 +21,7 @@ from pubsub.kernel.message import Message
 from pubsub.runtime.connection import split_ref
 from pubsub.runtime import receiving
 from pubsub.runtime.streams import ReceivedMessages
-from pubsub.runtime.tls import TlsError, client_context, closed_hint, handshake_failure
+from pubsub.runtime.clienttls import TlsError, client_context, closed_hint, handshake_failure
 
 #: Seconds a daemon may take to send its first reply on a new connection.
 HANDSHAKE_TIMEOUT = 1.0

@@ -35,11 +35,8 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as EnvParseError
 
+from pubsub.runtime.envnames import ENV_PREFIX
 from pubsub.runtime.limitsettings import LimitSettings
-
-ENV_PREFIX = "PUBSUB_"
-#: The environment variable that names a daemon's configuration file.
-CONFIG_ENV = ENV_PREFIX + "CONFIG"
 
 
 class SettingsError(ValueError):

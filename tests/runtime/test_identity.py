@@ -15,14 +15,8 @@ from pubsub.kernel.message import Ref, Topic
 from pubsub.runtime.certificates import identity_from_der, identity_of, issue, load_ca, make_ca, write_pair
 from pubsub.runtime.identity import Identity, IdentityError, check_name, file_stem, hello_problem
 from pubsub.runtime.settings import RuntimeSettings, SettingsError, load
-from pubsub.runtime.tls import (
-    TlsError,
-    check_own,
-    client_context,
-    connect_context,
-    listen_problem,
-    server_context,
-)
+from pubsub.runtime.clienttls import TlsError, client_context
+from pubsub.runtime.tls import check_own, connect_context, listen_problem, server_context
 from pubsub.skipring.admission import node_admits, supervisor_admits
 from pubsub.skipring.messages import Check, LeaveTopic, Ping, SetData, Subscribe, Unsubscribe
 
@@ -142,6 +136,12 @@ def test_contexts_from_settings(tmp_path: Path, ca: tuple, monkeypatch: pytest.M
     monkeypatch.setenv("PUBSUB_TLS_CERT", str(crt))
     monkeypatch.setenv("PUBSUB_TLS_KEY", str(key))
     assert client_context() is not None
+    for name in ("PUBSUB_TLS_CA", "PUBSUB_TLS_CERT", "PUBSUB_TLS_KEY"):  # empty: not set
+        monkeypatch.setenv(name, "")
+    assert client_context() is None
+    monkeypatch.setenv("PUBSUB_TLS_KEY", str(ca_file / "missing"))
+    with pytest.raises(TlsError, match="go together"):
+        client_context()
 
 
 def test_tls_settings_go_together(tmp_path: Path) -> None:
