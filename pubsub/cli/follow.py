@@ -110,7 +110,7 @@ async def follow(
         while count is None or seen < count:
             sub, item = await queue.get()
             if isinstance(item, ClientError):
-                if isinstance(item, ConnectionLost):
+                if isinstance(item, ConnectionLost) or item.code == "not_member":  # the node left the topic
                     raise ClientError(item.code, f"{item} ({sub.topic}); resume with {_resume_options(sub)}") from None
                 raise item
             line = format_delivery(item, as_json, sub.incarnation)

@@ -408,7 +408,8 @@ def _topic_lister(supervisor: Ref, timeout: float) -> Callable[[], Awaitable[lis
     show_default=True,
     help="Make the node join each topic before reading it.  --no-join reads what the node "
     "holds and stores of a topic it already runs, without asking it to join (what a client "
-    "certificate allowed to read but not to change a node's topics needs).",
+    "certificate allowed to read but not to change a node's topics needs); a topic it does "
+    "not run is an error (not_member), and a stream ends so when the node leaves its topic.",
 )
 @click.option(
     "--count",

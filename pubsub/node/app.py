@@ -149,6 +149,7 @@ class NodeApp:
             self.core, self.store, self.thread, self.commits, self.deliveries.pruned, self._store_error
         )
         self.deliveries.removed_through = self.retention.records.removed_local
+        self.deliveries.runs = self.core.is_member
         self._now = time.monotonic()  # the clock of the last call into the app
         self._refill_message_ids()
         self._checkpointing: concurrent.futures.Future[None] | None = None
@@ -286,6 +287,7 @@ class NodeApp:
             return self._changed("join", msg.topic), sends
         if isinstance(msg, LeaveTopic):
             sends = self.core.leave(msg.topic)
+            self.deliveries.left(msg.topic)
             return self._changed("leave", msg.topic), sends
         if isinstance(msg, StatusRequest):
             return Reply(body=self.status()), []

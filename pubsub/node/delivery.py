@@ -33,7 +33,12 @@ numbers come from the node's store (`pubsub.node.store`), so:
   the skipped publications still move the stream's cursor;
 * without ``live`` the stream ends after the publications held at the time of the
   request, with a Reply ``{"end": true, "topic", "latest", "delivered"}`` (``pubsub
-  history``); with it the stream goes on until the client closes the connection.
+  history``); with it the stream goes on until the client closes the connection, or until
+  the node leaves the topic: it then delivers what it holds and ends with the error
+  ``not_member`` (the client resumes from its cursor once the node runs the topic again).
+  A live stream of a topic the node does not run (never joined, or leaving) is refused
+  with that code at once: nothing would ever arrive on it.  Reading what a node holds of a
+  topic it no longer runs (without ``live``) is allowed.
 
 From memory first.  What a commit wrote is handed to `committed` right after the commit
 (the node calls it on the event loop) and kept in a bounded per-topic tail (`recent`, the
@@ -85,6 +90,14 @@ FROM_NOW = "from now (the stream's from-now option: subscribe --from-now, from_n
 Spawn = Callable[[Coroutine[Any, Any, None], str], object]
 
 
+def _not_running(topic: Topic) -> str:
+    return (
+        f"this node does not run {topic!r} (it never joined it, or is leaving it): a live stream would wait "
+        "forever; make it join first (subscribe without --no-join, join=True, ?join=true), or read what it "
+        "holds without following (pubsub history)"
+    )
+
+
 def delivery_of(stored: Stored) -> Delivery:
     """The Delivery frame of one stored publication."""
     p = stored.publication
@@ -117,6 +130,9 @@ class Stream:
     parked: bool = False
     #: Publications published before this wall-clock ms are skipped (0: none).
     published_from_ms: int = 0
+    #: Why a live stream ends at `end` with an error instead of a Reply (the node left the
+    #: topic, `Deliveries.left`), else None.
+    ended_by: ErrorReply | None = None
 
 
 class Deliveries:
@@ -148,6 +164,9 @@ class Deliveries:
         self.refused: Counter[str] = Counter()
         #: The highest local number of a topic that retention removed (`pubsub.node.retention`).
         self.removed_through: Callable[[Topic], int] = lambda topic: 0
+        #: Whether the node runs a topic now (a member, not leaving); a live stream of
+        #: another is refused with ``not_member``.
+        self.runs: Callable[[Topic], bool] = lambda topic: True
 
     def open(self, msg: Follow, session: ClientSession, spawn: Spawn) -> None:
         """Start the stream `msg` asks for on `session` (see the module docstring)."""
@@ -158,6 +177,10 @@ class Deliveries:
         if msg.new_only and not published_from_ms:
             published_from_ms = int(time.time() * 1000) - NEW_ONLY_SKEW_MS
         reset = False
+        if msg.live and not self.runs(msg.topic):
+            self.refused["not_member"] += 1
+            session.send(ErrorReply(code="not_member", detail=_not_running(msg.topic)))
+            return
         problem = self._cursor_problem(msg, since, latest)
         if problem is not None:
             if not msg.from_now:
@@ -257,6 +280,19 @@ class Deliveries:
             return False
         return self._send_batch(stream, rows[-1].local_seq, rows)
 
+    def left(self, topic: Topic) -> None:
+        """The node is leaving `topic`: each live stream of it delivers what is durable now
+        and then ends with ``not_member`` (module docstring)."""
+        latest = self.store.latest(topic)
+        for stream in self.streams.get(topic, ()):
+            if stream.end is None:
+                stream.end = latest
+                stream.ended_by = ErrorReply(
+                    code="not_member",
+                    detail=f"the node left {topic!r} after #{latest}; resume from the stream's cursor once it runs the topic again",
+                )
+                stream.wake.set()
+
     def pruned(self, topic: Topic) -> None:
         """Retention removed publications of `topic`: its tail in memory may hold them, so it
         is dropped (the next commit starts a new one), and its streams look again."""
@@ -295,6 +331,9 @@ class Deliveries:
                     self._send_batch(stream, limit, await self._rows(stream, limit))
                     await session.drain()
                     continue
+                if stream.ended_by is not None:
+                    session.send(stream.ended_by)
+                    return
                 if stream.end is not None:
                     session.send(
                         Reply(

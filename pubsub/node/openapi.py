@@ -156,7 +156,9 @@ _DOCUMENT: dict[str, Any] = {
                 "description": "Events: `ready` (where the stream starts), then one `publication` per "
                 "delivery (data: a Publication object), in local order, each exactly once.  Every "
                 "event's id is the resume cursor INCARNATION:LOCAL_SEQ: reconnect with a "
-                "Last-Event-ID header (or since=) to continue without gaps or repeats.",
+                "Last-Event-ID header (or since=) to continue without gaps or repeats.  A topic the "
+                "node does not run is refused (404 not_member; join=true joins it first), and if the "
+                "node leaves the topic an `error` event (not_member) ends the stream.",
                 "parameters": [
                     {
                         "name": "since",
@@ -206,7 +208,7 @@ _DOCUMENT: dict[str, Any] = {
                 ],
                 "responses": {
                     "200": {
-                        "description": "the event stream (until the client disconnects)",
+                        "description": "the event stream (until the client disconnects or the node leaves the topic)",
                         "content": {"text/event-stream": {"schema": {"type": "string"}}},
                     },
                     **_errors(400, 403, 404, 409, 503),

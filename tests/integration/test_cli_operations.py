@@ -198,6 +198,33 @@ def test_unsubscribing_a_topic_never_joined_is_an_error(cluster: LocalCluster) -
     assert "nothing was changed" in done.stderr and done.stdout == ""
 
 
+def test_following_a_topic_the_node_does_not_run_is_an_error_not_a_wait(cluster: LocalCluster) -> None:
+    node = cluster.node_refs[1]
+    done = pubsub("subscribe", "never-joined", "--node", node, "--no-join", "--timeout", str(LONG_TIMEOUT))
+    assert done.returncode == 1, done.stdout
+    assert "not_member" in done.stderr and "does not run 'never-joined'" in done.stderr, done.stderr
+
+
+def test_a_live_subscribe_ends_when_the_node_leaves_and_says_how_to_resume(cluster: LocalCluster) -> None:
+    node = cluster.node_refs[1]
+    assert pubsub("publish", "leaving-soon", "m1", "--node", node).returncode == 1  # no member yet
+    assert pubsub("subscribe", "leaving-soon", "--node", node, "--detach").returncode == 0
+    assert pubsub("publish", "leaving-soon", "m1", "--node", node).returncode == 0
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pubsub.cli.main", "subscribe", "leaving-soon", "--node", node, "--no-join"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().endswith(" m1\n")
+        assert pubsub("unsubscribe", "leaving-soon", "--node", node).returncode == 0
+        out, err = proc.communicate(timeout=COMMAND_TIMEOUT)
+    finally:
+        terminate(proc)
+    assert proc.returncode == 1 and out == "", (out, err)
+    assert "left 'leaving-soon' after #1" in err and "resume with --since " in err, err
+
+
 # ------------------------------------------------------------------------------ several topics, patterns
 def test_one_command_joins_49_topics(cluster: LocalCluster) -> None:
     node = cluster.node_refs[1]

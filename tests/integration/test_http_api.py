@@ -278,6 +278,7 @@ BAD_INPUT = [
     ("GET", "/v1/topics/news/publications?limit=0", None, "", 400, "bad_request"),
     ("GET", "/v1/topics/news/stream?from_now=maybe", None, "", 400, "bad_request"),
     ("DELETE", "/v1/topics/never-joined/membership", None, "", 404, "not_member"),
+    ("GET", "/v1/topics/never-joined/stream", None, "", 404, "not_member"),
     ("POST", "/v1/topics/nobody-here/publications", '{"payload": "a"}', "application/json", 409, "no_members"),
     ("GET", "/v1/nothing", None, "", 404, "not_found"),
     ("PATCH", "/v1/status", None, "", 405, "method_not_allowed"),

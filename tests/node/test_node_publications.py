@@ -143,6 +143,51 @@ def test_streams_history_new_only_and_resume(tmp_path: Path) -> None:
     run(scenario())
 
 
+def test_a_live_stream_needs_a_topic_the_node_runs_and_ends_when_it_leaves(tmp_path: Path) -> None:
+    """A live stream of a topic the node does not run is refused (``not_member``) instead of
+    waiting forever; reading what it holds is not.  When the node leaves, a live stream
+    delivers what is durable and then ends with ``not_member``; its cursor resumes it after
+    the node joins again, nothing lost or repeated."""
+
+    async def scenario() -> None:
+        async with (
+            supervisor(tmp_path / "sup") as (srt, _),
+            pnode(srt.ref, None) as (rt, app),
+        ):
+            client = Client(rt.ref)
+            with pytest.raises(ClientError) as refused:
+                await client.subscribe(Topic("nosuch"), join=False).open()
+            assert refused.value.code == "not_member" and "does not run 'nosuch'" in str(refused.value)
+            assert app.deliveries.refused["not_member"] == 1
+            await client.join(T)
+            await client.publish(T, "m1")
+            got: list[Delivery] = []
+            sub = await client.subscribe(T, join=False).open()
+            got.append(await anext(sub))
+            await client.publish(T, "m2")
+            await client.leave(T)
+            with pytest.raises(ClientError) as ended:
+                async for delivery in sub:
+                    got.append(delivery)
+            assert ended.value.code == "not_member" and "left 'news' after #2" in str(ended.value)
+            assert [d.payload for d in got] == [b"m1", b"m2"]
+            assert [d.payload for d in await client.history(T)] == [b"m1", b"m2"]  # still readable
+            with pytest.raises(ClientError, match="not_member"):
+                await client.subscribe(T, join=False).open()
+            async def gone() -> bool:
+                return T not in app.core.instances
+
+            await wait_until(gone, what="the node to have left")
+            await client.join(T)
+            await client.publish(T, "m3")
+            async with client.subscribe(T, since=sub.last_seq, incarnation=sub.incarnation, join=False) as again:
+                assert [(await anext(again)).payload] == [b"m3"]
+            await sub.close()
+            await client.close()
+
+    run(scenario())
+
+
 class Enough(Exception):
     """What the test's delivery callback raises to stop `consume`."""
 
@@ -204,6 +249,7 @@ def test_a_stream_accepts_no_further_requests(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with supervisor(tmp_path / "sup") as (srt, _), pnode(srt.ref, None) as (rt, app):
             host, port = rt.ref.rsplit(":", 1)
+            await Client(rt.ref).join(T)  # a live stream follows a topic the node runs
             reader, writer = await asyncio.open_connection(host, int(port))
             writer.write(
                 wire.encode(Hello(ref=None, role="client"))
@@ -280,8 +326,10 @@ def test_a_failure_while_serving_at_the_commit_leaves_the_stream_to_its_task(
 def test_new_only_skips_the_history_a_joining_node_fetches_after_the_stream_began(tmp_path: Path) -> None:
     """The helper's trial: `subscribe --new-only` on a node that is not yet a member used to
     deliver the topic's whole history, because the node fetches it (anti-entropy) after the
-    stream began and numbers it as new.  Here the stream starts first, then the node joins:
-    it stores the five old publications but delivers only the one published afterwards;
+    stream began and numbers it as new.  Here the node joins and the stream starts at once,
+    as the command does, before the node has fetched anything (that takes the supervisor's
+    configuration and an anti-entropy round): it stores the five old publications but
+    delivers only the one published afterwards;
     a full stream of the same node has all six, and a resume from the new-only stream's
     cursor that gives its `published_from_ms` again skips the history too."""
 
@@ -298,9 +346,8 @@ def test_new_only_skips_the_history_a_joining_node_fetches_after_the_stream_bega
             # history is what was published more than the allowed clock skew before the stream
             await asyncio.sleep(NEW_ONLY_SKEW_MS / 1000 + 0.1)
             client = Client(rt.ref)
-            async with client.subscribe(T, new_only=True, join=False) as fresh:
+            async with client.subscribe(T, new_only=True) as fresh:
                 assert fresh.latest == 0 and fresh.published_from_ms > 0
-                await client.join(T)
 
                 async def caught_up() -> bool:
                     return app.store.latest(T) == 5
