@@ -289,7 +289,8 @@ class Deliveries:
                 stream.end = latest
                 stream.ended_by = ErrorReply(
                     code="not_member",
-                    detail=f"the node left {topic!r} after #{latest}; resume from the stream's cursor once it runs the topic again",
+                    detail=f"the node left {topic!r} after #{latest}; resume from the stream's cursor once it "
+                    "runs the topic again",
                 )
                 stream.wake.set()
 
