@@ -178,12 +178,17 @@ async def stdin_lines(fd: int = 0, queued: int = PUBLISH_WINDOW) -> AsyncIterato
     input is idle (``tail -F log | pubsub publish``) is not held by the read.
     """
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[tuple[int, bytes] | BaseException | None] = asyncio.Queue(queued)
+    queue: asyncio.Queue[tuple[int, bytes] | BaseException | None] = asyncio.Queue()
+    #: Lines the reader may hand over before the consumer takes them (the bound above).  The
+    #: thread waits on it and hands over with a plain callback: a coroutine made in the
+    #: thread would be left un-awaited (and warned about) if the loop closed first.
+    room = threading.Semaphore(queued)
 
     def hand_over(item: tuple[int, bytes] | BaseException | None) -> bool:
+        room.acquire()
         try:
-            asyncio.run_coroutine_threadsafe(queue.put(item), loop).result()
-        except (RuntimeError, asyncio.CancelledError):  # the loop is gone: we are exiting
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+        except RuntimeError:  # the loop is closed: we are exiting
             return False
         return True
 
@@ -213,6 +218,7 @@ async def stdin_lines(fd: int = 0, queued: int = PUBLISH_WINDOW) -> AsyncIterato
     threading.Thread(target=read, name="stdin-reader", daemon=True).start()
     while True:
         item = await queue.get()
+        room.release()
         if item is None:
             return
         if isinstance(item, BaseException):

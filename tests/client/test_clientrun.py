@@ -4,6 +4,10 @@ and the order in which concurrent `Client.publish` calls reach the node."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import os
+import threading
+import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -205,3 +209,42 @@ async def test_a_node_that_drops_the_connection_fails_the_publications_in_flight
             assert failed.value.code == "unknown" and "closed the connection" in str(failed.value)
         finally:
             await client.close()
+
+
+def _reader_thread_gone() -> None:
+    for thread in threading.enumerate():
+        if thread.name == "stdin-reader":
+            thread.join(10)
+            assert not thread.is_alive(), "the stdin reader did not end"
+
+
+def test_stdin_lines_reads_lines_and_leaves_nothing_unawaited_when_the_loop_ends_first() -> None:
+    """Lines (CRLF ones too; a last one without a newline once the input ends) arrive
+    numbered and in order; and input that ends after the consumer's loop has closed (a
+    publish that stopped early, then its pipe closing) leaves no coroutine un-awaited: the
+    reader used to make one per line in its thread, and Python warned about it on exit."""
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, b"".join(b"line %d\n" % i for i in range(1, 6)) + b"crlf\r\nlast")
+
+        async def first_lines() -> list[tuple[int, bytes]]:
+            got: list[tuple[int, bytes]] = []
+            async for item in clientrun.stdin_lines(read_fd, queued=2):
+                got.append(item)
+                if len(got) == 6:  # "last" comes only when the input ends
+                    break
+            return got
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = asyncio.run(asyncio.wait_for(first_lines(), 30))
+            os.close(write_fd)  # the input ends now: the reader hands "last" to a closed loop
+            write_fd = -1
+            _reader_thread_gone()
+            gc.collect()
+        assert got == [*((i, b"line %d" % i) for i in range(1, 6)), (6, b"crlf")]
+        assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
+    finally:
+        os.close(read_fd)
+        if write_fd >= 0:
+            os.close(write_fd)
