@@ -280,6 +280,16 @@ def spark() -> Any:
     session.stop()
 
 
+def test_the_session_we_start_compiles_with_c1_and_logs_quietly(spark: Any) -> None:
+    """The driver JVM runs with the quick JIT (`pubsub.ops.analysis.session`, about a fifth
+    off an analysis) and the log configuration."""
+    from pubsub.ops.analysis.session import QUICK_JIT
+
+    arguments = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert QUICK_JIT in arguments, arguments
+    assert any(a.startswith("-Dlog4j2.configurationFile=") for a in arguments), arguments
+
+
 @pytest.fixture(scope="module")
 def batch_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     """The job, in batch mode, over the hand-built events plus a few unusable lines."""
