@@ -10,6 +10,7 @@ grouped tests through an attribute pytest 9 no longer reads, so they have no eff
 With ``-n`` and the default distribution, the scheduler below keeps every module listed in
 `SCENARIO_MODULES` together on one worker, in file order, and spreads every other test one
 by one, as "load" does.  An explicit ``--dist`` (loadscope, loadfile, ...) is left alone.
+The longest modules are collected first (`LONGEST_FIRST`), so they are handed out first.
 """
 
 from __future__ import annotations
@@ -28,6 +29,28 @@ SCENARIO_MODULES = frozenset(
      # one cluster run and one `pubsub analyze` shared by the module's tests
      "tests/ops/test_analyze_run.py"}
 )
+
+
+#: The longest work units of `make test` (minutes each on 2 cores), longest first: they are
+#: handed out before everything else, so that the run does not end with one worker busy
+#: for minutes on a long test drawn last while the other has nothing left (longest
+#: processing time first).  A module here moves as a block, in its own order.
+LONGEST_FIRST = (
+    "tests/ops/test_compose.py",
+    "tests/ops/test_analyze_run.py",
+    "tests/ops/test_analysis_streaming.py",
+    "tests/ops/test_experiment.py",
+    "tests/ops/test_analysis.py",
+    "tests/sim/test_sim_convergence.py",
+    "tests/integration/test_integration.py",
+    "tests/bench/test_bench_endtoend.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`LONGEST_FIRST` modules first, in that order; every other test as collected."""
+    rank = {module: i for i, module in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
 def _scenario_scheduler(config: pytest.Config, log: Any) -> Any:
