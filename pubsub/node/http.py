@@ -44,7 +44,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -107,6 +107,8 @@ STATUS_OF: dict[str, int] = {
 }
 
 _CURSOR = re.compile(r"(?:([0-9a-f]{1,64}):)?([0-9]{1,18})")
+#: A number in a query: ASCII digits only (str.isdigit also takes "²" and "٣").
+_DIGITS = re.compile(r"[0-9]{1,18}")
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no", "")
 
 
@@ -198,20 +200,24 @@ class NodeHttpApi:
     # ------------------------------------------------------------------ handlers
     async def status(self, request: web.Request) -> web.Response:
         """GET /v1/status: the node's status (as ``pubsub status --node --json``)."""
+        _query(request)
         return web.json_response(self._control(StatusRequest(), request), dumps=_dumps)
 
     async def openapi(self, request: web.Request) -> web.Response:
         """GET /v1/openapi.json: the OpenAPI document of this API."""
+        _query(request)
         return web.json_response(openapi_document())
 
     async def join(self, request: web.Request) -> web.Response:
         """PUT /v1/topics/{topic}/membership: the node subscribes to the topic."""
+        _query(request)
         topic = _topic(request)
         return web.json_response(_membership(self._control(JoinTopic(topic=topic), request)))
 
     async def leave(self, request: web.Request) -> web.Response:
         """DELETE /v1/topics/{topic}/membership: the node unsubscribes (404 if it does not
         run the topic)."""
+        _query(request)
         topic = _topic(request)
         if topic not in self.app.core.wanted_topics:
             raise ApiError("not_member", f"this node does not subscribe to {topic!r}")
@@ -219,6 +225,7 @@ class NodeHttpApi:
 
     async def publish(self, request: web.Request) -> web.Response:
         """POST /v1/topics/{topic}/publications: publish; the acknowledgement or an error."""
+        _query(request)
         topic = _topic(request)
         payload, msg_id = await _publish_body(request)
         runtime = self._runtime()
@@ -259,9 +266,10 @@ class NodeHttpApi:
     async def history(self, request: web.Request) -> web.Response:
         """GET /v1/topics/{topic}/publications: what the node holds after ``since``, at most
         ``limit`` of them, in local order."""
+        query = _query(request, "since", "limit")
         topic = _topic(request)
-        since, incarnation = _cursor(request.query.get("since", "0"), "since")
-        limit = _int(request.query.get("limit", "1000"), "limit", 1, MAX_HISTORY_LIMIT)
+        since, incarnation = _cursor(query.get("since", "0"), "since")
+        limit = _int(query.get("limit", "1000"), "limit", 1, MAX_HISTORY_LIMIT)
         session, start = await self._follow(request, Follow(topic, since, False, False, incarnation, False))
         inc = str(start.get("incarnation") or "")
         out: list[dict[str, Any]] = []
@@ -294,14 +302,15 @@ class NodeHttpApi:
 
     async def stream(self, request: web.Request) -> web.StreamResponse:
         """GET /v1/topics/{topic}/stream: Server-Sent Events (see the module docstring)."""
+        query = _query(request, "since", "new_only", "from_now", "published_from_ms", "join")
         topic = _topic(request)
         resumed = request.headers.get("Last-Event-ID")
-        given = resumed or request.query.get("since", "0")
+        given = resumed or query.get("since", "0")
         since, incarnation = _cursor(given, "Last-Event-ID" if resumed else "since")
-        new_only = _bool(request.query.get("new_only"), "new_only") and not resumed  # see the module docstring
-        from_now = _bool(request.query.get("from_now"), "from_now")
-        published_from_ms = _int(request.query.get("published_from_ms", "0"), "published_from_ms", 0, MAX_MS)
-        if _bool(request.query.get("join"), "join"):
+        new_only = _bool(query.get("new_only"), "new_only") and not resumed  # see the module docstring
+        from_now = _bool(query.get("from_now"), "from_now")
+        published_from_ms = _int(query.get("published_from_ms", "0"), "published_from_ms", 0, MAX_MS)
+        if _bool(query.get("join"), "join"):
             self._control(JoinTopic(topic=topic), request)
         follow = Follow(topic, since, new_only, True, incarnation, from_now, published_from_ms)
         session, start = await self._follow(request, follow)
@@ -368,8 +377,22 @@ def _cursor(value: str, name: str) -> tuple[int, str | None]:
 MAX_MS = 253_402_300_799_999
 
 
+def _query(request: web.Request, *allowed: str) -> Mapping[str, str]:
+    """The request's query parameters, each of `allowed` at most once; 400 ``bad_request``
+    for any other (a misspelt ``new-only`` would otherwise be ignored without a word, as an
+    unknown body field is not) or for one given twice."""
+    query = request.query
+    for name in query:
+        if name not in allowed:
+            takes = f"takes {', '.join(allowed)}" if allowed else "takes no query parameter"
+            raise ApiError("bad_request", f"unknown query parameter {name[:80]!r}: this request {takes}")
+        if len(query.getall(name)) > 1:
+            raise ApiError("bad_request", f"query parameter {name!r} given more than once")
+    return query
+
+
 def _int(value: str, name: str, low: int, high: int) -> int:
-    if not value.isdigit() or not low <= int(value) <= high:
+    if _DIGITS.fullmatch(value) is None or not low <= int(value) <= high:
         raise ApiError("bad_request", f"{name} must be an integer {low}..{high}, got {value[:80]!r}")
     return int(value)
 

@@ -277,6 +277,14 @@ BAD_INPUT = [
     ("GET", "/v1/topics/news/publications?since=xyz:1", None, "", 400, "bad_since"),
     ("GET", "/v1/topics/news/publications?limit=0", None, "", 400, "bad_request"),
     ("GET", "/v1/topics/news/stream?from_now=maybe", None, "", 400, "bad_request"),
+    ("GET", "/v1/topics/news/publications?limit=%C2%B2", None, "", 400, "bad_request"),  # "²": isdigit, not int
+    ("GET", "/v1/topics/news/publications?limit=%D9%A3", None, "", 400, "bad_request"),  # an Arabic-Indic 3
+    ("GET", "/v1/topics/news/stream?published_from_ms=%D9%A3", None, "", 400, "bad_request"),
+    ("GET", "/v1/topics/news/publications?limt=5", None, "", 400, "bad_request"),
+    ("GET", "/v1/topics/news/publications?limit=1&limit=2", None, "", 400, "bad_request"),
+    ("GET", "/v1/topics/news/stream?new-only=true", None, "", 400, "bad_request"),
+    ("POST", "/v1/topics/news/publications?msg_id=m", '{"payload": "a"}', "application/json", 400, "bad_request"),
+    ("GET", "/v1/status?verbose=1", None, "", 400, "bad_request"),
     ("DELETE", "/v1/topics/never-joined/membership", None, "", 404, "not_member"),
     ("GET", "/v1/topics/never-joined/stream", None, "", 404, "not_member"),
     ("POST", "/v1/topics/nobody-here/publications", '{"payload": "a"}', "application/json", 409, "no_members"),
