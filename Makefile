@@ -46,7 +46,7 @@ lint: $(STAMP)
 chromium:
 	@tests/install-chromium.sh
 
-# Lint first, then the whole suite except the long simulation sweeps (about 16 minutes on
+# Lint first, then the whole suite except the long simulation sweeps (about 15 minutes on
 # 2 cores once the podman images exist); it names the skipped tests and the slowest ones.
 test: lint check-java chromium bytecode
 	$(BIN)/python -m pytest -q -rs -n auto -m "not slow" --durations=15
