@@ -235,7 +235,8 @@ class BrokerCore:
     def unadvertise(self, client: str, adv_id: str, now: float = 0.0) -> list[Send]:
         uid = self.local_advs.pop((client, adv_id), None)
         if uid is None:
-            return [self._refuse(client, "unknown_id", f"no advertisement {adv_id!r}")]
+            return [self._refuse(client, "unknown_id", f"client {client!r} has no advertisement {adv_id!r} here "
+                                 "(ids belong to the client that made them)")]
         return self._unadvertise(client, uid, now)
 
     def subscribe(self, client: str, sub_id: str, sub: Filter, now: float = 0.0) -> list[Send]:
@@ -251,7 +252,8 @@ class BrokerCore:
     def unsubscribe(self, client: str, sub_id: str, now: float = 0.0) -> list[Send]:
         uid = self.local_subs.pop((client, sub_id), None)
         if uid is None:
-            return [self._refuse(client, "unknown_id", f"no subscription {sub_id!r}")]
+            return [self._refuse(client, "unknown_id", f"client {client!r} has no subscription {sub_id!r} here "
+                                 "(ids belong to the client that made them)")]
         del self.sub_owner[uid]
         return self._unsubscribe(client, uid, now)
 
