@@ -93,7 +93,7 @@ async def follow(
                 if topic in followed or not any(fnmatch.fnmatchcase(topic, p) for p in open_patterns):
                     continue
                 followed.add(topic)
-                click.echo(f"new topic {topic} matches a pattern: joining it", err=True)
+                click.echo(f"new topic {topic} matches a pattern: {'joining' if join else 'following'} it", err=True)
                 try:
                     await open_stream(topic, first=False)
                 except ClientError as exc:

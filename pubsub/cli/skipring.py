@@ -365,6 +365,24 @@ def _topic_lister(supervisor: Ref, timeout: float) -> Callable[[], Awaitable[lis
     return listing
 
 
+def _running_topics(node_body: dict[str, Any]) -> list[str]:
+    """The topics a node runs (a member, not leaving), from its status."""
+    return [
+        str(name) for name, entry in (node_body.get("topics") or {}).items()
+        if not (isinstance(entry, dict) and entry.get("leaving"))
+    ]
+
+
+def _running_lister(node_ref: Ref, timeout: float) -> Callable[[], Awaitable[list[str]]]:
+    """An async listing of the topics a node runs (patterns with --no-join)."""
+
+    async def listing() -> list[str]:
+        async with Client(node_ref, timeout=timeout) as client:
+            return _running_topics(await client.status())
+
+    return listing
+
+
 @click.command()
 @click.argument("topic", nargs=-1, type=TOPIC, metavar="TOPIC...")
 @click.option("--node", "node_ref", required=True, type=ADDRESS, help="The node's address.")
@@ -439,7 +457,8 @@ def subscribe(
 
     A TOPIC with * ? or [ is a pattern (sensors.*): it stands for every topic the
     supervisor knows that matches it, now and -- while the command runs -- later (the
-    supervisor's topics are listed again every 2 s; with --detach only those known now).
+    supervisor's topics are listed again every 2 s; with --detach only those known now);
+    with --no-join, for every topic the node runs that matches it (listed again likewise).
     With --detach the topics joined are printed, one line each.  Every publication the node holds or
     stores from now on is printed once, in the node's local order (numbered 1, 2, 3, ...
     per topic): by default from the beginning of the history, with --since after the
@@ -475,8 +494,13 @@ def subscribe(
             )
     body = ask_status(node_ref, "node", timeout)
     patterns = patterns_in(args, literal)
-    available = _supervisor_topics(body, timeout) if patterns else []
-    chosen = _resolve(args, literal, available, "the supervisor's topics", allow_empty=not detach)
+    if join:
+        available = _supervisor_topics(body, timeout) if patterns else []
+        where, lister = "the supervisor's topics", _topic_lister(_supervisor_ref(body), timeout)
+    else:  # a pattern stands for what the node runs: it may not join anything
+        available = _running_topics(body)
+        where, lister = f"the topics {node_ref} runs", _running_lister(node_ref, timeout)
+    chosen = _resolve(args, literal, available, where, allow_empty=not detach)
     if resuming and (len(chosen.topics) > 1 or patterns):
         raise click.UsageError(
             "--since numbers one topic's publications: give one TOPIC, not several or a pattern"
@@ -503,7 +527,7 @@ def subscribe(
             count=count,
             timeout=timeout,
             patterns=patterns,
-            list_topics=_topic_lister(_supervisor_ref(body), timeout) if patterns else None,
+            list_topics=lister if patterns else None,
         )
     )
 

@@ -300,6 +300,35 @@ def test_a_streaming_pattern_follows_topics_created_later(cluster: LocalCluster)
     assert delivery["topic"] == "later.x" and delivery["payload"] == "news from later"
 
 
+def test_a_pattern_with_no_join_follows_what_the_node_runs(cluster: LocalCluster) -> None:
+    """`subscribe 'runs.*' --no-join`: the pattern stands for the topics the node runs (not
+    every topic of the supervisor, whose streams it could not follow), now and later."""
+    first, second = cluster.node_refs
+    cluster.subscribe(0, "runs.elsewhere")  # the supervisor knows it; node 1 does not run it
+    cluster.subscribe(1, "runs.here")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pubsub.cli.main", "subscribe", "runs.*", "--node", second, "--no-join",
+         "--json", "--count", "2"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        said = proc.stderr.readline()
+        assert "pattern 'runs.*' matched 1 topic(s) now: runs.here" in said, said
+        cluster.publish(1, "runs.here", "one")
+        cluster.subscribe(1, "runs.later")
+        cluster.poll(lambda: [] if "runs.later" in (cluster.node_status(1).get("topics") or {}) else ["not yet"],
+                     START_TIMEOUT, "node 1 to run runs.later")
+        cluster.publish(1, "runs.later", "two")  # a topic found later is streamed from its start
+        out, err = proc.communicate(timeout=COMMAND_TIMEOUT)
+    finally:
+        terminate(proc)
+    assert proc.returncode == 0, err
+    assert "new topic runs.later matches a pattern: following it" in err, err
+    assert sorted(json.loads(line)["payload"] for line in out.splitlines()) == ["one", "two"]
+    assert "runs.elsewhere" not in (cluster.node_status(1).get("topics") or {})
+
+
 def test_streaming_several_topics_prefixes_each_line_with_its_topic(cluster: LocalCluster) -> None:
     first = cluster.node_refs[0]
     cluster.subscribe(0, "multi-a")
