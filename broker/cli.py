@@ -57,7 +57,7 @@ from pubsub.cli.common import (
 )
 from pubsub.client.library import ClientError
 from pubsub.client.roles import role_problem
-from pubsub.cli.publishing import shorten, summarize
+from pubsub.cli.publishing import AckPrinter, shorten, summarize
 from pubsub.client.run import Stopping, publish_window, stdin_lines
 from pubsub.kernel.contracts import VerbForm
 from pubsub.kernel.message import Ref
@@ -331,10 +331,10 @@ def broker_publish(
         except ClientError as exc:
             raise click.BadParameter(str(exc), param_hint="--attrs") from None
 
+    printer = AckPrinter(quiet)
+
     def show(number: int, pid: str) -> None:
-        if not quiet:
-            click.echo(json.dumps({"pid": pid, "client": client_id, "broker": broker_ref})
-                       if as_json else f"published {pid}")
+        printer(json.dumps({"pid": pid, "client": client_id, "broker": broker_ref}) if as_json else f"published {pid}")
 
     async def given(stopping: Stopping) -> None:
         async def numbered() -> AsyncIterator[tuple[int, dict[str, Any]]]:

@@ -619,10 +619,12 @@ def publish(
     32 in flight.  The node need not subscribe to TOPIC (it then hands the publication to
     a member).  Each publication is acknowledged once a member holds it durably; one line
     is printed per acknowledgement as soon as it arrives (or one summary with --quiet).
-    Exits 1 at the first failure.  Reading stdin, SIGINT or SIGTERM stops reading, gives
-    the publications in flight 1 s to be acknowledged and prints a summary to stderr:
-    how many were acknowledged and each line still unknown (sent, not acknowledged);
-    the exit status is 1 if any is unknown, else 0.
+    Exits 1 at the first failure (reading stdin: the error names the failed line, and the
+    later lines already in flight that were acknowledged all the same).  Reading stdin,
+    SIGINT or SIGTERM stops reading, gives the publications in flight 1 s to be
+    acknowledged and prints a summary to stderr: how many were acknowledged and each line
+    still unknown (sent, not acknowledged); the exit status is 1 if any is unknown, else
+    0.  A closed stdout (| head -1) ends the printing, not the publishing.
     """
     if message is not None and file is not None:
         raise click.UsageError("give MESSAGE or --file, not both")

@@ -235,6 +235,11 @@ class Outcome(Generic[T, R, E]):
     acknowledged: int = 0
     #: The first failure (reading stops there), or None.
     failure: E | None = None
+    #: The number of the item whose request failed first (None: none did, or reading failed).
+    failed_number: int | None = None
+    #: Numbers of the items acknowledged after the first failure: sent before it was known
+    #: (they were in flight), so stored although the run stopped at the failure.
+    acknowledged_after_failure: list[int] = field(default_factory=list)
     #: (number, item) sent and neither acknowledged nor refused when the run stopped.
     unknown: list[tuple[int, T]] = field(default_factory=list)
     #: Failures of publications in flight after the first one, (number, error).
@@ -258,9 +263,10 @@ async def publish_window(
     `on_done(number, result)` is called for each success as soon as it and every item before
     it are settled (so in order, and never waiting for input that has not come).  Reading
     stops at the first failure (of a request, or of reading: `failure_type` raised by the
-    source) or when `stopping` is set; after a failure the requests in flight are awaited,
-    after a stop they get `grace` seconds and whatever is still open is cancelled and
-    reported as unknown.
+    source) or when `stopping` is set; after a failure the requests in flight are awaited
+    (those acknowledged are listed in `Outcome.acknowledged_after_failure`), after a stop
+    they get `grace` seconds and whatever is still open is cancelled and reported as
+    unknown.
     """
     outcome: Outcome[T, R, E] = Outcome()
     flight: deque[tuple[int, T, asyncio.Future[R]]] = deque()
@@ -279,10 +285,12 @@ async def publish_window(
             return
         if exc is None:
             outcome.acknowledged += 1
+            if outcome.failure is not None:
+                outcome.acknowledged_after_failure.append(number)
             on_done(number, future.result())
         elif isinstance(exc, failure_type):
             if outcome.failure is None:
-                outcome.failure = exc
+                outcome.failure, outcome.failed_number = exc, number
             else:
                 outcome.also_failed.append((number, exc))
         else:

@@ -8,7 +8,7 @@ import gc
 import os
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -248,3 +248,32 @@ def test_stdin_lines_reads_lines_and_leaves_nothing_unawaited_when_the_loop_ends
         os.close(read_fd)
         if write_fd >= 0:
             os.close(write_fd)
+
+
+async def test_publish_window_names_the_failed_item_and_the_later_ones_acknowledged() -> None:
+    """Item 3 is refused after items 4..6 were sent: reading stops, 4..6 are awaited, and
+    the outcome says which failed and which later ones were acknowledged all the same."""
+
+    async def source() -> AsyncIterator[tuple[int, int]]:
+        for number in range(1, 100):
+            yield number, number
+
+    async def publish(item: int) -> int:
+        await asyncio.sleep(0.05 if item == 3 else 0)  # 3 fails after the next ones went out
+        if item == 3:
+            raise Refused("no")
+        return item
+
+    done: list[int] = []
+    outcome = await clientrun.publish_window(source(), publish, lambda n, r: done.append(n), Refused, window=6)
+    assert isinstance(outcome.failure, Refused) and outcome.failed_number == 3
+    assert done == [1, 2, *outcome.acknowledged_after_failure]
+    assert outcome.acknowledged_after_failure == [4, 5, 6, 7, 8]  # the window of 6 was full
+    assert outcome.acknowledged == 7
+
+
+def test_line_ranges() -> None:
+    from pubsub.cli.publishing import line_ranges
+
+    assert line_ranges([3]) == "line 3"
+    assert line_ranges([3, 4, 5, 9, 11, 12]) == "lines 3-5, 9, 11-12"

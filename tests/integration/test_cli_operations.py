@@ -530,6 +530,58 @@ def test_publish_from_stdin_still_ends_at_the_end_of_input(cluster: LocalCluster
     assert sorted(payloads[-3:]) == ["x", "y", "z"]
 
 
+def test_a_failed_stdin_line_names_itself_and_the_later_lines_that_were_stored_anyway(
+    cluster: LocalCluster,
+) -> None:
+    """Reading stops at a refused line, but up to a window of later lines were already
+    sent: the error names the failed line and exactly the later lines acknowledged (they are
+    stored: sending them again would store them twice).  It said "N acknowledged before the
+    failure", counting those later lines as earlier ones."""
+    node = cluster.node_refs[0]
+    assert pubsub("subscribe", "refused-mid", "--node", node, "--detach").returncode == 0
+    lines = ["pre-1", "x" * 100_000, *(f"post-{i}" for i in range(1, 41))]
+    done = pubsub("publish", "refused-mid", "--node", node, stdin="\n".join(lines) + "\n")
+    assert done.returncode == 1, done.stderr
+    assert "Error: line 2: " in done.stderr and "payload_too_large" in done.stderr, done.stderr
+    history = pubsub("history", "refused-mid", "--node", node, "--json")
+    stored = [json.loads(line)["payload"] for line in history.stdout.splitlines()]
+    later = sorted(int(p.removeprefix("post-")) + 2 for p in stored if p.startswith("post-"))  # line numbers
+    assert stored[0] == "pre-1" and len(done.stdout.splitlines()) == len(stored)
+    if later:
+        from pubsub.cli.publishing import line_ranges
+
+        assert f"were acknowledged too: {line_ranges(later)} -- do not send them again" in done.stderr, done.stderr
+        assert f"(1 acknowledged before it; {len(later)} line(s) after it" in done.stderr
+    else:
+        assert done.stderr.rstrip().endswith("(1 acknowledged before it)"), done.stderr
+
+
+def test_a_closed_stdout_ends_the_printing_not_the_publishing(cluster: LocalCluster) -> None:
+    """`seq 300 | pubsub publish ... | head -1`: every line is published and the exit status
+    is 0; stderr says the acknowledgements are no longer printed.  It stopped silently
+    after a few dozen lines with status 0."""
+    node = cluster.node_refs[0]
+    assert pubsub("subscribe", "headed", "--node", node, "--detach").returncode == 0
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pubsub.cli.main", "publish", "headed", "--node", node],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        proc.stdin.write("".join(f"headed-{i}\n" for i in range(1, 301)))
+        proc.stdin.close()
+        assert proc.stdout.readline().startswith("ack headed ")
+        proc.stdout.close()  # as `head -1` does once it has its line
+        code = proc.wait(timeout=COMMAND_TIMEOUT)
+        err = proc.stderr.read()
+    finally:
+        terminate(proc)
+    assert code == 0, err
+    assert "stdout was closed: acknowledgements are no longer printed; publishing the rest" in err, err
+    history = pubsub("history", "headed", "--node", node)
+    assert len(history.stdout.splitlines()) == 300, history.stdout[-500:]
+
+
 def test_publish_from_an_empty_stdin_says_nothing_was_published() -> None:
     """Empty input is not an error, but not silence either: stderr says nothing was sent
     (and that no node was asked, so a wrong --node is not vouched for)."""
