@@ -44,7 +44,7 @@ from pubsub.client.run import publish_pipelined
 from pubsub.client.supervisors import supervisor_topics
 from pubsub.kernel.message import Ref, Topic
 from pubsub.kernel.wire import WireError
-from pubsub.skipring.fields import validate_msg_id
+from pubsub.skipring.fields import MAX_MSG_ID_CHARS, validate_msg_id
 from pubsub.skipring.messages import JoinTopic, LeaveTopic
 
 if TYPE_CHECKING:  # the daemons' settings (pydantic): imported when a daemon command runs
@@ -630,6 +630,8 @@ def publish(
         raise click.UsageError("give MESSAGE or --file, not both")
     if msg_id is not None:
         try:
+            if not msg_id:  # the protocol's "none" (the node makes one): not an id to give
+                raise WireError("bad_field", f"a message id is 1..{MAX_MSG_ID_CHARS} printable ASCII characters, got ''")
             validate_msg_id(msg_id)
         except WireError as exc:
             raise click.BadParameter(exc.detail, param_hint="--msg-id") from None

@@ -311,7 +311,12 @@ class ConfigFile:
 
             close = {k: difflib.get_close_matches(k, sorted(allowed), n=1) for k in unknown}
             hints = [f"{k} -> {m[0]}" for k, m in close.items() if m]
-            known = f"did you mean {', '.join(hints)}?" if hints else f"known: {', '.join(sorted(allowed))}"
+            if len(unknown) == 1 and hints:
+                known = f"did you mean {close[unknown[0]][0]}?"
+            elif hints:
+                known = f"nearest known names: {', '.join(hints)}"
+            else:
+                known = f"known: {', '.join(sorted(allowed))}"
             raise SettingsError(
                 f"config file {self.path}: unknown setting{'s' if len(unknown) > 1 else ''} "
                 f"{', '.join(unknown)} for {what} ({known})"

@@ -132,6 +132,15 @@ def test_subscribe_refuses_stream_options_with_detach() -> None:
         assert f"{named} to the printed stream; with --detach the node only joins the topics" in done.stderr
 
 
+@pytest.mark.parametrize("given", ["", "has space", "x" * 65])
+def test_a_message_id_that_is_no_id_is_a_usage_error(given: str) -> None:
+    """`--msg-id ""` was taken as "none" (the node made one up) although --help says 1-64
+    characters; it is refused like any other bad id, before anything is sent."""
+    done = pubsub("publish", "news", "m", "--node", "127.0.0.1:1", "--msg-id", given)
+    assert done.returncode == 2, done.stderr
+    assert "Invalid value for --msg-id: a message id is 1..64 printable ASCII" in done.stderr, done.stderr
+
+
 def test_retention_limits_too_large_for_the_protocol_are_usage_errors() -> None:
     """Refused before anything is sent (before, the encoder's error blamed the daemon)."""
     for option, value in (("--max-count", "99999999999999999999999"), ("--max-age", "99999999999999999d"),

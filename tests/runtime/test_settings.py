@@ -55,8 +55,11 @@ def test_unknown_keys_and_bad_values_name_the_file(tmp_path: Path, monkeypatch: 
     path = tmp_path / "d.yaml"
     path.write_text("metrics_port: 70000\nmetrics_prot: 1\n")
     config = ConfigFile.read(path)
-    with pytest.raises(SettingsError, match=r"unknown setting metrics_prot for a node \(did you mean metrics_prot -> metrics_port\?\)"):
+    with pytest.raises(SettingsError, match=r"unknown setting metrics_prot for a node \(did you mean metrics_port\?\)"):
         config.check(["metrics_port"], "a node")
+    path.write_text("metrics_prot: 1\ntimeout_intervall: 2\n")
+    with pytest.raises(SettingsError, match=r"\(nearest known names: metrics_prot -> metrics_port, timeout_intervall -> timeout_interval\)"):
+        ConfigFile.read(path).check(["metrics_port", "timeout_interval"], "a node")
     with pytest.raises(SettingsError, match=r"metrics_port \(--metrics-port / PUBSUB_METRICS_PORT / config file .*d\.yaml\): .*got 70000"):
         load(TelemetrySettings, {"metrics_port": "--metrics-port"}, config=config)
     with pytest.raises(SettingsError, match="cannot read config file"):
