@@ -631,7 +631,9 @@ def publish(
     if msg_id is not None:
         try:
             if not msg_id:  # the protocol's "none" (the node makes one): not an id to give
-                raise WireError("bad_field", f"a message id is 1..{MAX_MSG_ID_CHARS} printable ASCII characters, got ''")
+                raise WireError(
+                    "bad_field", f"a message id is 1..{MAX_MSG_ID_CHARS} printable ASCII characters, got ''"
+                )
             validate_msg_id(msg_id)
         except WireError as exc:
             raise click.BadParameter(exc.detail, param_hint="--msg-id") from None
