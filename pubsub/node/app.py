@@ -627,12 +627,12 @@ class NodeApp:
             "streams_opened": self.deliveries.opened,
             "delivered": self.deliveries.delivered,
             "handovers_pending": len(self.core.handover.pending),
-            "handover": {k: v for k, v in sorted(self.core.handover.counters.items()) if v},
-            "node": {k: v for k, v in sorted((self.counters + self.core.publishing.counters).items()) if v},
+            "handover": _counters(self.core.handover.counters, HANDOVER_COUNTERS),
+            "node": _counters(self.counters + self.core.publishing.counters, NODE_COUNTERS),
             "message_ids": self.core.publishing.remembered(),
             "order": {
                 "waiting": self.core.sequencer.waiting,
-                **{k: v for k, v in sorted(self.core.sequencer.counters.items()) if v},
+                **_counters(self.core.sequencer.counters, ORDER_COUNTERS),
             },
             "rejected_malformed": totals.get("rejected_malformed", 0),
             "retention": self.retention.status(),
@@ -643,6 +643,18 @@ class NodeApp:
             body["publications"]["signatures"] = self.signing.status()
         body["stats"] = self.stats.snapshot()
         return body
+
+
+#: The counters of a node's status that are always there, 0 until counted (the README's
+#: "Status JSON" names them; others, such as ``publish_failed_<code>``, appear once counted).
+HANDOVER_COUNTERS = ("started", "succeeded", "failed", "retries", "refused", "step_timeouts", "stale_replies")
+NODE_COUNTERS = ("published_local", "handovers_started", "handovers_succeeded", "handovers_received", "spreads_held")
+ORDER_COUNTERS = ("in_order", "waited", "released_late", "admitted")
+
+
+def _counters(counted: Mapping[str, int], always: tuple[str, ...]) -> dict[str, int]:
+    """`always` (0 when not counted) and every other counter above 0, sorted by name."""
+    return {k: counted.get(k, 0) for k in sorted({*always, *(k for k, v in counted.items() if v)})}
 
 
 async def serve_node(

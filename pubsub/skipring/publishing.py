@@ -230,7 +230,6 @@ class Publishing:
     def _finish_failed(self, entry: _Entry, code: str, detail: str) -> list[Effect]:
         """Nothing was stored: answer, let a retry with the same id publish afresh, and let
         our next publication in the topic name the one before this (which exists)."""
-        self.counters[f"failed_{code}"] += 1
         self._rewind(entry)
         msg_id = entry.publication.msg_id
         if msg_id and self._by_id.get((entry.topic, msg_id)) is entry:
@@ -252,7 +251,6 @@ class Publishing:
         return PublishAck(request_id, topic, p.publisher, p.seq, p.key, stored_by, None, durable, duplicate)
 
     def _fail(self, client: int, request_id: int, code: str, detail: str) -> Answer:
-        self.counters[f"failed_{code}"] += 1
         return Answer(client, PublishFailed(request_id, code, detail))
 
     # ------------------------------------------------------------------ hand-overs taken
