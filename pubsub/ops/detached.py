@@ -63,8 +63,10 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
+        inside = manifest_path(directory.parent).exists()  # --dir left out in the cluster's own directory
+        hint = f"; {directory.parent} holds one: --dir {directory.parent}" if inside else ""
         raise NoCluster(
-            f"no cluster in {directory} (no {MANIFEST}); start one with `pubsub cluster up --dir {directory}`"
+            f"no cluster in {directory} (no {MANIFEST}){hint}; start one with `pubsub cluster up --dir {directory}`"
         ) from None
     except OSError as exc:
         raise NoCluster(f"cannot read {path}: {exc.strerror or exc}") from None

@@ -347,6 +347,11 @@ def test_no_cluster_errors(tmp_path: Path) -> None:
         assert done.returncode == 1, args
         assert "is not a cluster manifest" in done.stderr and "Traceback" not in done.stderr
 
+    # `cluster status` without --dir in the directory of a cluster started with --dir DIR
+    # looks in DIR/.pubsub-cluster: it says that DIR itself holds one
+    done = cluster_cmd(broken / ".pubsub-cluster", "status")
+    assert done.returncode == 1 and f"; {broken} holds one: --dir {broken};" in done.stderr, done.stderr
+
 
 def test_a_reused_pid_is_never_signalled(tmp_path: Path) -> None:
     """A manifest pid that now belongs to another program does not count as running, so
