@@ -480,8 +480,15 @@ def run_client(make: Any, *, graceful: bool = False) -> None:
     except ClientError as exc:
         raise click.ClickException(str(exc)) from None
     except BrokenPipeError:  # e.g. piped into `head`: stop quietly
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # so that the final flush does not fail again
+        silence_stdout()
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null once its reader is gone (a broken pipe), so that no later
+    write or the final flush fails again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def print_change(action: str, topic: str, node_ref: str, body: dict[str, Any]) -> None:

@@ -14,13 +14,12 @@ nothing is unknown, 1 when something is (or a publication failed).
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
+from pubsub.cli.common import silence_stdout
 from pubsub.cli.formats import format_ack
 from pubsub.client.library import Ack, Client, ClientError, PublishError
 from pubsub.client.run import ACK_GRACE, Outcome, Stopping, publish_window, stdin_lines
@@ -106,9 +105,7 @@ class AckPrinter:
             click.echo(line)
         except BrokenPipeError:
             self.closed = True
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())  # so that no later write or flush fails again
-            os.close(devnull)
+            silence_stdout()
             click.echo("stdout was closed: acknowledgements are no longer printed; publishing the rest", err=True)
 
 
