@@ -8,7 +8,14 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The install compiles the trie (setup.py: pubsub/skipring/_ctrie.pyx) with the C compiler,
+# installed with apt when missing and this machine can; without one the trie stays in Python
+# (pubsub.skipring.pytrie) and `make test` says so.
+$(STAMP): pyproject.toml setup.py pubsub/skipring/_ctrie.pyx
+	@command -v cc >/dev/null 2>&1 || { echo "no C compiler (cc): installing gcc with apt for the compiled trie" >&2; \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	    apt-get install -y -q -o DPkg::Lock::Timeout=600 gcc >/dev/null; } || \
+	  echo "could not install gcc: the trie stays in Python and tests/skipring/test_ctrie.py will fail" >&2; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,analysis,bench]'
@@ -82,4 +89,5 @@ podman-setup: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -f pubsub/skipring/_ctrie.c pubsub/skipring/_ctrie.*.so
 	find pubsub supervisor broker bench fuzz tests -name __pycache__ -type d -prune -exec rm -rf {} +

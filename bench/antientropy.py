@@ -60,7 +60,7 @@ from pubsub.kernel import wire
 from pubsub.kernel.message import Ref, Send, Topic
 from pubsub.skipring.antientropy import AntiEntropy, make_publication
 from pubsub.skipring.messages import CheckAndPublish, Publication, Publish
-from pubsub.skipring.trie import EMPTY_LABEL, PatriciaTrie, TrieNode
+from pubsub.skipring.trie import EMPTY_LABEL
 
 TOPIC = Topic("bench")
 U = Ref("10.0.1.1:7000")
@@ -131,35 +131,6 @@ def build_core(
     return core
 
 
-def clone_trie(src: PatriciaTrie[Publication]) -> PatriciaTrie[Publication]:
-    """A structural copy of `src`: new nodes, shared labels, hashes and publications.
-
-    Hashes, label integers and publications are immutable, so only the nodes and their
-    child lists (which `insert` mutates) need copying.  Much faster than re-inserting.
-    """
-    dst: PatriciaTrie[Publication] = PatriciaTrie(src.key_bits)
-    root = src.root_node()
-    if root is None:
-        return dst
-    new_root = TrieNode(root.value, root.length, root.hash, None, root.item)
-    stack = [(root, new_root)]
-    with _no_gc():
-        while stack:
-            old, new = stack.pop()
-            children = old.children
-            if children is None:
-                continue
-            a, b = children
-            ca = TrieNode(a.value, a.length, a.hash, None, a.item)
-            cb = TrieNode(b.value, b.length, b.hash, None, b.item)
-            new.children = [ca, cb]
-            stack.append((a, ca))
-            stack.append((b, cb))
-    dst._root = new_root
-    dst._size = len(src)
-    return dst
-
-
 def clone_core(src: AntiEntropy, ref: Ref) -> AntiEntropy:
     """A fresh core (own counters) whose trie is a structural copy of `src`'s."""
     core = AntiEntropy(
@@ -169,7 +140,7 @@ def clone_core(src: AntiEntropy, ref: Ref) -> AntiEntropy:
         batch_publications=src.batch_publications,
         batch_bytes=src.batch_bytes,
     )
-    core.trie = clone_trie(src.trie)
+    core.trie = src.trie.copy()
     return core
 
 
