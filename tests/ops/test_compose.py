@@ -14,7 +14,8 @@ installed or run on this machine (exit 77).
 The cluster test itself (about 2 minutes on a quiet 2-core machine, most of it Spark's
 first micro-batch; several minutes when the machine is loaded): ``up -d --scale node=4``
 under a project name unique to this run; wait until the 4 nodes form exactly SR(4) (the
-independent oracle, tests/checker.py); run every healthcheck; publish twice through ``run
+independent oracle, tests/checker.py); run every healthcheck; check that a node runs the
+compiled trie; publish twice through ``run
 --rm cli pubsub publish`` (once via the service name ``node:7001``); see both publications
 held by every node (client library, one ``podman exec`` per look), in ``pubsub history``
 and in ``pubsub subscribe`` through the cli container; see Prometheus scrape every daemon;
@@ -356,7 +357,7 @@ def host_pubsub(
 @pytest.mark.timeout(SETUP_TIMEOUT + 900)
 def test_compose_cluster_under_podman(compose: Compose, tmp_path: Path) -> None:
     """Supervisor + 4 nodes + Prometheus + analysis in containers, every connection mutual
-    TLS with certificates made on the fly: SR(4), publications through the cli container
+    TLS with certificates made on the fly: SR(4) of nodes running the compiled trie, publications through the cli container
     and from the host (a client certificate taken out with client-bundle; plain TCP is
     refused) and through a node's HTTPS API reach every node, a killed node container is
     repaired around (exactly SR(3)),
@@ -379,6 +380,11 @@ def test_compose_cluster_under_podman(compose: Compose, tmp_path: Path) -> None:
             else [f"{name} unhealthy"],
             30.0, f"{name} healthy", 1.0,
         )
+
+    # 2b. the image's nodes run the compiled trie (its wheel was built with it, setup.py)
+    compiled = c.podman("exec", nodes[0], "/opt/pubsub/bin/python", "-c",
+                        "from pubsub.skipring import trie; print(trie.COMPILED)")
+    assert compiled.stdout.strip() == "True", compiled
 
     # 3. publish through the cli container, once via the service name (any node)
     first = publish(c, f"node:{NODE_PORT}", "hello through node:7001")
