@@ -27,7 +27,7 @@ from libc.string cimport memcpy
 
 import os
 
-from pubsub.skipring.triekeys import EMPTY_HASH, EMPTY_LABEL, HASH_BYTES, KEY_BITS, TrieLabel, digest
+from pubsub.skipring.triekeys import EMPTY_HASH, EMPTY_LABEL, HASH_BYTES, KEY_BITS, TrieLabel, digest, key_int
 
 cdef extern from *:
     """
@@ -283,18 +283,8 @@ cdef class PatriciaTrie:
 
     # ------------------------------------------------------------------ keys and hashes
     cpdef object key_int(self, object key):
-        """A key as an integer below 2**key_bits; ValueError if it does not fit."""
-        if isinstance(key, TrieLabel):
-            if key.length != self.key_bits:
-                raise ValueError(f"key must have {self.key_bits} bits, got {key.length}")
-            return key.value
-        if isinstance(key, (bytes, bytearray)):
-            if len(key) * 8 != self.key_bits:
-                raise ValueError(f"key must be {self.key_bits} bits, got {len(key)} bytes")
-            return int.from_bytes(key, "big")
-        if isinstance(key, int) and not isinstance(key, bool) and key >= 0 and not key >> self.key_bits:
-            return key
-        raise ValueError(f"key must be an integer in [0, 2**{self.key_bits}), got {key!r}")
+        """A key as an integer below 2**key_bits (`triekeys.key_int`)."""
+        return key_int(key, self.key_bits)
 
     def leaf_hash(self, key):
         """h(key) of §4.2: xxh3-128 of the key's big-endian bytes."""

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from operator import attrgetter
 from typing import Generic, TypeVar, cast
 
-from pubsub.skipring.triekeys import EMPTY_HASH, EMPTY_LABEL, KEY_BITS, TrieLabel, digest
+from pubsub.skipring.triekeys import EMPTY_HASH, EMPTY_LABEL, KEY_BITS, TrieLabel, digest, key_int
 
 V = TypeVar("V")
 
@@ -71,22 +71,8 @@ class PatriciaTrie(Generic[V]):
 
     # ------------------------------------------------------------------ keys and hashes
     def key_int(self, key: int | bytes | TrieLabel) -> int:
-        """A key as an integer below 2**key_bits; ValueError if it does not fit.
-
-        Accepts an int, a `TrieLabel` of exactly ``key_bits`` bits, or bytes of exactly
-        ``key_bits`` bits (only when key_bits is a multiple of 8, e.g. 16 bytes for 128).
-        """
-        if isinstance(key, TrieLabel):
-            if key.length != self.key_bits:
-                raise ValueError(f"key must have {self.key_bits} bits, got {key.length}")
-            return key.value
-        if isinstance(key, (bytes, bytearray)):
-            if len(key) * 8 != self.key_bits:
-                raise ValueError(f"key must be {self.key_bits} bits, got {len(key)} bytes")
-            return int.from_bytes(key, "big")
-        if isinstance(key, int) and not isinstance(key, bool) and key >= 0 and not key >> self.key_bits:
-            return key
-        raise ValueError(f"key must be an integer in [0, 2**{self.key_bits}), got {key!r}")
+        """A key as an integer below 2**key_bits (`triekeys.key_int`)."""
+        return key_int(key, self.key_bits)
 
     def leaf_hash(self, key: int) -> bytes:
         """h(key) of §4.2: xxh3-128 of the key's big-endian bytes."""

@@ -91,6 +91,26 @@ class TrieLabel:
 EMPTY_LABEL = TrieLabel(0, 0)
 
 
+def key_int(key: int | bytes | TrieLabel, key_bits: int) -> int:
+    """A trie key of `key_bits` bits as an integer below 2**key_bits; ValueError if it does
+    not fit.
+
+    Accepts an int, a `TrieLabel` of exactly ``key_bits`` bits, or bytes of exactly
+    ``key_bits`` bits (only when key_bits is a multiple of 8, e.g. 16 bytes for 128).
+    """
+    if isinstance(key, TrieLabel):
+        if key.length != key_bits:
+            raise ValueError(f"key must have {key_bits} bits, got {key.length}")
+        return key.value
+    if isinstance(key, (bytes, bytearray)):
+        if len(key) * 8 != key_bits:
+            raise ValueError(f"key must be {key_bits} bits, got {len(key)} bytes")
+        return int.from_bytes(key, "big")
+    if isinstance(key, int) and not isinstance(key, bool) and key >= 0 and not key >> key_bits:
+        return key
+    raise ValueError(f"key must be an integer in [0, 2**{key_bits}), got {key!r}")
+
+
 _PUBLISHER_LEN = struct.Struct(">I")
 _SEQ = struct.Struct(">q")
 
