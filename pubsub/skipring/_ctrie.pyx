@@ -577,7 +577,7 @@ cdef class PatriciaTrie:
         cdef TrieNode node = self._descend(label)
         return node if node is not None and node.length > label.length else None
 
-    def children(self, TrieNode node):
+    def children(self, TrieNode node not None):
         """(child 0, child 1) of an inner node; None for a leaf."""
         self._settle()
         if node.zero is None:

@@ -132,6 +132,10 @@ def test_bad_keys_are_refused_alike() -> None:
             _ctrie.PatriciaTrie(bits)
     with pytest.raises(ValueError):
         _ctrie.TrieNode(4, 2, b"", None, None)  # 4 does not fit in 2 bits
+    with pytest.raises(ValueError):
+        _ctrie.TrieNode(1, 2, b"short", None, None)  # a hash is 16 bytes or none
+    with pytest.raises(TypeError):
+        _ctrie.PatriciaTrie(3).children(None)  # refused, never read through
 
 
 def test_keys_as_bytes_and_labels() -> None:
