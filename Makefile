@@ -14,7 +14,8 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml setup.py pubsub/skipring/_ctrie.pyx
 	@command -v cc >/dev/null 2>&1 || { echo "no C compiler (cc): installing gcc with apt for the compiled trie" >&2; \
 	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
-	    apt-get install -y -q -o DPkg::Lock::Timeout=600 gcc >/dev/null; } || \
+	    apt-get -o DPkg::Lock::Timeout=600 update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq gcc >/dev/null; } || \
 	  echo "could not install gcc: the trie stays in Python and tests/skipring/test_ctrie.py will fail" >&2; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip

@@ -19,7 +19,7 @@ Python code that reads them.  Digests are xxh3-128 computed by the xxhash librar
 ``xxhash`` package, checked against that package's Python function when this module loads.
 """
 
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.long cimport PyLong_AsUnsignedLongLongMask, PyLong_FromUnsignedLongLong
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdlib cimport qsort
