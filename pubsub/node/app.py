@@ -105,6 +105,10 @@ log = logging.getLogger(__name__)
 SEQ_BLOCK = 1024
 #: Seconds between checkpoints of the store's log under sync "normal".
 CHECKPOINT_EVERY = 1.0
+#: Seconds between moving the journal's commits into SQLite (`settle`): each move is one
+#: transaction, cheaper per row the more rows it carries; the store also settles on its
+#: own once `pubsub.node.store.SETTLE_ROWS` rows wait.
+SETTLE_EVERY = 1.0
 #: A node never holds its arc broadcasts back (`NodeApp._hold_batched`) while a Spread's
 #: worth waits.
 HOLD_MAX_ITEMS = MAX_PUBLICATIONS
@@ -132,8 +136,12 @@ class NodeApp:
         #: The store's own thread: every SQLite call of the node runs there.
         self.thread = StoreThread(f"store {ref}")
         self.deliveries = Deliveries(self.store, reads=self.thread)
-        #: Commits run on the event loop unless they may wait for the disk (sync "full").
+        #: Commits run on the event loop unless they may wait for the disk (sync "full"); there
+        #: a commit is one write to the store's journal, settled into SQLite every interval
+        #: (`settle`; `pubsub.node.journal`).
         inline = not self.store.durable or self.store.sync == "normal"
+        if inline:
+            self.store.defer_writes()
         self.commits = GroupCommit(
             self.store,
             self.thread,
@@ -154,6 +162,7 @@ class NodeApp:
         self._refill_message_ids()
         self._checkpointing: concurrent.futures.Future[None] | None = None
         self._checkpointed_at = (0.0, 0)  # (when, store.commits) of the last checkpoint
+        self._settled_at = 0.0
         self.runtime: Runtime | None = None
         self.counters: Counter[str] = Counter()
         self._saved: set[Topic] | None = None
@@ -247,6 +256,9 @@ class NodeApp:
     def timeout(self, now: float) -> list[Send]:
         self._now = now
         self.intervals += 1
+        if now - self._settled_at >= SETTLE_EVERY:
+            self._settled_at = now
+            self.settle()
         self._checkpoint(now)
         self.retention.clock(now)
         sends = self._out(self._execute(self.core.timeout(now)))
@@ -503,6 +515,14 @@ class NodeApp:
         if arrivals:
             self.commits.add([NewRow(t, a.publication, a.via, a.hops) for t, a in arrivals])
 
+    def settle(self) -> None:
+        """Move the commits waiting in the store's journal into SQLite (every interval, and
+        before a checkpoint syncs the log); a failure is the store's error, tried again next time."""
+        try:
+            self.store.settle()
+        except StoreError as exc:
+            self._store_error(exc)
+
     def _checkpoint(self, now: float) -> None:
         """Under sync "normal" the store's log is synced by checkpoints, which run on the
         store's thread about once a second while something was written."""
@@ -558,6 +578,7 @@ class NodeApp:
     def flush(self) -> None:
         """Write everything still queued now (blocks; shutdown and tests)."""
         self.commits.flush()
+        self.settle()
         self._cancel_hold()
         if self._batched:  # never held back here: after the other sends, as `_send_outbox` orders them
             self._release_batched(self._outbox)

@@ -90,6 +90,7 @@ class RetentionRecords:
         one transaction; how many publications went (StoreError, nothing changed, on failure)."""
         ms, key = through
         db = self._db
+        self.store.settle()  # what waits in the journal is removed too
         try:
             db.execute("BEGIN")
             try:

@@ -55,6 +55,17 @@ Durability
     acknowledges a publication, and delivers it to its clients, only after the commit that
     wrote it.
 
+Deferred writes (`defer_writes`; the node under ``"normal"`` and in memory)
+    A commit is then one write to the journal next to the database (`JOURNAL_NAME`,
+    `pubsub.node.journal`: why, and its format), which survives a crash of the process as
+    the log does; its rows wait in memory until `settle` moves them into SQLite in one
+    transaction (the node does every second, the store itself once `SETTLE_ROWS` rows or
+    `SETTLE_BYTES` wait, and before retention removes anything), after which the journal
+    is emptied.  Every read sees the waiting rows as if they were in SQLite.  Opening a
+    store settles what its journal holds (a process that stopped without settling), so
+    nothing committed is lost and every local number stays as it was handed out; the
+    journal is locked while a store has it open.
+
 Threads (`pubsub.node.commits` decides who calls what)
     Writes (`append`, `reserve_seq`, `remove_at_or_before`) go through one connection, used
     by one thread at a time.  Reads (`read`, `publications`, `count`) and `checkpoint` use
@@ -79,11 +90,13 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
+from itertools import chain
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeGuard
 
 import msgpack
 
+from pubsub.node.journal import Journal, JournalError
 from pubsub.runtime.datadir import StoreError, prepare_data_dir
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import Payload, Publication, PublicationKey
@@ -93,6 +106,13 @@ from pubsub.kernel.wire import WireError, validate_ref, validate_topic
 log = logging.getLogger(__name__)
 
 DB_NAME = "publications.sqlite3"
+#: The journal of commits not yet settled into SQLite (`defer_writes`, `pubsub.node.journal`).
+JOURNAL_NAME = "publications.journal"
+#: Deferred rows are settled at once when this many wait (or `SETTLE_BYTES` of bodies) ...
+SETTLE_ROWS = 512
+SETTLE_BYTES = 8 << 20
+#: ... and commits are refused while this many wait because settling fails.
+MAX_UNSETTLED_ROWS = 8 * SETTLE_ROWS
 _INCARNATION = re.compile(r"[0-9a-f]{16}")
 #: Layout version, in SQLite's user_version.
 FORMAT = 2
@@ -131,6 +151,8 @@ _BATCHES = (
     " oldest_ms INTEGER NOT NULL, body BLOB NOT NULL, PRIMARY KEY (topic, last_seq)) WITHOUT ROWID"
 )
 _INSERT = "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)"
+#: Replaying the journal: rows settled before the process stopped are there already.
+_INSERT_REPLAYED = "INSERT OR IGNORE INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)"
 #: Rows whose number is damaged are skipped everywhere (their publications are not held
 #: here, so they can come back by anti-entropy and be stored again under a new number).
 _SOUND_ROW = "typeof(last_seq) = 'integer'"
@@ -179,6 +201,15 @@ def _entries(location: str, topic: object, body: object) -> list[object]:
         log.warning("%s: skipping a damaged row of %r (its body is not an array)", location, topic)
         return []
     return entries
+
+
+def _journal_row(row: object) -> TypeGuard[list[Any]]:
+    """Whether a journal frame's item has the shape of a row's column values (`_row`; the
+    entries are checked when read, as those of any row)."""
+    return (
+        type(row) is list and len(row) == 7 and type(row[0]) is str
+        and all(type(value) is int for value in row[1:6]) and type(row[6]) is bytes
+    )
 
 
 def _convert_layout1(db: sqlite3.Connection) -> None:
@@ -243,6 +274,7 @@ class PublicationStore:
             )
             self._db.execute(_BATCHES)
             _convert_layout1(self._db)
+            self._journal = self._replay_journal()
             # kept as "i<hex>" so that an all-digit incarnation is not turned into a number
             found = self._db.execute("SELECT value FROM meta WHERE name = 'incarnation'").fetchone()
             if found is not None and isinstance(found[0], str) and _INCARNATION.fullmatch(found[0][1:]):
@@ -271,6 +303,13 @@ class PublicationStore:
         #: Each topic's keys: from reading it whole (`publications`), else read the first time
         #: the topic is written to (`_held`).
         self._keys: dict[Topic, set[bytes]] = {}
+        #: `defer_writes`: rows committed to the journal, not yet settled into SQLite, in
+        #: commit order (a new list at each settle: readers on other threads copy it first).
+        self.deferring = False
+        self._unsettled: list[tuple[Any, ...]] = []
+        self._unsettled_bytes = 0
+        self._settle_failing = False
+        self.settles = 0
 
     # ------------------------------------------------------------------ properties
     @property
@@ -320,6 +359,8 @@ class PublicationStore:
         batch = list(rows)
         if not batch:
             return []
+        if self.deferring and len(self._unsettled) >= MAX_UNSETTLED_ROWS:
+            self.settle()  # StoreError: no commit until the rows waiting can be settled
         stamp = int(time.time() * 1000) if now_ms is None else now_ms
         latest = dict(self._latest)
         written: list[Stored] = []
@@ -342,16 +383,123 @@ class PublicationStore:
                     entries = bodies[topic] = []
                 entries.append(_entry(local_seq, p, via, hops))
             if bodies:
-                self._write([_row(topic, stamp, entries) for topic, entries in bodies.items()])
+                values = [_row(topic, stamp, entries) for topic, entries in bodies.items()]
+                if self.deferring:
+                    self._defer(values)
+                else:
+                    self._write(values)
         except BaseException as exc:
             for held, key in added:
                 held.discard(key)
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"cannot write {self.location}: {exc}") from None
+            if isinstance(exc, JournalError):
+                raise StoreError(str(exc)) from None
             raise
         self._latest = latest
         self.commits += 1
+        if self.deferring and (len(self._unsettled) >= SETTLE_ROWS or self._unsettled_bytes >= SETTLE_BYTES):
+            self._try_settle()
         return written
+
+    # ------------------------------------------------------------------ deferred writes
+    def defer_writes(self) -> None:
+        """From now on a commit goes to the journal (one write; in memory for a store
+        without a file) and its rows into SQLite at the next `settle`
+        (`pubsub.node.journal`: why).  For a caller that owns the writing connection on
+        one thread and calls `settle` now and then from that thread; reads from any
+        thread see the rows waiting too."""
+        if self.deferring:
+            return
+        if self.path is not None and self._journal is None:
+            try:
+                self._journal = Journal(self.path.with_name(JOURNAL_NAME))
+                self._journal.reset()
+            except OSError as exc:
+                raise StoreError(f"cannot open the journal of {self.location}: {exc}") from None
+        self.deferring = True
+
+    def _defer(self, values: list[tuple[Any, ...]]) -> None:
+        if self._journal is not None:
+            self._journal.append(values)
+        self._unsettled.extend(values)
+        self._unsettled_bytes += sum([len(row[6]) for row in values])
+
+    def settle(self) -> None:
+        """Write the deferred rows into SQLite in one transaction, then empty the journal
+        (StoreError on failure: the rows stay deferred, and the journal keeps them)."""
+        rows = self._unsettled
+        if not rows:
+            return
+        try:
+            self._write(rows)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot write {self.location}: {exc}") from None
+        self._unsettled = []
+        self._unsettled_bytes = 0
+        self.settles += 1
+        if self._journal is not None:
+            try:
+                self._journal.reset()  # rows replayed after a crash before this would be skipped
+            except JournalError as exc:
+                raise StoreError(str(exc)) from None
+
+    def _try_settle(self) -> None:
+        """`settle` after a commit that reached the bound; a failure is logged once (the
+        commit itself is in the journal) and tried again by the next commit or `settle`."""
+        try:
+            self.settle()
+        except StoreError as exc:
+            if not self._settle_failing:
+                log.error("%s: cannot settle the journal's rows (commits go on until %d wait): %s",
+                          self.location, MAX_UNSETTLED_ROWS, exc)
+            self._settle_failing = True
+        else:
+            self._settle_failing = False
+
+    def _replay_journal(self) -> Journal | None:
+        """(Opening.)  Settle what the journal of a process that stopped holds; the journal,
+        emptied, or None when there is none."""
+        if self.path is None:
+            return None
+        path = self.path.with_name(JOURNAL_NAME)
+        if not path.exists():
+            return None
+        try:
+            journal = Journal(path)
+            frames = journal.frames()
+        except OSError as exc:
+            raise StoreError(f"cannot read the journal {path}: {exc}") from None
+        rows: list[tuple[Any, ...]] = [tuple(row) for frame in frames for row in frame if _journal_row(row)]
+        skipped = sum(len(frame) for frame in frames) - len(rows)
+        if journal.ignored or skipped:
+            log.warning(
+                "%s: the journal ended in %d bytes that cannot be read (a commit cut short, or left from before a "
+                "settle) and held %d damaged rows; %d rows were kept", path, journal.ignored, skipped, len(rows),
+            )
+        if rows:
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany(_INSERT_REPLAYED, rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+            log.info("%s: %d rows settled from the journal", self.location, len(rows))
+        try:
+            journal.reset()
+        except JournalError as exc:
+            raise StoreError(str(exc)) from None
+        return journal
+
+    def _waiting(self, topic: Topic | None = None) -> list[tuple[Any, ...]]:
+        """The deferred rows (of `topic`), copied: a reader takes them before it reads
+        SQLite, so that a row settled in between is in one or the other (or both)."""
+        rows = self._unsettled
+        if not rows:
+            return []
+        return list(rows) if topic is None else [row for row in rows if row[0] == topic]
 
     def _write(self, values: list[tuple[object, ...]]) -> None:
         """Insert batch rows in one transaction (one row: a single statement, which SQLite
@@ -374,8 +522,9 @@ class PublicationStore:
         topic is written to unless `publications` read them all before.  The publication of
         a damaged entry is not held (reads skip it), so that it can be stored again."""
         held: set[bytes] = set()
+        waiting = self._waiting(topic)
         rows = self._db.execute(f"SELECT stored_at_ms, body FROM batches WHERE topic = ? AND {_SOUND_ROW}", (topic,))
-        for stamp, body in rows:
+        for stamp, body in [*rows, *[(row[4], row[6]) for row in waiting]]:
             for entry in _entries(self.location, topic, body):
                 stored = self._decode(topic, entry, stamp)
                 if stored is not None:
@@ -388,6 +537,8 @@ class PublicationStore:
         up to `key` (the order of `pubsub.skipring.retention`), inside the caller's
         transaction on the writing connection: how many went and the highest local number
         among them (0: none).  A caller whose transaction fails calls `drop_keys`."""
+        if self._waiting(topic):
+            raise StoreError(f"{self.location}: settle {topic!r} before removing from it")
         db = self._db
         removed, highest = 0, 0
         held = self._keys.get(topic)
@@ -428,14 +579,19 @@ class PublicationStore:
         """
         out: list[Stored] = []
         size = 0
+        waiting = self._waiting(topic)
         try:
             cursor = self._reader().execute(
-                f"SELECT stored_at_ms, body FROM batches WHERE topic = ? AND last_seq > ? AND {_SOUND_ROW}"
+                f"SELECT last_seq, stored_at_ms, body FROM batches WHERE topic = ? AND last_seq > ? AND {_SOUND_ROW}"
                 " ORDER BY last_seq",
                 (topic, after),
             )
             try:
-                for stamp, body in cursor:
+                settled = after
+                for last_seq, stamp, body in chain(cursor, [(row[1], row[4], row[6]) for row in waiting]):
+                    if last_seq <= settled:
+                        continue  # deferred, and settled since it was copied
+                    settled = last_seq
                     for entry in _entries(self.location, topic, body):
                         if _sound(entry) and entry[0] <= after:
                             continue
@@ -471,14 +627,18 @@ class PublicationStore:
     def message_ids(self, since_ms: int) -> list[tuple[Topic, Publication, int]]:
         """(topic, publication, stored_at_ms) of every stored publication that has a message
         id and was stored at or after `since_ms` (to refill the de-duplication window)."""
+        waiting = self._waiting()
         try:
             rows = self._reader().execute(
-                f"SELECT topic, stored_at_ms, body FROM batches WHERE stored_at_ms >= ? AND {_SOUND_ROW}", (since_ms,)
+                f"SELECT topic, last_seq, stored_at_ms, body FROM batches WHERE stored_at_ms >= ? AND {_SOUND_ROW}",
+                (since_ms,),
             ).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot read {self.location}: {exc}") from None
+        found = {(topic, last_seq) for topic, last_seq, _, _ in rows}
+        rows += [(row[0], row[1], row[4], row[6]) for row in waiting if row[4] >= since_ms and row[:2] not in found]
         out: list[tuple[Topic, Publication, int]] = []
-        for topic, stamp, body in rows:
+        for topic, _, stamp, body in rows:
             for entry in _entries(self.location, topic, body):
                 if not _sound(entry) or not entry[9]:
                     continue
@@ -489,13 +649,16 @@ class PublicationStore:
 
     def count(self, topic: Topic) -> int:
         """How many publications of `topic` are stored."""
+        waiting = self._waiting(topic)
         try:
-            row = self._reader().execute(
-                f"SELECT COALESCE(SUM(entries), 0) FROM batches WHERE topic = ? AND {_SOUND_ROW}", (topic,)
+            total, last = self._reader().execute(
+                "SELECT COALESCE(SUM(entries), 0), COALESCE(MAX(last_seq), 0) FROM batches"
+                f" WHERE topic = ? AND {_SOUND_ROW}",
+                (topic,),
             ).fetchone()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot read {self.location}: {exc}") from None
-        return int(row[0])
+        return int(total) + sum([row[3] for row in waiting if row[1] > last])
 
     def _reader(self) -> sqlite3.Connection:
         """The connection reads go through: the writer's for a store in memory, else one of
@@ -562,6 +725,11 @@ class PublicationStore:
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
+        """Settle what waits (what cannot be settled stays in the journal), then close."""
+        if self.deferring:
+            self._try_settle()
+        if self._journal is not None:
+            self._journal.close()
         if self._reader_db is not None:
             self._reader_db.close()
         self._db.close()
