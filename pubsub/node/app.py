@@ -103,12 +103,11 @@ log = logging.getLogger(__name__)
 
 #: Sequence numbers reserved durably at a time (see the module docstring).
 SEQ_BLOCK = 1024
-#: Seconds between checkpoints of the store's log under sync "normal".
+#: Seconds between moving the journal's commits into SQLite (`NodeApp.settle`: one
+#: transaction, cheaper per row the more rows it carries; the store also settles on its own
+#: once `pubsub.node.store.SETTLE_ROWS` rows wait) and checkpoints of SQLite's log under
+#: sync "normal", which follow the settle.
 CHECKPOINT_EVERY = 1.0
-#: Seconds between moving the journal's commits into SQLite (`settle`): each move is one
-#: transaction, cheaper per row the more rows it carries; the store also settles on its
-#: own once `pubsub.node.store.SETTLE_ROWS` rows wait.
-SETTLE_EVERY = 1.0
 #: A node never holds its arc broadcasts back (`NodeApp._hold_batched`) while a Spread's
 #: worth waits.
 HOLD_MAX_ITEMS = MAX_PUBLICATIONS
@@ -161,8 +160,8 @@ class NodeApp:
         self._now = time.monotonic()  # the clock of the last call into the app
         self._refill_message_ids()
         self._checkpointing: concurrent.futures.Future[None] | None = None
-        self._checkpointed_at = (0.0, 0)  # (when, store.commits) of the last checkpoint
         self._settled_at = 0.0
+        self._checkpointed: tuple[int, int] = (0, 0)  # (store.commits, store.settles) at the last checkpoint
         self.runtime: Runtime | None = None
         self.counters: Counter[str] = Counter()
         self._saved: set[Topic] | None = None
@@ -256,10 +255,10 @@ class NodeApp:
     def timeout(self, now: float) -> list[Send]:
         self._now = now
         self.intervals += 1
-        if now - self._settled_at >= SETTLE_EVERY:
+        if now - self._settled_at >= CHECKPOINT_EVERY:
             self._settled_at = now
             self.settle()
-        self._checkpoint(now)
+            self._checkpoint()
         self.retention.clock(now)
         sends = self._out(self._execute(self.core.timeout(now)))
         self._notify("ticked")
@@ -523,21 +522,21 @@ class NodeApp:
         except StoreError as exc:
             self._store_error(exc)
 
-    def _checkpoint(self, now: float) -> None:
+    def _checkpoint(self) -> None:
         """Under sync "normal" the store's log is synced by checkpoints, which run on the
-        store's thread about once a second while something was written."""
+        store's thread after a settle (about once a second) while something was written."""
         if not self.commits.inline or not self.store.durable:
             return
-        last, commits = self._checkpointed_at
-        if now - last < CHECKPOINT_EVERY or self.store.commits == commits:
+        written = (self.store.commits, self.store.settles)
+        if written == self._checkpointed:
             return
         if self._checkpointing is not None and not self._checkpointing.done():
             return
-        self._checkpointed_at = (now, self.store.commits)
+        self._checkpointed = written
         self._checkpointing = self.thread.submit(self.store.checkpoint)
-        self._checkpointing.add_done_callback(self._checkpointed)
+        self._checkpointing.add_done_callback(self._checkpoint_ended)
 
-    def _checkpointed(self, future: concurrent.futures.Future[None]) -> None:
+    def _checkpoint_ended(self, future: concurrent.futures.Future[None]) -> None:
         """(On the store's thread.)  A failed checkpoint is retried by the next one."""
         if future.exception() is not None:
             log.error("%s: %s", self.ref, future.exception())

@@ -124,6 +124,42 @@ def test_ack_means_durable_and_sequence_numbers_survive_a_crash(tmp_path: Path) 
     run(scenario())
 
 
+def test_under_sync_normal_commits_go_to_the_journal_and_reach_sqlite_within_a_second(tmp_path: Path) -> None:
+    """A node under sync "normal" commits to its store's journal; its intervals settle the
+    rows into SQLite, and its streams and acknowledgements do not wait for that."""
+    async def scenario() -> None:
+        async with supervisor(tmp_path / "sup") as (srt, _):
+            async with pnode(srt.ref, tmp_path / "n") as (rt, app):
+                assert app.store.deferring
+                async with Client(rt.ref) as client:
+                    await client.join(T)
+                    sub = client.subscribe(T, join=False)
+                    await sub.open()
+                    acks = [await client.publish(T, f"m{i}") for i in range(3)]
+                    got = [await asyncio.wait_for(sub.__anext__(), 10) for _ in range(3)]
+                    assert [d.key for d in got] == [a.key for a in acks]
+                    await sub.close()
+
+                async def settled() -> bool:
+                    with contextlib.closing(sqlite3.connect(tmp_path / "n" / DB_NAME)) as db:
+                        rows = db.execute("SELECT COALESCE(SUM(entries), 0) FROM batches").fetchone()
+                    return bool(rows[0] == 3 and app.store.settles > 0)
+
+                await wait_until(settled, timeout=10, what="the rows in SQLite")
+                _, frames, _ = read_frames((tmp_path / "n" / JOURNAL_NAME).read_bytes())
+                assert frames == []  # emptied by the settle
+
+                async def checkpointed() -> bool:  # the settled rows copied from SQLite's log into its file
+                    main_file = f"file:{tmp_path / 'n' / DB_NAME}?immutable=1"  # reads the file alone, not the log
+                    with contextlib.closing(sqlite3.connect(main_file, uri=True)) as db:
+                        rows = db.execute("SELECT COALESCE(SUM(entries), 0) FROM batches").fetchone()
+                    return bool(rows[0] == 3)
+
+                await wait_until(checkpointed, timeout=10, what="a checkpoint after the settle")
+
+    run(scenario())
+
+
 def test_streams_history_new_only_and_resume(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with (
