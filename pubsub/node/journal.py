@@ -83,7 +83,9 @@ class Journal:
     def append(self, rows: list[tuple[object, ...]]) -> None:
         """Write one commit's rows as one frame (JournalError, and the file as it was, on failure)."""
         if self.broken:
-            raise JournalError(f"cannot write the journal {self.path}: a failed write is still in it")
+            raise JournalError(
+                f"cannot write the journal {self.path}: an earlier write or emptying of it failed (the next settle empties it)"
+            )
         payload = _pack(rows)
         frame = _FRAME.pack(len(payload), zlib.crc32(payload, self._start)) + payload
         try:
@@ -103,8 +105,10 @@ class Journal:
         try:
             os.ftruncate(self._fd, 0)
             header = _HEADER.pack(MAGIC, self.generation)
-            os.write(self._fd, header)
+            if os.write(self._fd, header) != len(header):
+                raise OSError(0, "the header was written in part")
         except OSError as exc:
+            self.broken = True  # frames after a missing header could never be read back
             raise JournalError(exc.errno, f"cannot empty the journal {self.path}: {exc.strerror}") from None
         self.size = len(header)
         self.ignored = 0

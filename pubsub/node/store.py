@@ -110,7 +110,7 @@ DB_NAME = "publications.sqlite3"
 JOURNAL_NAME = "publications.journal"
 #: Deferred rows are settled at once when this many wait (or `SETTLE_BYTES` of bodies) ...
 SETTLE_ROWS = 512
-SETTLE_BYTES = 8 << 20
+SETTLE_BYTES = 1 << 20
 #: ... and commits are refused while this many wait because settling fails.
 MAX_UNSETTLED_ROWS = 8 * SETTLE_ROWS
 _INCARNATION = re.compile(r"[0-9a-f]{16}")
@@ -429,15 +429,16 @@ class PublicationStore:
         """Write the deferred rows into SQLite in one transaction, then empty the journal
         (StoreError on failure: the rows stay deferred, and the journal keeps them)."""
         rows = self._unsettled
-        if not rows:
-            return
-        try:
-            self._write(rows)
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot write {self.location}: {exc}") from None
-        self._unsettled = []
-        self._unsettled_bytes = 0
-        self.settles += 1
+        if rows:
+            try:
+                self._write(rows)
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot write {self.location}: {exc}") from None
+            self._unsettled = []
+            self._unsettled_bytes = 0
+            self.settles += 1
+        elif self._journal is None or not self._journal.broken:
+            return  # nothing waits, and the journal takes writes
         if self._journal is not None:
             try:
                 self._journal.reset()  # rows replayed after a crash before this would be skipped
@@ -524,7 +525,7 @@ class PublicationStore:
         held: set[bytes] = set()
         waiting = self._waiting(topic)
         rows = self._db.execute(f"SELECT stored_at_ms, body FROM batches WHERE topic = ? AND {_SOUND_ROW}", (topic,))
-        for stamp, body in [*rows, *[(row[4], row[6]) for row in waiting]]:
+        for stamp, body in chain(rows, [(row[4], row[6]) for row in waiting]):
             for entry in _entries(self.location, topic, body):
                 stored = self._decode(topic, entry, stamp)
                 if stored is not None:

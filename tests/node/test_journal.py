@@ -210,13 +210,35 @@ def test_a_failed_journal_write_takes_no_numbers_and_blocks_nothing_after_a_sett
     assert store.latest(T) == 1 and [s.publication for s in store.read(T)] == [a]
     os.close(journal._fd)
     journal._fd = writable
-    with pytest.raises(StoreError, match="failed write"):  # it could not be cut back: nothing after it
+    with pytest.raises(StoreError, match="earlier write or emptying"):  # it could not be cut back: nothing after it
         store.append([NewRow(T, b, "local")])
     store.settle()  # empties the journal
     assert [(s.local_seq, s.publication) for s in store.append([NewRow(T, b, "local")])] == [(2, b)]
     store.close()
     with PublicationStore(tmp_path) as reopened:
         assert [s.publication for s in reopened.read(T)] == [a, b]
+
+
+def test_a_journal_that_could_not_be_emptied_takes_no_commit_until_a_settle_empties_it(tmp_path: Path) -> None:
+    """The rows are in SQLite but the journal lost its header: commits fail (a frame after
+    it could not be read back) until the next settle empties it, with nothing waiting."""
+    store = deferred(tmp_path)
+    a, b = pubs(2)
+    store.append([NewRow(T, a, "local")])
+    journal = store._journal
+    assert journal is not None
+    writable = journal._fd
+    journal._fd = os.open(tmp_path / JOURNAL_NAME, os.O_RDONLY)
+    with pytest.raises(StoreError, match="cannot empty the journal"):
+        store.settle()
+    os.close(journal._fd)
+    journal._fd = writable
+    assert store._waiting() == [] and [s.publication for s in store.read(T)] == [a]  # settled all the same
+    with pytest.raises(StoreError, match="earlier write or emptying"):
+        store.append([NewRow(T, b, "local")])
+    store.settle()  # nothing waits, but the journal is emptied
+    assert [(s.local_seq, s.publication) for s in store.append([NewRow(T, b, "local")])] == [(2, b)]
+    store.close()
 
 
 def test_readers_on_another_thread_see_every_row_once_while_rows_are_settled(tmp_path: Path) -> None:
