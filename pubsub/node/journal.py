@@ -84,7 +84,8 @@ class Journal:
         """Write one commit's rows as one frame (JournalError, and the file as it was, on failure)."""
         if self.broken:
             raise JournalError(
-                f"cannot write the journal {self.path}: an earlier write or emptying of it failed (the next settle empties it)"
+                f"cannot write the journal {self.path}: an earlier write or emptying of it failed"
+                " (the next settle empties it)"
             )
         payload = _pack(rows)
         frame = _FRAME.pack(len(payload), zlib.crc32(payload, self._start)) + payload
