@@ -170,8 +170,10 @@ class NodeCollector:
             "pubsub_client_streams", "Open client streams (Follow).",
             sum(app.deliveries.counts().values()),
         )
-        yield _counter("pubsub_store_commits", "Store transactions since the start.",
-                       app.store.commits)
+        yield _counter("pubsub_store_commits", "Store commits since the start (under sync normal each "
+                       "is one write to the store's journal).", app.store.commits)
+        yield _counter("pubsub_store_settles", "Transactions that moved the journal's commits into "
+                       "SQLite since the start.", app.store.settles)
 
 
 #: How `Stored.via` / `Arrival.via` values are named in delivery events.

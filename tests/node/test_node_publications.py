@@ -30,6 +30,8 @@ from pubsub.runtime.stats import Stats
 from pubsub.node.app import SEQ_BLOCK, NodeApp
 from pubsub.node.delivery import NEW_ONLY_SKEW_MS
 from pubsub.node.settings import HOLD_MIN_BATCH
+from pubsub.node.telemetry import DeliveryMetrics, NodeCollector
+from pubsub.telemetry.metrics import TopicLabels
 from pubsub.node.topicfile import TopicFile
 from pubsub.skipring.nodecore import NodeCore
 from pubsub.node.journal import read_frames
@@ -156,6 +158,10 @@ def test_under_sync_normal_commits_go_to_the_journal_and_reach_sqlite_within_a_s
                     return bool(rows[0] == 3)
 
                 await wait_until(checkpointed, timeout=10, what="a checkpoint after the settle")
+                collector = NodeCollector(app, TopicLabels(), DeliveryMetrics())
+                metrics = {sample.name: sample.value for metric in collector.collect() for sample in metric.samples}
+                assert metrics["pubsub_store_settles_total"] == app.store.settles >= 1
+                assert metrics["pubsub_store_commits_total"] == app.store.commits >= 3
 
     run(scenario())
 
