@@ -29,9 +29,9 @@ NATS_SYSTEMS = {"nats": (False, None), "jetstream": (True, "durable"), "jetstrea
 
 GUARANTEES = {
     "pubsub": (
-        "acknowledged after a write to the store of one member (SQLite commit; fsynced only with "
-        "PUBSUB_STORE_SYNC=full), then stored at every node; each subscriber's stream is gap-free "
-        "and resumable"
+        "acknowledged after a write to the store of one member (by default one write to its journal, "
+        "in SQLite within a second; a SQLite commit fsynced only with PUBSUB_STORE_SYNC=full), then "
+        "stored at every node; each subscriber's stream is gap-free and resumable"
     ),
     "pubsub-tls": (
         "pubsub as above, with mutual TLS on every connection and every publication signed by its "
