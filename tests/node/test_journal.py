@@ -4,6 +4,7 @@ either way, and what a killed process committed comes back when the store is ope
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -197,19 +199,28 @@ def test_retention_settles_what_waits_before_it_removes(tmp_path: Path) -> None:
     store.close()
 
 
+@contextlib.contextmanager
+def failing_journal(store: PublicationStore, where: Path) -> Iterator[None]:
+    """Inside, every write to the store's journal fails, and so do cutting it back and
+    emptying it (its descriptor is read-only)."""
+    journal = store._journal
+    assert journal is not None
+    writable = journal._fd
+    journal._fd = os.open(where / JOURNAL_NAME, os.O_RDONLY)
+    try:
+        yield
+    finally:
+        os.close(journal._fd)
+        journal._fd = writable
+
+
 def test_a_failed_journal_write_takes_no_numbers_and_blocks_nothing_after_a_settle(tmp_path: Path) -> None:
     store = deferred(tmp_path)
     a, b = pubs(2)
     store.append([NewRow(T, a, "local")])
-    journal = store._journal
-    assert journal is not None
-    writable = journal._fd
-    journal._fd = os.open(tmp_path / JOURNAL_NAME, os.O_RDONLY)  # every write (and cut back) fails now
-    with pytest.raises(StoreError, match="cannot write the journal"):
+    with failing_journal(store, tmp_path), pytest.raises(StoreError, match="cannot write the journal"):
         store.append([NewRow(T, b, "local")])
     assert store.latest(T) == 1 and [s.publication for s in store.read(T)] == [a]
-    os.close(journal._fd)
-    journal._fd = writable
     with pytest.raises(StoreError, match="earlier write or emptying"):  # it could not be cut back: nothing after it
         store.append([NewRow(T, b, "local")])
     store.settle()  # empties the journal
@@ -225,14 +236,8 @@ def test_a_journal_that_could_not_be_emptied_takes_no_commit_until_a_settle_empt
     store = deferred(tmp_path)
     a, b = pubs(2)
     store.append([NewRow(T, a, "local")])
-    journal = store._journal
-    assert journal is not None
-    writable = journal._fd
-    journal._fd = os.open(tmp_path / JOURNAL_NAME, os.O_RDONLY)
-    with pytest.raises(StoreError, match="cannot empty the journal"):
+    with failing_journal(store, tmp_path), pytest.raises(StoreError, match="cannot empty the journal"):
         store.settle()
-    os.close(journal._fd)
-    journal._fd = writable
     assert store._waiting() == [] and [s.publication for s in store.read(T)] == [a]  # settled all the same
     with pytest.raises(StoreError, match="earlier write or emptying"):
         store.append([NewRow(T, b, "local")])
