@@ -136,8 +136,8 @@ class NodeApp:
         self.thread = StoreThread(f"store {ref}")
         self.deliveries = Deliveries(self.store, reads=self.thread)
         #: Commits run on the event loop unless they may wait for the disk (sync "full"); there
-        #: a commit is one write to the store's journal, settled into SQLite every interval
-        #: (`settle`; `pubsub.node.journal`).
+        #: a commit is one write to the store's journal, settled into SQLite about once a
+        #: second (`settle`, `CHECKPOINT_EVERY`; `pubsub.node.journal`).
         inline = not self.store.durable or self.store.sync == "normal"
         if inline:
             self.store.defer_writes()
@@ -515,8 +515,9 @@ class NodeApp:
             self.commits.add([NewRow(t, a.publication, a.via, a.hops) for t, a in arrivals])
 
     def settle(self) -> None:
-        """Move the commits waiting in the store's journal into SQLite (every interval, and
-        before a checkpoint syncs the log); a failure is the store's error, tried again next time."""
+        """Move the commits waiting in the store's journal into SQLite (about once a second,
+        just before a checkpoint syncs the log); a failure is the store's error, tried again
+        next time."""
         try:
             self.store.settle()
         except StoreError as exc:

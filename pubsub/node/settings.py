@@ -66,7 +66,8 @@ class NodeSettings(BaseSettings):
     )
     store_sync: Literal["full", "normal"] = Field(
         "normal",
-        description="SQLite synchronous mode of the publication store: normal (an "
+        description="SQLite synchronous mode of the publication store: normal (a commit "
+        "is one write to the store's journal, moved into SQLite about once a second; an "
         "acknowledged publication survives the node's process being killed, not a power "
         "loss or OS crash of its machine), full (it survives those too: every commit is "
         "fsynced)",
