@@ -479,14 +479,7 @@ class PublicationStore:
                 "settle) and held %d damaged rows; %d rows were kept", path, journal.ignored, skipped, len(rows),
             )
         if rows:
-            self._db.execute("BEGIN")
-            try:
-                self._db.executemany(_INSERT_REPLAYED, rows)
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
+            self._write(rows, _INSERT_REPLAYED)
             log.info("%s: %d rows settled from the journal", self.location, len(rows))
         try:
             journal.reset()
@@ -502,16 +495,17 @@ class PublicationStore:
             return []
         return list(rows) if topic is None else [row for row in rows if row[0] == topic]
 
-    def _write(self, values: list[tuple[object, ...]]) -> None:
+    def _write(self, values: list[tuple[object, ...]], statement: str = _INSERT) -> None:
         """Insert batch rows in one transaction (one row: a single statement, which SQLite
-        runs as a transaction of its own)."""
+        runs as a transaction of its own); `statement` is `_INSERT` or, replaying the
+        journal, `_INSERT_REPLAYED`."""
         db = self._db
         if len(values) == 1:
-            db.execute(_INSERT, values[0])
+            db.execute(statement, values[0])
             return
         db.execute("BEGIN")
         try:
-            db.executemany(_INSERT, values)
+            db.executemany(statement, values)
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
