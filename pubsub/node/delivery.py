@@ -72,6 +72,7 @@ from pubsub.kernel.message import Topic
 from pubsub.node.store import PublicationStore, Stored, StoreError
 from pubsub.node.writer import StoreThread
 from pubsub.runtime.connection import ClientSession
+from pubsub.skipring.hotpath import delivery_payload
 from pubsub.skipring.messages import Delivery, Follow, MsgId
 
 log = logging.getLogger(__name__)
@@ -400,7 +401,13 @@ class Deliveries:
             if not rows:
                 stream.cursor = through
                 return True
-        skipped = stream.session.send_many([delivery_of(stored) for stored in rows])
+        session = stream.session
+        if session.encodes:  # a socket: each Delivery packed straight from its row
+            skipped = session.send_encoded(
+                "delivery", [delivery_payload(s.topic, s.local_seq, s.publication, s.stored_at_ms) for s in rows]
+            )
+        else:
+            skipped = session.send_many([delivery_of(stored) for stored in rows])
         if skipped is None:
             return False  # the client is gone
         for i in skipped:  # cannot be framed (counted by the runtime); never retried forever

@@ -101,7 +101,7 @@ from pubsub.runtime.datadir import StoreError, prepare_data_dir
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import Payload, Publication, PublicationKey
 from pubsub.skipring.trie import HASH_BYTES
-from pubsub.kernel.wire import WireError, validate_ref, validate_topic
+from pubsub.kernel.wire import WireError, pack, validate_ref, validate_topic
 
 log = logging.getLogger(__name__)
 
@@ -172,9 +172,10 @@ def _entry(local_seq: int, p: Publication, via: str, hops: int | None) -> list[A
 
 
 def _row(topic: object, stamp: object, entries: list[list[Any]]) -> tuple[object, ...]:
-    """The column values of a row holding `entries` (in local order), for `_INSERT`."""
+    """The column values of a row holding `entries` (in local order), for `_INSERT`; the
+    body is packed by the codec's shared packer (`msgpack.packb` builds a new one per call)."""
     oldest = min([e[7] for e in entries if type(e[7]) is int], default=0)
-    return (topic, entries[-1][0], entries[0][0], len(entries), stamp, oldest, msgpack.packb(entries))
+    return (topic, entries[-1][0], entries[0][0], len(entries), stamp, oldest, pack(entries))
 
 
 def _sound(entry: object) -> TypeGuard[list[Any]]:

@@ -133,6 +133,10 @@ class ClientSession:
     """A client's connection as the application sees it: send frames at any time, wait for
     the client to read (backpressure), learn when the connection is gone."""
 
+    #: Whether what is sent goes out encoded (`send_encoded` takes payloads); a session
+    #: without a socket takes message objects only (`pubsub.runtime.local.QueuedSession`).
+    encodes = True
+
     def __init__(self, conn: Connection, stats: Stats, max_frame: int) -> None:
         self._conn = conn
         self._stats = stats
@@ -190,6 +194,31 @@ class ClientSession:
             stats.bytes_out[msg.kind] += len(frame)
         if frames and not self._conn.write(b"".join(frames)):
             return None
+        return skipped
+
+    def send_encoded(self, kind: str, payloads: list[bytes]) -> list[int] | None:
+        """`send_many` for messages of one `kind` encoded already (each payload as
+        `wire.encode_payload` writes it; the hot path: a stream's Deliveries), framed here,
+        with one write.  None (nothing written) if the connection is gone; else the indices
+        of the payloads too large for a frame (counted as errors, and skipped)."""
+        if self._gone or not self._conn.writable:
+            return None
+        max_frame = self._max_frame
+        pack_length = wire.HEADER.pack
+        frames: list[bytes] = []
+        skipped: list[int] = []
+        for i, payload in enumerate(payloads):
+            if len(payload) > max_frame:
+                self._stats.error("frame_too_large")
+                skipped.append(i)
+                continue
+            frames.append(pack_length(len(payload)) + payload)
+        if frames:
+            data = b"".join(frames)
+            if not self._conn.write(data):
+                return None
+            self._stats.frames_out[kind] += len(frames)
+            self._stats.bytes_out[kind] += len(data)
         return skipped
 
     def buffered(self) -> int:

@@ -45,6 +45,8 @@ class QueuedSession(ClientSession):
     called and every method that would touch the connection is replaced.
     """
 
+    encodes = False  # messages are queued as objects, never encoded
+
     def __init__(self, address: str, limit: int = QUEUE_LIMIT) -> None:
         if limit < 2:
             raise ValueError("a session's queue limit must be at least 2")

@@ -19,8 +19,10 @@ Every node that forwards a batch encodes one Spread per child, which differ only
 arc: `encode_spread` writes the frame from its six small fields in one packer call and
 appends the publications' bytes as the batch holds them (`PublicationList.packed`), where
 the generic encoder builds the map, looks up the schema and splices the packed field in
-over several calls (`pubsub.kernel.wire.encode_payload`).  It writes the same bytes (a
-test compares them).
+over several calls (`pubsub.kernel.wire.encode_payload`).  Every node writes one Delivery
+per publication to each of its followers: `delivery_payload` packs it straight from the
+stored publication in one call, without building the `Delivery` first.  Both write the
+same bytes as the generic encoder (tests compare them).
 
 A fast decoder only ever accepts what the generic decoder accepts: for anything it does not
 recognise at once -- a missing or extra field, a wrong type, a bound exceeded, garbage -- it
@@ -37,6 +39,7 @@ from typing import TypeGuard
 import msgpack
 
 from pubsub.kernel import wire
+from pubsub.kernel.message import Topic
 from pubsub.kernel.wire import (
     INT64_MAX,
     INT64_MIN,
@@ -280,6 +283,19 @@ def encode_spread(msg: Spread) -> bytes:
     publications = encode_publications(msg.publications)
     packed = publications if type(publications) is wire.Packed else wire.pack(publications)
     return b"".join((_SPREAD_HEAD, small[1:], _PUBLICATIONS_NAME, packed))
+
+
+def delivery_payload(topic: Topic, local_seq: int, publication: Publication, stored_at_ms: int) -> bytes:
+    """The payload `pubsub.kernel.wire.encode_payload` writes for the Delivery of
+    `publication`, numbered `local_seq` and stored at `stored_at_ms` (the fields in their
+    declared order), packed in one call without building the message."""
+    p = publication
+    payload: bytes = wire.pack({
+        "v": wire.PROTOCOL_VERSION, "t": "delivery", "topic": topic, "local_seq": local_seq,
+        "publisher": p.publisher, "seq": p.seq, "key": p.key, "payload": p.payload,
+        "stored_at_ms": stored_at_ms, "published_ms": p.published_ms, "msg_id": p.msg_id,
+    })
+    return payload
 
 
 def register() -> None:

@@ -434,6 +434,8 @@ def test_a_new_only_stream_skips_only_what_was_published_before_its_bound(tmp_pa
     from pubsub.skipring.antientropy import make_publication
 
     class Session:
+        encodes = False
+
         def __init__(self) -> None:
             self.sent: list[Delivery] = []
 
