@@ -446,7 +446,7 @@ def encode_payload(msg: Message) -> bytes:
     if fast is not None:
         try:
             return fast(msg)
-        except _UNENCODABLE as exc:
+        except UNENCODABLE as exc:
             raise WireError("unencodable", f"cannot encode {msg.kind}: {exc}") from None
     s = spec(msg.kind)
     if type(msg) is not s.cls:
@@ -462,12 +462,12 @@ def encode_payload(msg: Message) -> bytes:
             return _pack_with_packed(body)
         packed: bytes = pack(body)
         return packed
-    except _UNENCODABLE as exc:
+    except UNENCODABLE as exc:
         raise WireError("unencodable", f"cannot encode {s.kind}: {exc}") from None
 
 
 #: What packing raises for a value it cannot encode.
-_UNENCODABLE = (TypeError, ValueError, AttributeError, OverflowError)
+UNENCODABLE = (TypeError, ValueError, AttributeError, OverflowError)
 
 _PACKED_NAMES: dict[str, bytes] = {}
 
@@ -478,7 +478,7 @@ _FAST_ENCODERS: dict[type, Callable[[Any], bytes]] = {}
 def register_fast_encoder(cls: type[Message], encoder: Callable[[Any], bytes]) -> None:
     """Encode messages of exactly `cls` with `encoder`, which must return the payload
     `encode_payload` would (same fields, same values; a test compares them); what it raises
-    for a value it cannot encode (`_UNENCODABLE`) the codec reports as it does its own."""
+    for a value it cannot encode (`UNENCODABLE`) the codec reports as it does its own."""
     _FAST_ENCODERS[cls] = encoder
 
 

@@ -69,6 +69,7 @@ from typing import Any
 
 from pubsub.kernel.control import ErrorReply, Reply
 from pubsub.kernel.message import Topic
+from pubsub.kernel.wire import UNENCODABLE
 from pubsub.node.store import PublicationStore, Stored, StoreError
 from pubsub.node.writer import StoreThread
 from pubsub.runtime.connection import ClientSession
@@ -113,6 +114,22 @@ def delivery_of(stored: Stored) -> Delivery:
         published_ms=p.published_ms,
         msg_id=MsgId(p.msg_id),
     )
+
+
+def send_deliveries(session: ClientSession, rows: list[Stored]) -> list[int] | None:
+    """Write the Deliveries of `rows` to `session` with one write (`ClientSession.send_many`'s
+    answer: None if the client is gone, else the indices skipped).  To a socket each is
+    packed straight from its row (`delivery_payload`, issue 11); a session that takes
+    message objects, or a row with a value the packer refuses (the generic encoder then
+    skips and counts just that one), gets `Delivery` messages."""
+    if session.encodes:
+        try:
+            payloads = [delivery_payload(s.topic, s.local_seq, s.publication, s.stored_at_ms) for s in rows]
+        except UNENCODABLE:
+            pass
+        else:
+            return session.send_encoded("delivery", payloads)
+    return session.send_many([delivery_of(stored) for stored in rows])
 
 
 @dataclass(eq=False)
@@ -401,13 +418,7 @@ class Deliveries:
             if not rows:
                 stream.cursor = through
                 return True
-        session = stream.session
-        if session.encodes:  # a socket: each Delivery packed straight from its row
-            skipped = session.send_encoded(
-                "delivery", [delivery_payload(s.topic, s.local_seq, s.publication, s.stored_at_ms) for s in rows]
-            )
-        else:
-            skipped = session.send_many([delivery_of(stored) for stored in rows])
+        skipped = send_deliveries(stream.session, rows)
         if skipped is None:
             return False  # the client is gone
         for i in skipped:  # cannot be framed (counted by the runtime); never retried forever

@@ -426,6 +426,66 @@ def test_new_only_skips_the_history_a_joining_node_fetches_after_the_stream_bega
     run(scenario())
 
 
+def test_deliveries_to_a_socket_are_packed_from_the_rows_and_a_value_the_packer_refuses_takes_the_generic_path() -> None:
+    """`send_deliveries`: a socket's session gets payloads packed straight from the rows,
+    the bytes the generic encoder writes for their Delivery messages; one row the packer
+    cannot encode sends the whole batch as messages, so that the session's generic encoder
+    skips and counts just that one (as before this path existed); an in-memory session
+    always gets messages."""
+    from pubsub.node.delivery import delivery_of, send_deliveries
+    from pubsub.node.store import Stored
+    from pubsub.skipring.antientropy import make_publication
+    from pubsub.skipring.messages import Publication
+
+    class Session:
+        def __init__(self, encodes: bool) -> None:
+            self.encodes = encodes
+            self.encoded: list[bytes] = []
+            self.messages: list[Delivery] = []
+
+        def send_encoded(self, kind: str, payloads: list[bytes]) -> list[int]:
+            assert kind == "delivery"
+            self.encoded += payloads
+            return []
+
+        def send_many(self, msgs: list[Delivery]) -> list[int]:
+            self.messages += msgs
+            return []
+
+    rows = [Stored(T, i + 1, make_publication(Ref("127.0.0.1:9"), i, f"p{i}".encode(), 1_700 + i), "tree", 1, 99)
+            for i in range(3)]
+    socket_like = Session(encodes=True)
+    assert send_deliveries(socket_like, rows) == []  # type: ignore[arg-type]
+    assert socket_like.encoded == [wire.encode_payload(delivery_of(r)) for r in rows] and not socket_like.messages
+
+    good = rows[0].publication
+    huge = Publication(good.key, good.publisher, 1 << 64, good.payload)  # beyond msgpack's integers
+    with_bad = [*rows, Stored(T, 4, huge, "tree", 1, 99)]
+    fallback = Session(encodes=True)
+    assert send_deliveries(fallback, with_bad) == []  # type: ignore[arg-type]
+    assert not fallback.encoded and fallback.messages == [delivery_of(r) for r in with_bad]
+    with_runtime = Stats()
+    assert wire_session(with_runtime).send_many(fallback.messages) == [3]
+    assert with_runtime.errors["unencodable"] == 1 and with_runtime.frames_out["delivery"] == 3
+
+    in_memory = Session(encodes=False)
+    assert send_deliveries(in_memory, rows) == []  # type: ignore[arg-type]
+    assert in_memory.messages == [delivery_of(r) for r in rows] and not in_memory.encoded
+
+
+def wire_session(stats: Stats) -> Any:
+    """A `ClientSession` whose connection takes every write (for counting what it frames)."""
+    from pubsub.runtime.connection import ClientSession
+
+    class Taking:
+        writable = True
+
+        def write(self, data: bytes) -> bool:
+            return True
+
+    return ClientSession(Taking(), stats, wire.DEFAULT_MAX_FRAME)  # type: ignore[arg-type]
+
+
 def test_a_new_only_stream_skips_only_what_was_published_before_its_bound(tmp_path: Path) -> None:
     """The stream's filter itself: rows published before the bound are skipped but move the
     cursor, rows without a timestamp (0, unknown) and later rows are delivered."""
