@@ -510,11 +510,14 @@ def encode(msg: Message, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
 
     Raises WireError("frame_too_large") rather than produce a frame a peer would refuse.
     """
-    payload = encode_payload(msg)
+    return frame(msg.kind, encode_payload(msg), max_frame)
+
+
+def frame(kind: str, payload: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
+    """The whole frame for the payload of a `kind` message encoded already: length prefix
+    and payload; WireError("frame_too_large") over `max_frame`, as `encode` raises."""
     if len(payload) > max_frame:
-        raise WireError(
-            "frame_too_large", f"{msg.kind} frame of {len(payload)} bytes exceeds {max_frame}"
-        )
+        raise WireError("frame_too_large", f"{kind} frame of {len(payload)} bytes exceeds {max_frame}")
     return HEADER.pack(len(payload)) + payload
 
 

@@ -204,15 +204,14 @@ class ClientSession:
         if self._gone or not self._conn.writable:
             return None
         max_frame = self._max_frame
-        pack_length = wire.HEADER.pack
         frames: list[bytes] = []
         skipped: list[int] = []
         for i, payload in enumerate(payloads):
-            if len(payload) > max_frame:
-                self._stats.error("frame_too_large")
+            try:
+                frames.append(wire.frame(kind, payload, max_frame))
+            except wire.WireError as exc:
+                self._stats.error(exc.code)
                 skipped.append(i)
-                continue
-            frames.append(pack_length(len(payload)) + payload)
         if frames:
             data = b"".join(frames)
             if not self._conn.write(data):
