@@ -298,12 +298,26 @@ def delivery_payload(topic: Topic, local_seq: int, publication: Publication, sto
     return payload
 
 
+#: Whether the codec reads Spread and Delivery frames with the compiled decoders
+#: (`pubsub/skipring/_chotpath.pyx`, built by `make venv`), which accept exactly what
+#: `decode_spread` and `decode_delivery` accept and build equal messages, in one native call
+#: per frame; without a C compiler at install time these Python ones serve.
+COMPILED = False
+try:
+    from pubsub.skipring import _chotpath
+except ImportError:  # not built (no C compiler where the project was installed)
+    pass
+else:
+    COMPILED = True
+
+
 def register() -> None:
-    """Make the codec try `decode_spread` first on Spread frames, `decode_delivery` on
-    Delivery frames, `decode_publish_request` on PublishRequest frames and
-    `decode_publish_ack` on PublishAck frames, and encode Spreads with `encode_spread`."""
+    """Make the codec try a fast decoder first on Spread frames (the compiled one, else
+    `decode_spread`), on Delivery frames (likewise, else `decode_delivery`), on
+    PublishRequest frames (`decode_publish_request`) and on PublishAck frames
+    (`decode_publish_ack`), and encode Spreads with `encode_spread`."""
     wire.register_fast_encoder(Spread, encode_spread)
-    wire.register_fast_decoder("spread", decode_spread)
-    wire.register_fast_decoder("delivery", decode_delivery)
+    wire.register_fast_decoder("spread", _chotpath.decode_spread if COMPILED else decode_spread)
+    wire.register_fast_decoder("delivery", _chotpath.decode_delivery if COMPILED else decode_delivery)
     wire.register_fast_decoder("publish_request", decode_publish_request)
     wire.register_fast_decoder("publish_ack", decode_publish_ack)
