@@ -1,15 +1,15 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The compiled twins of two of `pubsub.skipring.hotpath`'s decoders (issue 11): a Spread
-frame and a Delivery frame read straight from their bytes, in one call per frame.
+"""The compiled twins of `pubsub.skipring.hotpath`'s decoders (issue 11): Spread, Delivery,
+PublishRequest and PublishAck frames read straight from their bytes, in one call per frame.
 
 Every member decodes one Spread per batch it receives and every subscriber one Delivery
-per publication.  The Python decoders unpack a frame into Python objects and then check
+per publication; every publication starts as a PublishRequest and ends as a PublishAck.  The Python decoders unpack a frame into Python objects and then check
 each field; measured cold (as a member meets a frame at 50 publications per second, its
 caches cold), that is 113-151 µs per frame, where one native call that checks each field
 as it parses it and builds only the final message costs about half (the twenty-first and
 twenty-second rounds of docs/measurements/issue11.md).
 
-They accept exactly what the Python decoders accept, and build equal messages: the frame
+Each accepts exactly what its Python twin accepts, and builds an equal message: the frame
 as this project's encoder writes it (the map header, "v" and "t", then every field in its
 declared order), with the same checks -- the generic codec's size bounds, integer ranges,
 a 16-byte key, the topic and reference formats (`pubsub.kernel.wire.validate_topic`,
@@ -34,7 +34,7 @@ import msgpack
 
 from pubsub.kernel import wire
 from pubsub.skipring import fields, signatures
-from pubsub.skipring.messages import Delivery, Publication, PublicationList, Spread
+from pubsub.skipring.messages import Delivery, Publication, PublicationList, PublishAck, PublishRequest, Spread
 
 cdef Py_ssize_t MAX_PAYLOAD = wire.MAX_PAYLOAD_BYTES
 cdef Py_ssize_t MAX_TOPIC_CHARS = wire.MAX_TOPIC_CHARS
@@ -45,6 +45,8 @@ cdef uint64_t INT64_MAX = 0x7fffffffffffffff
 
 cdef bytes SPREAD_HEAD = wire.fast_prefix("spread", 7)
 cdef bytes DELIVERY_HEAD = wire.fast_prefix("delivery", 9)
+cdef bytes REQUEST_HEAD = wire.fast_prefix("publish_request", 4)
+cdef bytes ACK_HEAD = wire.fast_prefix("publish_ack", 9)
 cdef bytes TOPIC = msgpack.packb("topic")
 cdef bytes SENDER = msgpack.packb("sender")
 cdef bytes START = msgpack.packb("start")
@@ -60,6 +62,10 @@ cdef bytes PAYLOAD = msgpack.packb("payload")
 cdef bytes STORED_AT_MS = msgpack.packb("stored_at_ms")
 cdef bytes PUBLISHED_MS = msgpack.packb("published_ms")
 cdef bytes MSG_ID = msgpack.packb("msg_id")
+cdef bytes ID = msgpack.packb("id")
+cdef bytes STORED_BY = msgpack.packb("stored_by")
+cdef bytes DURABLE = msgpack.packb("durable")
+cdef bytes DUPLICATE = msgpack.packb("duplicate")
 
 #: References found valid, by their text: every frame repeats the same few (senders,
 #: publishers), so each is checked once and every publication shares one string, as
@@ -291,6 +297,16 @@ cdef object _msg_id(Reader* r):
     return PyUnicode_DecodeASCII(<const char*>(r.p + r.i - k), k, NULL)
 
 
+cdef object _boolean(Reader* r):
+    """true or false (nothing else: the generic decoder takes no 1 or 0 for a flag)."""
+    cdef int b = _type_byte(r)
+    if b == 0xc3:
+        return True
+    if b != 0xc2:
+        r.bad = True
+    return False
+
+
 cdef inline void _start(Reader* r, bytes payload) noexcept:
     r.p = <const uint8_t*>PyBytes_AS_STRING(payload)
     r.i = 0
@@ -381,3 +397,68 @@ def decode_delivery(payload):
     if r.bad or r.i != r.n:
         return None
     return Delivery(topic, local_seq, publisher, seq, key, body, stored_at_ms, published_ms, msg_id)
+
+
+def decode_publish_request(payload):
+    """The PublishRequest in `payload` (all its fields present), or None to leave the frame
+    to the generic decoder (as `pubsub.skipring.hotpath.decode_publish_request`)."""
+    cdef Reader r
+    cdef int64_t number
+    if type(payload) is not bytes:
+        return None
+    _start(&r, payload)
+    if not (_expect(&r, REQUEST_HEAD) and _expect(&r, TOPIC)):
+        return None
+    topic = _topic(&r)
+    _expect(&r, PAYLOAD)
+    body = _binary(&r, MAX_PAYLOAD, -1)
+    _expect(&r, ID)
+    number = _int64(&r)
+    if not _expect(&r, MSG_ID):
+        return None
+    msg_id = _msg_id(&r)
+    if r.bad or r.i != r.n:
+        return None
+    return PublishRequest(topic, body, number, msg_id)
+
+
+def decode_publish_ack(payload):
+    """The PublishAck in `payload` (all its fields present), or None to leave the frame to
+    the generic decoder (as `pubsub.skipring.hotpath.decode_publish_ack`)."""
+    cdef Reader r
+    cdef int64_t number, seq
+    if type(payload) is not bytes:
+        return None
+    _start(&r, payload)
+    if not (_expect(&r, ACK_HEAD) and _expect(&r, ID)):
+        return None
+    number = _int64(&r)
+    if not _expect(&r, TOPIC):
+        return None
+    topic = _topic(&r)
+    if not _expect(&r, PUBLISHER):
+        return None
+    publisher = _ref(&r)
+    _expect(&r, SEQ)
+    seq = _int64(&r)
+    _expect(&r, KEY)
+    key = _binary(&r, 16, 16)
+    if not _expect(&r, STORED_BY):
+        return None
+    stored_by = _ref(&r)
+    if not (_expect(&r, LOCAL_SEQ) and _need(&r, 1)):
+        return None
+    if r.p[r.i] == 0xc0:  # nil: not stored by the publishing node itself
+        r.i += 1
+        local_seq = None
+    else:
+        local_seq = _int64(&r)
+    if not _expect(&r, DURABLE):
+        return None
+    durable = _boolean(&r)
+    if not _expect(&r, DUPLICATE):
+        return None
+    duplicate = _boolean(&r)
+    if r.bad or r.i != r.n:
+        return None
+    return PublishAck(number, topic, publisher, seq, key, stored_by, local_seq, durable, duplicate)

@@ -298,10 +298,10 @@ def delivery_payload(topic: Topic, local_seq: int, publication: Publication, sto
     return payload
 
 
-#: Whether the codec reads Spread and Delivery frames with the compiled decoders
-#: (`pubsub/skipring/_chotpath.pyx`, built by `make venv`), which accept exactly what
-#: `decode_spread` and `decode_delivery` accept and build equal messages, in one native call
-#: per frame; without a C compiler at install time these Python ones serve.
+#: Whether the codec reads the hot kinds' frames with the compiled decoders
+#: (`pubsub/skipring/_chotpath.pyx`, built by `make venv`), each of which accepts exactly
+#: what its Python twin here accepts and builds an equal message, in one native call per
+#: frame; without a C compiler at install time the Python ones serve.
 COMPILED = False
 try:
     from pubsub.skipring import _chotpath
@@ -312,12 +312,13 @@ else:
 
 
 def register() -> None:
-    """Make the codec try a fast decoder first on Spread frames (the compiled one, else
-    `decode_spread`), on Delivery frames (likewise, else `decode_delivery`), on
-    PublishRequest frames (`decode_publish_request`) and on PublishAck frames
-    (`decode_publish_ack`), and encode Spreads with `encode_spread`."""
+    """Make the codec try a fast decoder first on Spread, Delivery, PublishRequest and
+    PublishAck frames (the compiled ones, else `decode_spread`, `decode_delivery`,
+    `decode_publish_request` and `decode_publish_ack`), and encode Spreads with
+    `encode_spread`."""
     wire.register_fast_encoder(Spread, encode_spread)
-    wire.register_fast_decoder("spread", _chotpath.decode_spread if COMPILED else decode_spread)
-    wire.register_fast_decoder("delivery", _chotpath.decode_delivery if COMPILED else decode_delivery)
-    wire.register_fast_decoder("publish_request", decode_publish_request)
-    wire.register_fast_decoder("publish_ack", decode_publish_ack)
+    native = _chotpath if COMPILED else None
+    wire.register_fast_decoder("spread", native.decode_spread if native else decode_spread)
+    wire.register_fast_decoder("delivery", native.decode_delivery if native else decode_delivery)
+    wire.register_fast_decoder("publish_request", native.decode_publish_request if native else decode_publish_request)
+    wire.register_fast_decoder("publish_ack", native.decode_publish_ack if native else decode_publish_ack)

@@ -95,6 +95,8 @@ def test_the_codec_uses_the_compiled_decoders() -> None:
     assert hotpath.COMPILED
     assert decoders[wire.fast_prefix("spread", 7)] is _chotpath.decode_spread
     assert decoders[wire.fast_prefix("delivery", 9)] is _chotpath.decode_delivery
+    assert decoders[wire.fast_prefix("publish_request", 4)] is _chotpath.decode_publish_request
+    assert decoders[wire.fast_prefix("publish_ack", 9)] is _chotpath.decode_publish_ack
 
 
 def test_valid_frames_decode_the_same_and_large_ones_keep_their_bytes() -> None:
@@ -279,8 +281,8 @@ Full = Delivery | PublishRequest | PublishAck
 #: The decoders that read a frame with every field present, by the message they make.
 FULL_DECODERS: dict[type, list[Callable[[bytes], object]]] = {
     Delivery: [decode_delivery, _chotpath.decode_delivery],
-    PublishRequest: [decode_publish_request],
-    PublishAck: [decode_publish_ack],
+    PublishRequest: [decode_publish_request, _chotpath.decode_publish_request],
+    PublishAck: [decode_publish_ack, _chotpath.decode_publish_ack],
 }
 DELIVERY = Delivery(T, 7, A, 3, PublicationKey(bytes(16)), Payload(b"body"), 1700, 1600, MsgId("id-1"))
 REQUEST = PublishRequest(T, Payload(b"body"), 7, MsgId("id-1"))
@@ -315,6 +317,8 @@ ODD = [
     (REQUEST, {"topic": ""}),
     (REQUEST, {"msg_id": "x" * 65}),
     (ACK, {"local_seq": "12"}),
+    (ACK, {"local_seq": False}),
+    (ACK, {"duplicate": 0}),
     (ACK, {"local_seq": 1 << 63}),
     (ACK, {"durable": 1}),
     (ACK, {"stored_by": "no-port"}),
@@ -344,9 +348,11 @@ def test_shorter_forms_go_to_the_generic_decoder() -> None:
     assert decode_delivery(older) is None and isinstance(generic(older), Delivery)
     assert _chotpath.decode_delivery(older) is None
     without_id = full_frame(REQUEST, msg_id=None)  # a client that sends no message id
-    assert decode_publish_request(without_id) is None and isinstance(generic(without_id), PublishRequest)
+    assert isinstance(generic(without_id), PublishRequest)
+    assert [decoder(without_id) for decoder in FULL_DECODERS[PublishRequest]] == [None, None]
     without_flags = full_frame(ACK, durable=None, duplicate=None)  # the defaults left out
-    assert decode_publish_ack(without_flags) is None and generic(without_flags) == ACK
+    assert generic(without_flags) == ACK
+    assert [decoder(without_flags) for decoder in FULL_DECODERS[PublishAck]] == [None, None]
 
 
 @pytest.mark.parametrize("msg", [DELIVERY, REQUEST, ACK])
@@ -423,6 +429,8 @@ GOOD = {
     "msg_id": st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=64).map(str.encode),
     "proof": st.binary(max_size=80),
     "width": st.integers(4, 8),
+    "flag": st.booleans(),
+    "optional int64": st.none() | _POSITIVE | st.integers(-(1 << 63), (1 << 63) - 1),
 }
 _INTEGERS = st.sampled_from([
     -1, -2, -(1 << 63), (1 << 63) - 1, 1 << 63, (1 << 64) - 1, -(1 << 63) - 1,
@@ -439,9 +447,19 @@ EDGE = {
                | st.sampled_from(["~" * 65, "a b", "\x7f"])).map(lambda t: t.encode("utf-8", "surrogatepass")),
     "proof": st.binary(min_size=signatures.MAX_PROOF_BYTES, max_size=signatures.MAX_PROOF_BYTES + 1),
     "width": st.sampled_from([0, 3, 9]),
+    "flag": st.sampled_from([0, 1, None]),
+    "optional int64": _INTEGERS | st.just(False),
 }
+def value_forms(v: object) -> list[bytes]:
+    """Every msgpack encoding of nil, a boolean or an integer."""
+    if v is None or type(v) is bool:
+        return [{None: b"\xc0", False: b"\xc2", True: b"\xc3"}[v]]
+    assert isinstance(v, int)
+    return int_forms(v)
+
+
 FORMS = {
-    "int64": int_forms, "position": int_forms, "count": int_forms, "prev": int_forms,
+    "flag": value_forms, "optional int64": value_forms, "int64": int_forms, "position": int_forms, "count": int_forms, "prev": int_forms,
     "topic": str_forms, "ref": str_forms, "msg_id": str_forms, "key": bin_forms, "payload": bin_forms,
     "proof": bin_forms,
 }
@@ -496,18 +514,33 @@ def test_the_compiled_spread_decoder_reads_every_form_as_the_python_one(data: st
         assert compiled == generic(payload)
 
 
-@settings(max_examples=400, deadline=None)
+#: The fields of the frames with every field present, in the order the codec writes them,
+#: and the kind of value each holds.
+FULL_FIELDS: dict[type[Full], list[tuple[str, str]]] = {
+    Delivery: [
+        ("topic", "topic"), ("local_seq", "int64"), ("publisher", "ref"), ("seq", "int64"), ("key", "key"),
+        ("payload", "payload"), ("stored_at_ms", "int64"), ("published_ms", "int64"), ("msg_id", "msg_id"),
+    ],
+    PublishRequest: [("topic", "topic"), ("payload", "payload"), ("id", "int64"), ("msg_id", "msg_id")],
+    PublishAck: [
+        ("id", "int64"), ("topic", "topic"), ("publisher", "ref"), ("seq", "int64"), ("key", "key"),
+        ("stored_by", "ref"), ("local_seq", "optional int64"), ("durable", "flag"), ("duplicate", "flag"),
+    ],
+}
+
+
+@pytest.mark.parametrize("cls", list(FULL_FIELDS))
+@settings(max_examples=300, deadline=None)
 @given(data=st.data())
-def test_the_compiled_delivery_decoder_reads_every_form_as_the_python_one(data: st.DataObject) -> None:
-    draw = Fields(data, 9)
+def test_the_compiled_full_decoders_read_every_form_as_the_python_ones(cls: type[Full], data: st.DataObject) -> None:
+    fields = FULL_FIELDS[cls]
+    draw = Fields(data, len(fields))
     payload = b"".join([
-        wire.fast_prefix("delivery", 9),
-        field("topic"), draw("topic"), field("local_seq"), draw("int64"), field("publisher"), draw("ref"),
-        field("seq"), draw("int64"), field("key"), draw("key"), field("payload"), draw("payload"),
-        field("stored_at_ms"), draw("int64"), field("published_ms"), draw("int64"), field("msg_id"), draw("msg_id"),
+        wire.fast_prefix(cls.kind, len(fields)),
+        *(field(name) + draw(kind) for name, kind in fields),
         data.draw(st.sampled_from([b"", b"", b"\x00"])),  # now and then a byte too many
     ])
-    compiled, python = _chotpath.decode_delivery(payload), decode_delivery(payload)
+    python, compiled = (decoder(payload) for decoder in FULL_DECODERS[cls])
     assert compiled == python
     if compiled is not None:
         assert compiled == generic(payload)
