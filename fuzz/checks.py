@@ -6,6 +6,7 @@ so `Broken` derives from `AssertionError` and carries a one-line description.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,6 +25,17 @@ def require(condition: bool, what: str) -> None:
     """Raise `Broken(what)` unless `condition`."""
     if not condition:
         raise Broken(what)
+
+
+def every_field(found: object) -> object:
+    """`found` as plain values, every field included, nested messages and lists too: a
+    publication's equality leaves out its timestamp, predecessor, message id and proof,
+    which a decoder must still read right."""
+    if isinstance(found, list):
+        return [every_field(item) for item in found]
+    if dataclasses.is_dataclass(found) and not isinstance(found, type):
+        return (type(found), *(every_field(getattr(found, f.name)) for f in dataclasses.fields(found)))
+    return found
 
 
 def roundtrip(msg: Message) -> None:

@@ -9,10 +9,10 @@ target         what one input is, and what must hold
                equal those of a plain reference parser of the whole stream.
 ``codec``      one frame payload (raw bytes, or a body of any registered kind):
                `wire.decode` accepts it or raises `WireError`, nothing else; what it
-               accepts re-encodes and decodes to the same bytes; the Spread and Delivery
-               fast paths (`pubsub.skipring.hotpath`) accept nothing the generic decoder
-               refuses and decode what they accept identically; a Bundle's payloads decode
-               the same way.
+               accepts re-encodes and decodes to the same bytes; the fast decoders
+               (`pubsub.skipring.hotpath` and their compiled twins) accept nothing the
+               generic decoder refuses and decode what they accept identically, every
+               field; a Bundle's payloads decode the same way.
 ``node``       a `NodeCore` (BuildSR per topic, anti-entropy, publishing, hand-over) driven
                by decoded messages from arbitrary senders, client publish requests, write
                outcomes, timeouts, joins and leaves, unreachable peers.
@@ -30,7 +30,6 @@ message survives the codec, each destination is valid) and the core's state inva
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections.abc import Callable
 from typing import Any
@@ -38,7 +37,7 @@ from typing import Any
 import msgpack
 
 from fuzz import shapes
-from fuzz.checks import Broken, check_effects, check_trie, require, roundtrip
+from fuzz.checks import Broken, check_effects, check_trie, every_field, require, roundtrip
 from fuzz.shapes import NODE_REFS, SUPERVISOR, TOPICS, World, decoded
 from fuzz.source import Source
 from pubsub.kernel import wire
@@ -50,7 +49,7 @@ from pubsub.kernel.wire import HEADER, WireError
 from pubsub.skipring import hotpath
 from pubsub.skipring.buildsr import SkipRingNode
 from pubsub.skipring.labels import MAX_LABEL_BITS, Label
-from pubsub.skipring.messages import PublishRequest, Spread
+from pubsub.skipring.messages import PublishRequest
 from pubsub.skipring.nodecore import NodeCore
 from pubsub.skipring.trie import publication_key
 from supervisor.core import SupervisorCore
@@ -128,40 +127,35 @@ def _generic_decode(payload: bytes) -> Message:
         wire._FAST[:] = saved  # noqa: SLF001
 
 
-def _spread_fields(msg: Spread) -> tuple[Any, ...]:
-    """Every field of a Spread, its publications' fields included (the fast path keeps a
-    batch's bytes as they arrived, so its encoding may differ where its content does not)."""
-    pubs = tuple(tuple(getattr(p, f.name) for f in dataclasses.fields(p)) for p in msg.publications)
-    return (msg.topic, msg.sender, msg.start, msg.end, msg.levels, msg.hops, pubs)
+#: Every fast decoder: `pubsub.skipring.hotpath`'s, and their compiled twins where built.
+FAST_DECODERS: list[Callable[[bytes], Message | None]] = [
+    hotpath.decode_spread, hotpath.decode_delivery, hotpath.decode_publish_request, hotpath.decode_publish_ack,
+]
+if hotpath.COMPILED:
+    from pubsub.skipring import _chotpath
 
-
-def _fast_decoded(payload: bytes) -> Message | None:
-    """What a fast decoder (`pubsub.skipring.hotpath`) makes of `payload`, if one accepts it."""
-    return (
-        hotpath.decode_spread(payload) or hotpath.decode_delivery(payload) or hotpath.decode_publish_request(payload)
-    )
+    FAST_DECODERS += [
+        _chotpath.decode_spread, _chotpath.decode_delivery, _chotpath.decode_publish_request,
+        _chotpath.decode_publish_ack,
+    ]
 
 
 def _one_payload(payload: bytes) -> Message | None:
     """Decode one payload as the runtime does, checking the codec's promises."""
-    fast = _fast_decoded(payload)
+    fast = [found for found in (decoder(payload) for decoder in FAST_DECODERS) if found is not None]
     try:
         msg = wire.decode(payload)
     except WireError as exc:
         require(exc.code in wire.ERROR_CODES, f"unknown error code {exc.code!r}")
-        if fast is not None:
-            raise Broken(f"the {fast.kind} fast path accepts what the codec refuses: {exc}") from None
+        if fast:
+            raise Broken(f"the {fast[0].kind} fast path accepts what the codec refuses: {exc}") from None
         return None
-    if fast is not None:
-        generic = _generic_decode(payload)
-        if type(generic) is not type(fast):
-            raise Broken(f"the fast path decoded a {fast.kind} the codec does not see")
-        if isinstance(fast, Spread):
-            assert isinstance(generic, Spread)
-            same = _spread_fields(fast) == _spread_fields(generic)
-        else:
-            same = fast == generic
-        require(same, f"the {fast.kind} fast path and the generic decoder disagree")
+    if fast:
+        # every field compared: a batch keeps the bytes it arrived as, so its encoding may
+        # differ where its content does not
+        generic = every_field(_generic_decode(payload))
+        for found in fast:
+            require(every_field(found) == generic, f"the {found.kind} fast path and the generic decoder disagree")
     roundtrip(msg)
     return msg
 

@@ -5,7 +5,6 @@ batch reuses the bytes it arrived as."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 import struct
@@ -15,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fuzz.checks import every_field
 from pubsub.kernel import wire
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.antientropy import AntiEntropy, make_publication
@@ -63,18 +63,6 @@ def fast_paths_off() -> Iterator[None]:
     finally:
         wire._FAST[:] = decoders
         wire._FAST_ENCODERS.update(encoders)
-
-
-def every_field(found: object) -> object:
-    """`found` as plain values, every field included: a publication's equality leaves out
-    its timestamp, predecessor, message id and proof, which a decoder must still read."""
-    if isinstance(found, Publication):
-        return tuple(getattr(found, f.name) for f in dataclasses.fields(found))
-    if isinstance(found, list):
-        return [every_field(item) for item in found]
-    if dataclasses.is_dataclass(found):
-        return (type(found), *(every_field(getattr(found, f.name)) for f in dataclasses.fields(found)))
-    return found
 
 
 def generic(payload: bytes) -> object:
