@@ -127,17 +127,12 @@ def _generic_decode(payload: bytes) -> Message:
         wire._FAST[:] = saved  # noqa: SLF001
 
 
-#: Every fast decoder: `pubsub.skipring.hotpath`'s, and their compiled twins where built.
+#: Every fast decoder: `pubsub.skipring.hotpath`'s Python ones, and the ones it gives the
+#: codec (their compiled twins where built).
 FAST_DECODERS: list[Callable[[bytes], Message | None]] = [
     hotpath.decode_spread, hotpath.decode_delivery, hotpath.decode_publish_request, hotpath.decode_publish_ack,
+    *(decoder for decoder in hotpath.DECODERS.values() if hotpath.COMPILED),
 ]
-if hotpath.COMPILED:
-    from pubsub.skipring import _chotpath
-
-    FAST_DECODERS += [
-        _chotpath.decode_spread, _chotpath.decode_delivery, _chotpath.decode_publish_request,
-        _chotpath.decode_publish_ack,
-    ]
 
 
 def _one_payload(payload: bytes) -> Message | None:

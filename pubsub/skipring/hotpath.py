@@ -34,12 +34,13 @@ generic decoder on random and mutated frames.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeGuard
 
 import msgpack
 
 from pubsub.kernel import wire
-from pubsub.kernel.message import Topic
+from pubsub.kernel.message import Message, Topic
 from pubsub.kernel.wire import (
     INT64_MAX,
     INT64_MIN,
@@ -298,27 +299,37 @@ def delivery_payload(topic: Topic, local_seq: int, publication: Publication, sto
     return payload
 
 
-#: Whether the codec reads the hot kinds' frames with the compiled decoders
-#: (`pubsub/skipring/_chotpath.pyx`, built by `make venv`), each of which accepts exactly
-#: what its Python twin here accepts and builds an equal message, in one native call per
-#: frame; without a C compiler at install time the Python ones serve.
+#: The decoder `register` gives the codec for each hot kind: the compiled twins of the ones
+#: above (`pubsub/skipring/_chotpath.pyx`, built by `make venv`), each of which accepts
+#: exactly what its Python twin accepts and builds an equal message in one native call per
+#: frame; without a C compiler at install time, the Python ones.
+DECODERS: dict[str, Callable[[bytes], Message | None]] = {
+    "spread": decode_spread,
+    "delivery": decode_delivery,
+    "publish_request": decode_publish_request,
+    "publish_ack": decode_publish_ack,
+}
+#: Whether `DECODERS` are the compiled ones.
 COMPILED = False
 try:
-    from pubsub.skipring import _chotpath
+    from pubsub.skipring._chotpath import (
+        decode_delivery as compiled_delivery,
+        decode_publish_ack as compiled_ack,
+        decode_publish_request as compiled_request,
+        decode_spread as compiled_spread,
+    )
 except ImportError:  # not built (no C compiler where the project was installed)
     pass
 else:
     COMPILED = True
+    DECODERS.update(
+        spread=compiled_spread, delivery=compiled_delivery, publish_request=compiled_request, publish_ack=compiled_ack
+    )
 
 
 def register() -> None:
-    """Make the codec try a fast decoder first on Spread, Delivery, PublishRequest and
-    PublishAck frames (the compiled ones, else `decode_spread`, `decode_delivery`,
-    `decode_publish_request` and `decode_publish_ack`), and encode Spreads with
-    `encode_spread`."""
+    """Make the codec try a fast decoder first on the hot kinds' frames (`DECODERS`), and
+    encode Spreads with `encode_spread`."""
     wire.register_fast_encoder(Spread, encode_spread)
-    native = _chotpath if COMPILED else None
-    wire.register_fast_decoder("spread", native.decode_spread if native else decode_spread)
-    wire.register_fast_decoder("delivery", native.decode_delivery if native else decode_delivery)
-    wire.register_fast_decoder("publish_request", native.decode_publish_request if native else decode_publish_request)
-    wire.register_fast_decoder("publish_ack", native.decode_publish_ack if native else decode_publish_ack)
+    for kind, decoder in DECODERS.items():
+        wire.register_fast_decoder(kind, decoder)
