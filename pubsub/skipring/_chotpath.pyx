@@ -66,6 +66,8 @@ cdef bytes ID = msgpack.packb("id")
 cdef bytes STORED_BY = msgpack.packb("stored_by")
 cdef bytes DURABLE = msgpack.packb("durable")
 cdef bytes DUPLICATE = msgpack.packb("duplicate")
+#: The "name" of an array's item: nothing to read before its value.
+cdef bytes ITEM = b""
 
 #: References found valid, by their text: every frame repeats the same few (senders,
 #: publishers), so each is checked once and every publication shares one string, as
@@ -145,19 +147,20 @@ cdef uint64_t _integer(Reader* r, bint* negative) noexcept:
     return 0
 
 
-cdef int64_t _int64(Reader* r) noexcept:
+# Each reader of a field below first reads the field's name (ITEM for an array's item).
+cdef int64_t _int64(Reader* r, bytes name) noexcept:
     """An integer in the signed 64-bit range (`pubsub.kernel.wire.INT64_MIN`..`INT64_MAX`)."""
-    cdef bint negative
-    cdef uint64_t v = _integer(r, &negative)
+    cdef bint negative = False
+    cdef uint64_t v = _integer(r, &negative) if _expect(r, name) else 0
     if not negative and v > INT64_MAX:
         r.bad = True
     return <int64_t>v
 
 
-cdef uint64_t _position(Reader* r) noexcept:
+cdef uint64_t _position(Reader* r, bytes name) noexcept:
     """A point of the ring: 0 <= p < 2^64."""
-    cdef bint negative
-    cdef uint64_t v = _integer(r, &negative)
+    cdef bint negative = False
+    cdef uint64_t v = _integer(r, &negative) if _expect(r, name) else 0
     if negative:
         r.bad = True
     return v
@@ -208,10 +211,10 @@ cdef Py_ssize_t _array_length(Reader* r) noexcept:
     return -1
 
 
-cdef object _binary(Reader* r, Py_ssize_t most, Py_ssize_t exactly):
+cdef object _binary(Reader* r, bytes name, Py_ssize_t most, Py_ssize_t exactly):
     """A bin value of at most `most` bytes (exactly `exactly` when that is not -1), as
     bytes; None, and the reader bad, for anything else."""
-    cdef Py_ssize_t k = _bin_length(r)
+    cdef Py_ssize_t k = _bin_length(r) if _expect(r, name) else -1
     if k < 0 or k > most or (exactly >= 0 and k != exactly) or not _need(r, k):
         r.bad = True
         return None
@@ -233,12 +236,12 @@ cdef object _text(Reader* r, Py_ssize_t k):
     return text
 
 
-cdef object _topic(Reader* r):
+cdef object _topic(Reader* r, bytes name):
     """A topic name (`pubsub.kernel.wire.validate_topic`): 1..MAX_TOPIC_CHARS characters,
     none a control character (U+0000-U+001F, U+007F-U+009F).  Checked on the UTF-8 bytes:
     the characters are the bytes that do not continue one, C0 controls and DEL are single
     bytes, C1 controls are 0xC2 0x80-0x9F; the strict decoding then refuses invalid UTF-8."""
-    cdef Py_ssize_t k = _str_length(r)
+    cdef Py_ssize_t k = _str_length(r) if _expect(r, name) else -1
     cdef Py_ssize_t j, chars = 0
     cdef uint8_t b
     if k < 0 or not _need(r, k):
@@ -257,10 +260,10 @@ cdef object _topic(Reader* r):
     return _text(r, k)
 
 
-cdef object _ref(Reader* r):
+cdef object _ref(Reader* r, bytes name):
     """A reference "host:port" (`pubsub.kernel.wire.validate_ref`), the one string per
     distinct reference (`_refs`)."""
-    cdef Py_ssize_t k = _str_length(r)
+    cdef Py_ssize_t k = _str_length(r) if _expect(r, name) else -1
     if k < 0:
         r.bad = True
         return None
@@ -281,10 +284,10 @@ cdef object _ref(Reader* r):
     return ref
 
 
-cdef object _msg_id(Reader* r):
+cdef object _msg_id(Reader* r, bytes name):
     """A message id (`pubsub.skipring.fields.validate_msg_id`): "" or up to
     MAX_MSG_ID_CHARS characters from '!' to '~'."""
-    cdef Py_ssize_t k = _str_length(r)
+    cdef Py_ssize_t k = _str_length(r) if _expect(r, name) else -1
     cdef Py_ssize_t j
     if k < 0 or k > MAX_MSG_ID_CHARS or not _need(r, k):
         r.bad = True
@@ -297,9 +300,9 @@ cdef object _msg_id(Reader* r):
     return PyUnicode_DecodeASCII(<const char*>(r.p + r.i - k), k, NULL)
 
 
-cdef object _boolean(Reader* r):
+cdef object _boolean(Reader* r, bytes name):
     """true or false (nothing else: the generic decoder takes no 1 or 0 for a flag)."""
-    cdef int b = _type_byte(r)
+    cdef int b = _type_byte(r) if _expect(r, name) else -1
     if b == 0xc3:
         return True
     if b != 0xc2:
@@ -307,11 +310,31 @@ cdef object _boolean(Reader* r):
     return False
 
 
-cdef inline void _start(Reader* r, bytes payload) noexcept:
+cdef object _optional_int64(Reader* r, bytes name):
+    """nil (None) or an integer in the signed 64-bit range."""
+    if not (_expect(r, name) and _need(r, 1)):
+        return None
+    if r.p[r.i] == 0xc0:
+        r.i += 1
+        return None
+    return _int64(r, ITEM)
+
+
+cdef bint _start(Reader* r, object payload, bytes head) noexcept:
+    """Start reading `payload` (bytes, nothing else) past `head`, how a frame of the
+    expected kind begins."""
+    if type(payload) is not bytes:
+        return False
     r.p = <const uint8_t*>PyBytes_AS_STRING(payload)
     r.i = 0
     r.n = PyBytes_GET_SIZE(payload)
     r.bad = False
+    return _expect(r, head)
+
+
+cdef inline bint _whole(Reader* r) noexcept:
+    """Whether everything read was as expected and the frame holds nothing more."""
+    return not r.bad and r.i == r.n
 
 
 def decode_spread(payload):
@@ -319,28 +342,17 @@ def decode_spread(payload):
     `pubsub.skipring.hotpath.decode_spread`, module docstring)."""
     cdef Reader r
     cdef Py_ssize_t count, width, first_publication, item
-    cdef uint64_t start, end
-    cdef int64_t levels, hops, seq, published_ms, prev
-    if type(payload) is not bytes:
+    cdef int64_t seq, published_ms, prev
+    if not _start(&r, payload, SPREAD_HEAD):
         return None
-    _start(&r, payload)
-    if not (_expect(&r, SPREAD_HEAD) and _expect(&r, TOPIC)):
-        return None
-    topic = _topic(&r)
-    if not _expect(&r, SENDER):
-        return None
-    sender = _ref(&r)
-    _expect(&r, START)
-    start = _position(&r)
-    _expect(&r, END)
-    end = _position(&r)
-    _expect(&r, LEVELS)
-    levels = _int64(&r)
-    _expect(&r, HOPS)
-    hops = _int64(&r)
-    _expect(&r, PUBLICATIONS)
-    first_publication = r.i
-    count = _array_length(&r)
+    topic = _topic(&r, TOPIC)
+    sender = _ref(&r, SENDER)
+    cdef uint64_t start = _position(&r, START)
+    cdef uint64_t end = _position(&r, END)
+    cdef int64_t levels = _int64(&r, LEVELS)
+    cdef int64_t hops = _int64(&r, HOPS)
+    first_publication = r.i + PyBytes_GET_SIZE(PUBLICATIONS)
+    count = _array_length(&r) if _expect(&r, PUBLICATIONS) else -1
     if r.bad or count > MAX_PUBLICATIONS:
         return None
     publications = []
@@ -348,18 +360,18 @@ def decode_spread(payload):
         width = _array_length(&r)
         if r.bad or not 4 <= width <= 8:
             return None
-        key = _binary(&r, 16, 16)
-        publisher = _ref(&r)
-        seq = _int64(&r)
-        body = _binary(&r, MAX_PAYLOAD, -1)
-        published_ms = _int64(&r) if width > 4 else 0
-        prev = _int64(&r) if width > 5 else -1
-        msg_id = _msg_id(&r) if width > 6 else ""
-        proof = _binary(&r, MAX_PROOF, -1) if width > 7 else b""
+        key = _binary(&r, ITEM, 16, 16)
+        publisher = _ref(&r, ITEM)
+        seq = _int64(&r, ITEM)
+        body = _binary(&r, ITEM, MAX_PAYLOAD, -1)
+        published_ms = _int64(&r, ITEM) if width > 4 else 0
+        prev = _int64(&r, ITEM) if width > 5 else -1
+        msg_id = _msg_id(&r, ITEM) if width > 6 else ""
+        proof = _binary(&r, ITEM, MAX_PROOF, -1) if width > 7 else b""
         if r.bad or seq < 0 or published_ms < 0 or prev < -1:
             return None
         publications.append(Publication(key, publisher, seq, body, published_ms, prev, msg_id, proof))
-    if r.bad or r.i != r.n:
+    if not _whole(&r):
         return None
     packed = PyBytes_FromStringAndSize(<const char*>(r.p + first_publication), r.n - first_publication)
     return Spread(topic, sender, start, end, levels, hops, PublicationList(publications, packed, True))
@@ -369,32 +381,18 @@ def decode_delivery(payload):
     """The Delivery in `payload` (all its fields present), or None to leave the frame to
     the generic decoder (as `pubsub.skipring.hotpath.decode_delivery`)."""
     cdef Reader r
-    cdef int64_t local_seq, seq, stored_at_ms, published_ms
-    if type(payload) is not bytes:
+    if not _start(&r, payload, DELIVERY_HEAD):
         return None
-    _start(&r, payload)
-    if not (_expect(&r, DELIVERY_HEAD) and _expect(&r, TOPIC)):
-        return None
-    topic = _topic(&r)
-    _expect(&r, LOCAL_SEQ)
-    local_seq = _int64(&r)
-    if not _expect(&r, PUBLISHER):
-        return None
-    publisher = _ref(&r)
-    _expect(&r, SEQ)
-    seq = _int64(&r)
-    _expect(&r, KEY)
-    key = _binary(&r, 16, 16)
-    _expect(&r, PAYLOAD)
-    body = _binary(&r, MAX_PAYLOAD, -1)
-    _expect(&r, STORED_AT_MS)
-    stored_at_ms = _int64(&r)
-    _expect(&r, PUBLISHED_MS)
-    published_ms = _int64(&r)
-    if not _expect(&r, MSG_ID):
-        return None
-    msg_id = _msg_id(&r)
-    if r.bad or r.i != r.n:
+    topic = _topic(&r, TOPIC)
+    cdef int64_t local_seq = _int64(&r, LOCAL_SEQ)
+    publisher = _ref(&r, PUBLISHER)
+    cdef int64_t seq = _int64(&r, SEQ)
+    key = _binary(&r, KEY, 16, 16)
+    body = _binary(&r, PAYLOAD, MAX_PAYLOAD, -1)
+    cdef int64_t stored_at_ms = _int64(&r, STORED_AT_MS)
+    cdef int64_t published_ms = _int64(&r, PUBLISHED_MS)
+    msg_id = _msg_id(&r, MSG_ID)
+    if not _whole(&r):
         return None
     return Delivery(topic, local_seq, publisher, seq, key, body, stored_at_ms, published_ms, msg_id)
 
@@ -403,21 +401,13 @@ def decode_publish_request(payload):
     """The PublishRequest in `payload` (all its fields present), or None to leave the frame
     to the generic decoder (as `pubsub.skipring.hotpath.decode_publish_request`)."""
     cdef Reader r
-    cdef int64_t number
-    if type(payload) is not bytes:
+    if not _start(&r, payload, REQUEST_HEAD):
         return None
-    _start(&r, payload)
-    if not (_expect(&r, REQUEST_HEAD) and _expect(&r, TOPIC)):
-        return None
-    topic = _topic(&r)
-    _expect(&r, PAYLOAD)
-    body = _binary(&r, MAX_PAYLOAD, -1)
-    _expect(&r, ID)
-    number = _int64(&r)
-    if not _expect(&r, MSG_ID):
-        return None
-    msg_id = _msg_id(&r)
-    if r.bad or r.i != r.n:
+    topic = _topic(&r, TOPIC)
+    body = _binary(&r, PAYLOAD, MAX_PAYLOAD, -1)
+    cdef int64_t number = _int64(&r, ID)
+    msg_id = _msg_id(&r, MSG_ID)
+    if not _whole(&r):
         return None
     return PublishRequest(topic, body, number, msg_id)
 
@@ -426,39 +416,17 @@ def decode_publish_ack(payload):
     """The PublishAck in `payload` (all its fields present), or None to leave the frame to
     the generic decoder (as `pubsub.skipring.hotpath.decode_publish_ack`)."""
     cdef Reader r
-    cdef int64_t number, seq
-    if type(payload) is not bytes:
+    if not _start(&r, payload, ACK_HEAD):
         return None
-    _start(&r, payload)
-    if not (_expect(&r, ACK_HEAD) and _expect(&r, ID)):
-        return None
-    number = _int64(&r)
-    if not _expect(&r, TOPIC):
-        return None
-    topic = _topic(&r)
-    if not _expect(&r, PUBLISHER):
-        return None
-    publisher = _ref(&r)
-    _expect(&r, SEQ)
-    seq = _int64(&r)
-    _expect(&r, KEY)
-    key = _binary(&r, 16, 16)
-    if not _expect(&r, STORED_BY):
-        return None
-    stored_by = _ref(&r)
-    if not (_expect(&r, LOCAL_SEQ) and _need(&r, 1)):
-        return None
-    if r.p[r.i] == 0xc0:  # nil: not stored by the publishing node itself
-        r.i += 1
-        local_seq = None
-    else:
-        local_seq = _int64(&r)
-    if not _expect(&r, DURABLE):
-        return None
-    durable = _boolean(&r)
-    if not _expect(&r, DUPLICATE):
-        return None
-    duplicate = _boolean(&r)
-    if r.bad or r.i != r.n:
+    cdef int64_t number = _int64(&r, ID)
+    topic = _topic(&r, TOPIC)
+    publisher = _ref(&r, PUBLISHER)
+    cdef int64_t seq = _int64(&r, SEQ)
+    key = _binary(&r, KEY, 16, 16)
+    stored_by = _ref(&r, STORED_BY)
+    local_seq = _optional_int64(&r, LOCAL_SEQ)
+    durable = _boolean(&r, DURABLE)
+    duplicate = _boolean(&r, DUPLICATE)
+    if not _whole(&r):
         return None
     return PublishAck(number, topic, publisher, seq, key, stored_by, local_seq, durable, duplicate)
