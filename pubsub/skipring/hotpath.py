@@ -30,6 +30,13 @@ returns None and the generic decoder takes the frame, accepting it or raising th
 `WireError` that the runtime counts.  Hostile input therefore meets the same checks and the
 same error codes as before; only well-formed frames are faster.  Tests compare them with the
 generic decoder on random and mutated frames.
+
+The four decoders have compiled twins (`pubsub/skipring/_chotpath.pyx`), which the codec
+uses where they were built (`DECODERS`): they read a frame's bytes once and check each field
+as they read it, which costs about half of these cold (a Spread 64 µs against 145, a
+Delivery 44 against 120; docs/measurements/issue11.md, twenty-second round).  These stay as
+the reference the tests hold the compiled ones to, and as the decoders of an install without
+a C compiler.
 """
 
 from __future__ import annotations
