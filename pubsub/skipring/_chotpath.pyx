@@ -3,11 +3,12 @@
 PublishRequest and PublishAck frames read straight from their bytes, in one call per frame.
 
 Every member decodes one Spread per batch it receives and every subscriber one Delivery
-per publication; every publication starts as a PublishRequest and ends as a PublishAck.  The Python decoders unpack a frame into Python objects and then check
-each field; measured cold (as a member meets a frame at 50 publications per second, its
-caches cold), that is 113-151 µs per frame, where one native call that checks each field
-as it parses it and builds only the final message costs about half (the twenty-first and
-twenty-second rounds of docs/measurements/issue11.md).
+per publication; every publication starts as a PublishRequest and ends as a PublishAck.
+The Python decoders unpack a frame into Python objects and then check each field; measured
+cold (as a member meets a frame at 50 publications per second, its caches cold), that is
+113-151 µs per frame, where one native call that checks each field as it parses it and
+builds only the final message costs about half (the twenty-first and twenty-second rounds
+of docs/measurements/issue11.md).
 
 Each accepts exactly what its Python twin accepts, and builds an equal message: the frame
 as this project's encoder writes it (the map header, "v" and "t", then every field in its
