@@ -36,19 +36,20 @@ CARRIERS = ("spread", "publish_new")
 def measure(n: int, mode: str, publications: int, seed: int) -> dict[str, Any]:
     """One ring, `publications` publications one at a time (see the module docstring)."""
     started = time.monotonic()
-    sim = Simulation(seed, dissemination=mode, delay=(0.01, 0.01), interval=5.0)
+    sim = Simulation(seed, dissemination=mode, delay=(0.01, 0.01), interval=5.0, keep_rows=True)
     refs = legitimate_start(sim, n, TOPIC)
     rng = random.Random(seed)
     messages: list[int] = []
     depths: list[int] = []
     for i in range(publications):
-        for node in sim.nodes.values():
-            node.drain_arrivals()
+        assert sim.rows is not None
+        for rows in sim.rows.values():
+            rows.clear()
         before = sum(sim.traffic.by_kind[k] for k in CARRIERS)
         sim.publish(rng.choice(refs), TOPIC, f"p{i}".encode())
         sim.run_for(0.02 * (2 * math.ceil(math.log2(max(n, 2))) + 10))
         messages.append(sum(sim.traffic.by_kind[k] for k in CARRIERS) - before)
-        arrivals = [a for node in sim.nodes.values() for _, a in node.drain_arrivals()]
+        arrivals = [row for rows in sim.rows.values() for row in rows]
         if len(arrivals) != n:
             raise SystemExit(f"n={n} {mode}: publication {i} reached {len(arrivals)} of {n} members")
         depths.append(max(a.hops or 0 for a in arrivals))

@@ -55,7 +55,7 @@ def roundtrip(msg: Message) -> None:
 
 def check_effects(effects: Iterable[Any], *, refs: bool = True) -> int:
     """Every effect is a Send, Answer, Persist or Batched whose messages survive the codec
-    (a Batched item is handed to its sink alone, as an executor without batches does); with
+    (the target hands each Batched item back to the core as a `Batch` and checks that too); with
     `refs`, every destination is a valid reference.  Returns how many messages it checked."""
     count = 0
     for effect in effects:
@@ -73,10 +73,12 @@ def check_effects(effects: Iterable[Any], *, refs: bool = True) -> int:
             roundtrip(effect.msg)
             count += 1
         elif isinstance(effect, Persist):
+            require(isinstance(effect.rows, tuple), f"a Persist whose rows are no tuple: {effect!r}")
+            require(effect.token is None or type(effect.token) is int, f"a Persist with a non-token: {effect!r}")
             count += check_effects(effect.then, refs=refs) + check_effects(effect.otherwise, refs=refs)
         elif isinstance(effect, Batched):
-            require(callable(effect.sink), f"a batched item without a sink: {effect!r}")
-            count += check_effects(effect.sink([effect.item]), refs=refs)  # as an executor would
+            require(isinstance(effect.work, str) and isinstance(effect.topic, str),
+                    f"a batched item without its work and topic: {effect!r}")
         else:
             raise Broken(f"not an effect: {effect!r}")
     return count

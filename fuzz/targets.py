@@ -42,7 +42,7 @@ from fuzz.shapes import NODE_REFS, SUPERVISOR, TOPICS, World, decoded
 from fuzz.source import Source
 from pubsub.kernel import wire
 from pubsub.kernel.control import Bundle
-from pubsub.kernel.effects import Persist
+from pubsub.kernel.effects import Batch, Batched, Committed, Persist
 from pubsub.kernel.framing import FrameDecoder
 from pubsub.kernel.message import MESSAGE_TYPES, Message, Ref, Topic
 from pubsub.kernel.wire import HEADER, WireError
@@ -268,16 +268,25 @@ def node(data: bytes) -> int:
                 effects = core.publish_request(src.below(4), req, src.below(10), now)
                 handled += 1
         elif action == 17 and notify:
-            effects = core.persisted(notify.pop(src.below(len(notify))), src.flag(80))
+            effects = list(core.handle(Committed((notify.pop(src.below(len(notify))),), src.flag(80), {}), now))
         elif action == 18:
             effects = core.peer_unreachable(Ref(src.choice(world.refs)), now)
         else:
             now += src.choice((0.5, 3.0, 130.0))
         check_effects(effects)
-        notify.extend(e.notify for e in effects if isinstance(e, Persist) and e.notify is not None)
-        for _topic, arrival in core.drain_arrivals(now):
-            world.publications.append(shapes.wire_publication(arrival.publication))
-            del world.publications[:-64]
+        batched: list[Batched] = []
+        for effect in effects:
+            if isinstance(effect, Persist):
+                if effect.token is not None:
+                    notify.append(effect.token)
+                batched += [e for e in (*effect.then, *effect.otherwise) if isinstance(e, Batched)]
+                for row in effect.rows:
+                    world.publications.append(shapes.wire_publication(row.publication))
+                    del world.publications[:-64]
+            elif isinstance(effect, Batched):
+                batched.append(effect)
+        for item in batched:  # as an executor would, each item alone
+            check_effects(core.handle(Batch(item.work, item.topic, (item.item,)), now))
         for ae in core.publications.values():
             root = ae.trie.root_node()
             if root is not None and len(world.digests) < 256:

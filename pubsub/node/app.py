@@ -16,13 +16,14 @@ state is soft: the supervisor and the neighbours rebuild it (self-stabilization)
 Publications are not soft.  Every publication the core stores (issued here, handed over,
 spread, flooded or repaired by anti-entropy) is written to the store (`pubsub.node.store`,
 SQLite in ``<data>/publications.sqlite3``, or in memory without a data directory) before
-it counts as delivered: arrivals are collected after each call into the core and written
-by group commits on the store's own thread (`pubsub.node.commits`, `pubsub.node.writer`),
-so a commit and its fsync never stall the event loop; only then are they numbered for
-clients, streamed to followers (from memory, `pubsub.node.delivery`), acknowledged to
-publishers and -- for publications issued or handed over here -- spread, all those of the
-commits one loop pass released at once (`Batched`: one Spread per neighbour for the whole
-batch).  At start every stored topic's trie is rebuilt from the store.
+it counts as delivered: the core hands what it stored out as the rows of a `Persist`, which
+the group commit writes on the store's own thread (`pubsub.node.commits`,
+`pubsub.node.writer`), so a commit and its fsync never stall the event loop; only then are
+they numbered for clients, streamed to followers (from memory, `pubsub.node.delivery`),
+acknowledged to publishers and -- for publications issued or handed over here -- spread,
+all those of the commits one loop pass released at once (`Batched`: one Spread per
+neighbour for the whole batch).  At start every stored topic's trie is rebuilt from the
+store.
 
 Telemetry (`pubsub.node.telemetry`, through the daemon host `pubsub.runtime.host`): observers
 in ``observers`` hear about
@@ -37,12 +38,14 @@ node continues at the reservation, so it never issues a (publisher, seq) pair tw
 for a publication that left the node (by anti-entropy) before its commit.
 
 Publishing.  The core decides (`NodeCore.publish_request`, hand-overs in
-`pubsub.skipring.handover`) and states the order as effects (`pubsub.kernel.effects`): this
-app executes them -- `Persist` joins the next group commit and runs what waits for it
-afterwards (acknowledge, then flood), `Answer` goes to the client connection it names, with
-the store's local number filled into a PublishAck for a publication stored here, and
-`Batched` items wait for the outbox, which hands each sink its items in one call (the arc
-broadcast of a commit's publications: the arcs computed once, one Spread per neighbour).
+`pubsub.skipring.handover`) and states the order as effects (`pubsub.kernel.effects`),
+which the one executor (`pubsub.kernel.executor`) carries out against the group commit:
+a `Persist`'s rows join the next commit, and what waits for it runs afterwards (the core
+hears `Committed` with the store's local numbers and answers; then the acknowledgements
+leave, then the spreads); `Answer`s go to the client connection they name, all of a
+client's answers of one loop pass in one write (this app is the executor's outlet); and
+`Batched` items come back to the core as one `Batch` per topic (the arc broadcast of a
+commit's publications: the arcs computed once, one Spread per neighbour).
 """
 
 from __future__ import annotations
@@ -53,19 +56,19 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import partial
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import uvloop
 
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
-from pubsub.kernel.effects import Answer, Batched, Effect, Persist
+from pubsub.kernel.effects import Effect
+from pubsub.kernel.executor import Executor, Timer
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.node.delivery import Deliveries
 from pubsub.node.faults import node_actions
 from pubsub.node.settings import FRAME_OVERHEAD, HOLD_MIN_BATCH, NodeSettings
-from pubsub.node.commits import GroupCommit, Written
+from pubsub.node.commits import GroupCommit
 from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
 from pubsub.runtime.datadir import held_data_dir
 from pubsub.node.writer import StoreThread
@@ -108,9 +111,30 @@ SEQ_BLOCK = 1024
 #: once `pubsub.node.store.SETTLE_ROWS` rows wait) and checkpoints of SQLite's log under
 #: sync "normal", which follow the settle.
 CHECKPOINT_EVERY = 1.0
-#: A node never holds its arc broadcasts back (`NodeApp._hold_batched`) while a Spread's
+#: A node never holds its arc broadcasts back (`Executor.hold`) while a Spread's
 #: worth waits.
 HOLD_MAX_ITEMS = MAX_PUBLICATIONS
+
+
+class _LoopClock:
+    """The executor's clock (`pubsub.kernel.executor.Clock`) on the running event loop;
+    without one (a test driving the app by hand) what is for "soon" runs at once and
+    nothing is held back."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def soon(self, action: Callable[[], None]) -> None:
+        try:
+            asyncio.get_running_loop().call_soon(action)
+        except RuntimeError:
+            action()
+
+    def later(self, delay: float, action: Callable[[], None]) -> Timer | None:
+        try:
+            return asyncio.get_running_loop().call_later(delay, action)
+        except RuntimeError:
+            return None
 
 
 class NodeApp:
@@ -150,7 +174,7 @@ class NodeApp:
             linger=linger,
             inline=inline,
         )
-        self.core.publishing.durable = self.store.durable
+        self.core.attach_store(self.store.durable, self.store.seq_reserved)
         #: Retention's removals carried to the store and the streams (`pubsub.node.retention`).
         self.retention = RetentionKeeper(
             self.core, self.store, self.thread, self.commits, self.deliveries.pruned, self._store_error
@@ -165,22 +189,22 @@ class NodeApp:
         self.runtime: Runtime | None = None
         self.counters: Counter[str] = Counter()
         self._saved: set[Topic] | None = None
-        self._outbox: list[Send] = []  # released by commits, sent at the end of the loop pass
-        #: `Batched` items released by commits, by sink: one call each when the outbox leaves.
-        self._batched: dict[Callable[[list[Any]], Sequence[Effect]], list[Any]] = {}
-        #: Seconds `Batched` items may be held back under load (`_hold_batched`), the timer
-        #: that releases them, and how many items the last release carried.
-        self.spread_hold = spread_hold
-        self._hold_timer: asyncio.TimerHandle | None = None
-        self._last_release = 0
+        #: The core's effects carried out (`pubsub.kernel.executor`): against the group
+        #: commit, on the event loop, answers and sends leaving through this app.  `Batched`
+        #: items may be held back under load for up to `spread_hold` seconds: their
+        #: publications are stored and acknowledged already; the wait lets one arc
+        #: broadcast carry more of them, so that every node down the tree handles fewer,
+        #: larger batches (never while a Spread's worth waits).
+        self.executor = Executor(
+            self.core, self.commits, _LoopClock(), self, hold=spread_hold,
+            hold_min=HOLD_MIN_BATCH, hold_max=HOLD_MAX_ITEMS,
+        )
         self._replies: dict[int, list[Message]] = {}  # answers per client, one write each
-        self._outbox_scheduled = False
         self._reserving: concurrent.futures.Future[None] | None = None
         self._sessions: dict[int, ClientSession] = {}  # client token -> its connection
         self._tokens: dict[int, int] = {}  # id of a live session -> its token
         self._next_client = 0
         self._limiter = LogLimiter(log)
-        self.core.next_seq = max(self.core.next_seq, self.store.seq_reserved)
         self._seq_limit = self.store.seq_reserved
         #: Timeout actions run so far (the ``interval`` of events).
         self.intervals = 0
@@ -327,13 +351,15 @@ class NodeApp:
         client = self._client_token(session)
         if self.signing is not None and self.signing.own_key_revoked:
             detail = "this node's signing key is revoked: no node accepts its publications"
-            self._answer(Answer(client, PublishFailed(msg.id, "key_revoked", detail)), {})
+            self.answer(client, PublishFailed(msg.id, "key_revoked", detail))
+            self.executor.release()
             return []
         try:
             self._reserve_seq()
         except StoreError as exc:
             self.stats.error("store_error")
-            self._answer(Answer(client, PublishFailed(msg.id, "store_error", str(exc))), {})
+            self.answer(client, PublishFailed(msg.id, "store_error", str(exc)))
+            self.executor.release()
             return []
         published_ms = int(time.time() * 1000)
         return self._execute(self.core.publish_request(client, msg, published_ms, now))
@@ -389,131 +415,38 @@ class NodeApp:
             self._reserving = None
 
     # ------------------------------------------------------------------ effects
-    def _execute(
-        self, effects: Iterable[Effect], written: Mapping[tuple[Topic, bytes], int] | None = None,
-        *, collect: bool = True,
-    ) -> list[Send]:
-        """Carry out a core's effects (`pubsub.kernel.effects`): sends are returned for the
-        runtime, answers go to their clients, and a Persist queues what the core stored for
-        the next group commit and runs its `then` (or `otherwise`) after that commit.
-        `collect=False` for effects of a call that stored nothing (a Persist's outcome)."""
-        sends: list[Send] = []
-        if collect:
-            self._collect()
-            self.retention.persist()  # after the rows just queued: what expired is deleted after them
-        for effect in effects:
-            if isinstance(effect, Send):
-                sends.append(effect)
-            elif isinstance(effect, Answer):
-                self._answer(effect, written or {})
-            elif isinstance(effect, Batched):
-                self._batched.setdefault(effect.sink, []).append(effect.item)
-                self._schedule_outbox()
-            else:
-                self.commits.after(partial(self._committed, effect))
+    def _execute(self, effects: Iterable[Effect]) -> list[Send]:
+        """Carry out a core's effects (`pubsub.kernel.executor`): the sends to go now are
+        returned for the runtime; then the topics whose retention changed are made durable
+        after the commit of what was just queued."""
+        sends = self.executor.run(effects)
+        self.retention.persist()
         return sends
 
-    def _committed(self, persist: Persist, ok: bool, written: Written) -> None:
-        """A Persist's commit ended: tell the core (`notify`), then carry out what waited
-        for it; the sends join the outbox, which leaves once every action of the
-        commit has run."""
-        effects = persist.then if ok else persist.otherwise
-        if persist.notify is not None:  # the core answers its clients; it stores nothing then
-            effects = (*self.core.persisted(persist.notify, ok), *effects)
-        self._outbox.extend(self._execute(effects, written, collect=False))
-        self._schedule_outbox()
-
-    def _schedule_outbox(self) -> None:
-        if not self._outbox_scheduled:
-            self._outbox_scheduled = True
-            try:
-                asyncio.get_running_loop().call_soon(self._send_outbox)
-            except RuntimeError:  # no event loop (a test driving the app by hand)
-                self._send_outbox()
-
-    def _send_outbox(self) -> None:
-        """At the end of the loop pass: each client's answers in one write, then the sends,
-        those of the `Batched` items among them -- acknowledgements before spreading, as the
-        Persists ordered them."""
-        self._outbox_scheduled = False
-        replies, self._replies = self._replies, {}
-        for client, msgs in replies.items():
-            session = self._sessions.get(client)
-            if session is not None:
-                session.send_many(msgs)
-        sends, self._outbox = self._outbox, []
-        if self._batched and not self._hold_batched():
-            self._release_batched(sends)
-        self._dispatch(sends)
-
-    def _hold_batched(self) -> bool:
-        """Whether the `Batched` items wait for more: only under load (the last release
-        carried at least `HOLD_MIN_BATCH` items), fewer than `HOLD_MAX_ITEMS` waiting, and at
-        most `spread_hold` seconds (a timer releases them).  Their publications are stored and
-        acknowledged already; the wait lets one arc broadcast carry more of them, so that
-        every node down the tree handles fewer, larger batches."""
-        if self.spread_hold <= 0:
-            return False
-        waiting = sum(len(items) for items in self._batched.values())
-        if waiting >= HOLD_MAX_ITEMS:
-            self._cancel_hold()
-            return False
-        if self._hold_timer is not None:
-            return True
-        if self._last_release < HOLD_MIN_BATCH:
-            return False
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no event loop (a test driving the app by hand)
-            return False
-        self._hold_timer = loop.call_later(self.spread_hold, self._release_held)
-        self.counters["spreads_held"] += 1
-        return True
-
-    def _cancel_hold(self) -> None:
-        if self._hold_timer is not None:
-            self._hold_timer.cancel()
-            self._hold_timer = None
-
-    def _release_held(self) -> None:
-        self._hold_timer = None
-        sends: list[Send] = []
-        self._release_batched(sends)
-        self._dispatch(sends)
-
-    def _release_batched(self, sends: list[Send]) -> None:
-        """Hand every waiting `Batched` item to its sink (one call per sink); their sends
-        join `sends`."""
-        released = 0
-        while self._batched:
-            batched, self._batched = self._batched, {}
-            for sink, items in batched.items():
-                released += len(items)
-                sends.extend(self._execute(sink(items)))
-        self._last_release = released
-
-    def _answer(self, answer: Answer, written: Mapping[tuple[Topic, bytes], int]) -> None:
-        """Send an answer to its client; local numbers are the store's, so a PublishAck for
-        a publication stored here gets its number from the commit that wrote it."""
-        msg = answer.msg
+    def answer(self, client: int, msg: Message) -> None:
+        """(The executor's outlet.)  An answer for a client: written, with the others of
+        the pass, in one write when the pass ends (`deliver`)."""
         if isinstance(msg, PublishAck):
             if msg.stored_by == self.ref:
-                msg.local_seq = written.get((msg.topic, msg.key))  # the core's own ack object
                 self.counters["published_local"] += 1
         elif isinstance(msg, PublishFailed):
             self.counters[f"publish_failed_{msg.code}"] += 1
-        if answer.client in self._sessions:
-            self._replies.setdefault(answer.client, []).append(msg)
-            self._schedule_outbox()
+        if client in self._sessions:
+            self._replies.setdefault(client, []).append(msg)
+
+    def deliver(self, sends: list[Send]) -> None:
+        """(The executor's outlet.)  At the end of the pass: each client's answers in one
+        write, then the sends that commits and batches released -- acknowledgements before
+        spreading, as the Persists ordered them."""
+        if self._replies:
+            replies, self._replies = self._replies, {}
+            for client, msgs in replies.items():
+                session = self._sessions.get(client)
+                if session is not None:
+                    session.send_many(msgs)
+        self._dispatch(sends)
 
     # ------------------------------------------------------------------ persistence
-    def _collect(self) -> None:
-        """Queue what the core stored since the last call for the next commit (each
-        publisher's publications in order: the core holds back what waits)."""
-        arrivals = self.core.drain_arrivals(self._now)
-        if arrivals:
-            self.commits.add([NewRow(t, a.publication, a.via, a.hops) for t, a in arrivals])
-
     def settle(self) -> None:
         """Move the commits waiting in the store's journal into SQLite (about once a second,
         just before a checkpoint syncs the log); a failure is the store's error, tried again
@@ -548,9 +481,8 @@ class NodeApp:
         self._notify("stored", written)
 
     def _unwritten(self, rows: list[NewRow]) -> None:
-        """A commit failed: the core forgets what it could not write."""
-        for row in rows:
-            self.core.unstored(row.topic, row.publication)
+        """A commit failed: the core forgets what it could not write (`Committed`)."""
+        self.executor.unwritten(rows)
 
     def _refill_message_ids(self) -> None:
         """After a restart, the message ids of what the store holds from the last window
@@ -579,11 +511,7 @@ class NodeApp:
         """Write everything still queued now (blocks; shutdown and tests)."""
         self.commits.flush()
         self.settle()
-        self._cancel_hold()
-        if self._batched:  # never held back here: after the other sends, as `_send_outbox` orders them
-            self._release_batched(self._outbox)
-        if self._outbox or self._replies:
-            self._send_outbox()
+        self.executor.flush()  # held batches too: after the other sends, as `release` orders them
 
     def close(self) -> None:
         """Write what is queued, then stop the store's thread (the store stays open)."""
@@ -649,7 +577,10 @@ class NodeApp:
             "delivered": self.deliveries.delivered,
             "handovers_pending": len(self.core.handover.pending),
             "handover": _counters(self.core.handover.counters, HANDOVER_COUNTERS),
-            "node": _counters(self.counters + self.core.publishing.counters, NODE_COUNTERS),
+            "node": _counters(
+                self.counters + self.core.publishing.counters + Counter(spreads_held=self.executor.holds),
+                NODE_COUNTERS,
+            ),
             "message_ids": self.core.publishing.remembered(),
             "order": {
                 "waiting": self.core.sequencer.waiting,

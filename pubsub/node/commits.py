@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pubsub.kernel.message import Topic
@@ -98,7 +98,7 @@ class GroupCommit:
         """Rows queued or in flight."""
         return len(self._rows) + (len(self._in_flight.rows) if self._in_flight else 0)
 
-    def add(self, rows: list[NewRow]) -> None:
+    def add(self, rows: Sequence[NewRow]) -> None:
         """Queue rows for the next commit."""
         if rows:
             self._rows.extend(rows)

@@ -16,7 +16,7 @@ from pubsub.runtime.settings import RuntimeSettings, SettingsError, check_local_
 #: Default largest payload a client may publish (PUBSUB_MAX_PAYLOAD_BYTES).
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
 #: Seconds a node under load may hold its own publications' arc broadcast back to batch
-#: them (`pubsub.node.app.NodeApp._hold_batched`; docs/measurements/issue11.md, eighth round).
+#: them (`pubsub.kernel.executor.Executor`; docs/measurements/issue11.md, eighth round).
 DEFAULT_SPREAD_HOLD = 0.015
 #: The hold starts only after a broadcast that carried at least this many publications.
 HOLD_MIN_BATCH = 8

@@ -99,6 +99,7 @@ import msgpack
 from pubsub.node.journal import Journal, JournalError
 from pubsub.runtime.datadir import StoreError, prepare_data_dir
 from pubsub.kernel.message import Ref, Topic
+from pubsub.skipring.antientropy import NewRow  # the rows of the core's Persists
 from pubsub.skipring.messages import Payload, Publication, PublicationKey
 from pubsub.skipring.trie import HASH_BYTES
 from pubsub.kernel.wire import WireError, pack, validate_ref, validate_topic
@@ -134,15 +135,6 @@ class Stored(NamedTuple):
     def published_ms(self) -> int:
         """The publication's own timestamp (0 when unknown)."""
         return self.publication.published_ms
-
-
-class NewRow(NamedTuple):
-    """A publication to append: the topic, the publication, how it arrived."""
-
-    topic: Topic
-    publication: Publication
-    via: str
-    hops: int | None = None
 
 
 _BATCHES = (

@@ -16,14 +16,17 @@ default, the arc broadcast of `pubsub.skipring.arcs`) or "off" (anti-entropy alo
 
 Publishing as a client does it (`publish_request`) runs the node's own decisions: the
 hand-over through a non-member and the order "persist, then acknowledge, then flood",
-which the core states as effects (`pubsub.kernel.effects`).  With `commit_delay` set, each
-node has a simulated store: what its core stored is written by a group commit that takes
-`commit_delay` seconds, a `Persist` runs its effects only after the commit that holds what
-was stored before it, and a crash loses what was not yet written.  Answers to clients are
-collected in `answers`; with `trace` every send and commit is logged in `log`, so tests can
-check the order with no network.  Without `commit_delay`, durability is not modelled and a
-`Persist` runs its effects at once.  `Batched` items go to their sink together per call
-(per Persist released: the daemon batches a whole commit, which changes no order).
+which the core states as effects (`pubsub.kernel.effects`).  Every core's effects are
+carried out by the daemons' own executor (`pubsub.kernel.executor`), on the virtual clock:
+"the end of the pass" is right after the call (or the commit) that released something.
+With `commit_delay` set, each node has a simulated store: the rows of its core's
+`Persist`s are written by a group commit that takes `commit_delay` seconds (local numbers
+per topic, as the daemon's store gives them), a `Persist` runs its effects only after the
+commit that holds its rows and those before them, and a crash loses what was not yet
+written.  Answers to clients are collected in `answers`; with `trace` every send and
+commit is logged in `log`, so tests can check the order with no network.  Without
+`commit_delay`, durability is not modelled and a `Persist`'s commit ends at once (with
+`keep_rows`, its rows are kept in `rows`, by node, for a benchmark to read).
 """
 
 from __future__ import annotations
@@ -34,10 +37,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pubsub.kernel.effects import Answer, Batched, Effect, Persist
+from pubsub.kernel.effects import Answer, Effect
+from pubsub.kernel.executor import Executor, LocalSeqs
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.sim.engine import EventQueue
-from pubsub.skipring.antientropy import Arrival
+from pubsub.skipring.antientropy import Arrival, NewRow
 from pubsub.skipring.messages import MsgId, Payload, PublishRequest
 from pubsub.skipring.nodecore import NodeCore
 from supervisor.core import SupervisorCore
@@ -49,16 +53,88 @@ _DELIVER, _TIMER, _UNREACHABLE, _COMMIT = 0, 1, 2, 3
 
 @dataclass
 class SimStore:
-    """A simulated node's durable store: what commits wrote, and what waits for the next."""
+    """A simulated node's durable store (`pubsub.kernel.executor.Store`): what commits
+    wrote, and what waits for the next; `kick` asks its simulation for a commit."""
 
+    kick: Callable[[], None]
     written: dict[Topic, dict[bytes, Arrival]] = field(default_factory=dict)
-    unwritten: list[tuple[Topic, Arrival]] = field(default_factory=list)
-    waiting: list[Persist] = field(default_factory=list)
+    unwritten: list[NewRow] = field(default_factory=list)
+    waiting: list[Callable[[bool, LocalSeqs], None]] = field(default_factory=list)
     commit_pending: bool = False
     commits: int = 0
+    local: Counter[Topic] = field(default_factory=Counter)
 
     def holds(self, topic: Topic, key: bytes) -> bool:
         return key in self.written.get(topic, {})
+
+    def add(self, rows: Sequence[NewRow]) -> None:
+        self.unwritten.extend(rows)
+        self.kick()
+
+    def after(self, action: Callable[[bool, LocalSeqs], None]) -> None:
+        self.waiting.append(action)
+        self.kick()
+
+    def commit(self) -> list[NewRow]:
+        """Write what waits and end the actions that waited for it; the rows written."""
+        self.commit_pending = False
+        rows, self.unwritten = self.unwritten, []
+        waiting, self.waiting = self.waiting, []
+        local_seqs: dict[tuple[Topic, bytes], int] = {}
+        for row in rows:
+            topic, key = row.topic, row.publication.key
+            self.written.setdefault(topic, {})[key] = Arrival(row.publication, row.via, row.hops)
+            self.local[topic] += 1
+            local_seqs[(topic, key)] = self.local[topic]
+        self.commits += 1
+        for action in waiting:
+            action(True, local_seqs)
+        return rows
+
+
+@dataclass
+class InstantStore:
+    """No durability modelled: every commit ends at once (with `keep`, its rows are kept)."""
+
+    keep: list[NewRow] | None = None
+
+    def add(self, rows: Sequence[NewRow]) -> None:
+        if self.keep is not None:
+            self.keep.extend(rows)
+
+    def after(self, action: Callable[[bool, LocalSeqs], None]) -> None:
+        action(True, {})
+
+
+class _SimClock:
+    """The executors' clock (`pubsub.kernel.executor.Clock`): the virtual one; what is for
+    "soon" runs when the call that asked for it is done (`Simulation._dispatch`)."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+
+    def now(self) -> float:
+        return self.sim.events.now
+
+    def soon(self, action: Callable[[], None]) -> None:
+        self.sim._soon.append(action)
+
+    def later(self, delay: float, action: Callable[[], None]) -> None:
+        return None  # the simulator holds nothing back
+
+
+@dataclass
+class _SimOutlet:
+    """Where one simulated process's answers and later sends go."""
+
+    sim: Simulation
+    ref: Ref
+
+    def answer(self, client: int, msg: Message) -> None:
+        self.sim.answers.append((self.sim.now, self.ref, Answer(client, msg)))
+
+    def deliver(self, sends: list[Send]) -> None:
+        self.sim._send(self.ref, sends)
 
 
 @dataclass
@@ -90,6 +166,7 @@ class Simulation:
         dissemination: str = "flood",
         commit_delay: float | None = None,
         trace: bool = False,
+        keep_rows: bool = False,
     ) -> None:
         self.rng = random.Random(seed)
         self.interval = interval
@@ -117,7 +194,15 @@ class Simulation:
         self.answers: list[tuple[float, Ref, Answer]] = []
         #: With `trace`: (time, "send" | "commit", node, detail) in the order they happened.
         self.log: list[tuple[float, str, Ref, Any]] | None = [] if trace else None
+        #: With `keep_rows` (and no `commit_delay`): the rows each node's Persists carried.
+        self.rows: dict[Ref, list[NewRow]] | None = {} if keep_rows else None
         self._pending_unreachable: set[tuple[Ref, Ref]] = set()
+        #: Every process's executor (`pubsub.kernel.executor`), the supervisor's included.
+        self._clock = _SimClock(self)
+        self._soon: list[Callable[[], None]] = []
+        self.executors: dict[Ref, Executor] = {
+            SUPERVISOR: Executor(self.supervisor, InstantStore(), self._clock, _SimOutlet(self, SUPERVISOR))
+        }
         self._schedule(self._next_tick(), _TIMER, SUPERVISOR, None)
 
     @property
@@ -136,8 +221,13 @@ class Simulation:
             flooding=self.flooding,
             dissemination=self.dissemination,
         )
+        store: SimStore | InstantStore
         if self.commit_delay is not None:
-            self.stores[name] = SimStore()
+            store = self.stores[name] = SimStore(kick=lambda: self._commit_soon(name))
+        else:
+            keep = None if self.rows is None else self.rows.setdefault(name, [])
+            store = InstantStore(keep)
+        self.executors[name] = Executor(self.nodes[name], store, self._clock, _SimOutlet(self, name))
         self._schedule(self.now + self.rng.uniform(0, self.interval), _TIMER, name, None)
         return name
 
@@ -164,12 +254,23 @@ class Simulation:
         published_ms = int(self.now * 1000)
         self._dispatch(ref, self.nodes[ref].publish_request(client, request, published_ms, self.now))
 
+    def take_rows(self, ref: Ref) -> list[NewRow]:
+        """The rows node `ref`'s Persists carried since the last call (needs `keep_rows`):
+        what it stored, in each publisher's order, with how it came and after how many hops."""
+        if self.rows is None:
+            raise ValueError("the simulation keeps no rows (keep_rows=False)")
+        rows = self.rows.get(ref, [])
+        taken = list(rows)
+        rows.clear()
+        return taken
+
     def leave(self, ref: Ref, topic: Topic) -> None:
         self._dispatch(ref, self.nodes[ref].leave(topic))
 
     def crash(self, ref: Ref) -> None:
         """Stop a node without warning; its address stays dead."""
         del self.nodes[ref]
+        del self.executors[ref]
         self.crashed.add(ref)
         store = self.stores.get(ref)
         if store is not None:  # what was not written yet is lost with the process
@@ -252,35 +353,25 @@ class Simulation:
         return ref == SUPERVISOR or ref in self.nodes
 
     def _dispatch(self, src: Ref, effects: Sequence[Effect]) -> None:
-        store = self.stores.get(src)
-        if store is not None and src in self.nodes:
-            arrivals = self.nodes[src].drain_arrivals(self.now)  # in each publisher's order
-            if arrivals:
-                store.unwritten.extend(arrivals)
-                self._commit_soon(src, store)
+        """Carry out what `src`'s core returned (its executor), then what that released for
+        the end of the pass."""
+        executor = self.executors.get(src)
+        if executor is None:  # a crashed process, or a test injecting as a stranger
+            self._send(src, [e for e in effects if isinstance(e, Send)])
+        else:
+            self._send(src, executor.run(effects))
+        while self._soon:
+            self._soon.pop(0)()
+
+    def _send(self, src: Ref, sends: Sequence[Send]) -> None:
+        """Put `src`'s sends in flight, each with its own random delay (unless dropped)."""
         low, high = self.delay
         width = high - low
         traffic = self.traffic
         log = self.log
         schedule = self.events.schedule
         random = self.rng.random
-        batched: dict[Callable[[list[Any]], Sequence[Effect]], list[Any]] = {}
-        for effect in effects:
-            if effect.__class__ is not Send:
-                if isinstance(effect, Answer):
-                    self.answers.append((self.now, src, effect))
-                    continue
-                if isinstance(effect, Persist):
-                    if store is None:
-                        self._persisted(src, effect)
-                    else:
-                        store.waiting.append(effect)
-                        self._commit_soon(src, store)
-                    continue
-                if isinstance(effect, Batched):
-                    batched.setdefault(effect.sink, []).append(effect.item)
-                    continue
-            dest, msg = effect
+        for dest, msg in sends:
             if log is not None:
                 log.append((self.now, "send", src, (dest, msg)))
             kind = msg.kind
@@ -293,38 +384,24 @@ class Simulation:
                 continue
             # = self.rng.uniform(low, high), the same draw
             schedule(self.now + (low + width * random()), _DELIVER, (dest, (src, msg)))
-        for sink, items in batched.items():  # after the sends of the same call, as the daemon does
-            self._dispatch(src, sink(items))
 
-    def _commit_soon(self, ref: Ref, store: SimStore) -> None:
+    def _commit_soon(self, ref: Ref) -> None:
+        store = self.stores[ref]
         if not store.commit_pending:
             store.commit_pending = True
             assert self.commit_delay is not None
             self._schedule(self.now + self.commit_delay, _COMMIT, ref, None)
 
     def _commit(self, ref: Ref) -> None:
-        """One group commit: write what waits, then run the Persists that waited for it."""
+        """One group commit: write what waits, then end what waited for it."""
         store = self.stores.get(ref)
         if store is None or ref not in self.nodes:
             return  # crashed before its commit: nothing was written
-        store.commit_pending = False
-        rows, store.unwritten = store.unwritten, []
-        waiting, store.waiting = store.waiting, []
-        for topic, arrival in rows:
-            store.written.setdefault(topic, {})[arrival.publication.key] = arrival
-        store.commits += 1
         if self.log is not None:
-            self.log.append((self.now, "commit", ref, [(t, a.publication.key) for t, a in rows]))
-        for persist in waiting:
-            self._persisted(ref, persist)
-
-    def _persisted(self, ref: Ref, persist: Persist) -> None:
-        """A Persist's write happened (the simulated stores never fail): tell the core if it
-        asked, then carry out what waited."""
-        node = self.nodes.get(ref)
-        if persist.notify is not None and node is not None:
-            self._dispatch(ref, node.persisted(persist.notify, True))
-        self._dispatch(ref, persist.then)
+            self.log.append((self.now, "commit", ref, [(r.topic, r.publication.key) for r in store.unwritten]))
+        store.commit()
+        while self._soon:
+            self._soon.pop(0)()
 
     def _schedule(self, when: float, kind: int, target: Ref, payload: Any) -> None:
         self.events.schedule(when, kind, (target, payload))

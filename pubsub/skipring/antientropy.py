@@ -165,6 +165,20 @@ class Arrival(NamedTuple):
     hops: int | None = None
 
 
+class NewRow(NamedTuple):
+    """A publication the core stored, for the store to append (the rows of a `Persist`):
+    the topic, the publication, how it arrived and after how many hops."""
+
+    topic: Topic
+    publication: Publication
+    via: str
+    hops: int | None = None
+
+
+#: The work of the `Batched` effects of `publish_local`: the arc broadcast of own publications.
+SPREAD_OWN = "spread_own"
+
+
 class AntiEntropy:
     """Alg. 5 for one topic at one subscriber: the trie plus the four message handlers."""
 
@@ -346,7 +360,7 @@ class AntiEntropy:
         if not self.flooding:
             self._saw_difference()  # nobody else holds it, and nothing spreads it but us
         elif self.tree and flood_targets is None:
-            out.append(Batched(self.spread_own, publication))
+            out.append(Batched(SPREAD_OWN, self.topic, publication))
         else:
             self._flood(publication, 1, flood_targets)
         out.extend(self._flush())

@@ -63,15 +63,17 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 
-from pubsub.kernel.effects import Batched, Effect
+from pubsub.kernel.effects import Batch, Batched, Committed, Effect, Persist
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.skipring.arcs import ArcView
 from pubsub.skipring.antientropy import (
     HANDOVER,
     DEFAULT_BATCH_BYTES,
     LOCAL,
+    SPREAD_OWN,
     AntiEntropy,
     Arrival,
+    NewRow,
     make_publication,
 )
 from pubsub.skipring.handover import DEFAULT_ATTEMPTS, DEFAULT_STEP_TIMEOUT, HandOverClient
@@ -116,6 +118,9 @@ DISSEMINATIONS = ("tree", "flood", "off")
 #: topics); the questions are the fallback.
 POLL_EVERY = 2
 POLL_MAX = 16
+#: Seconds a left topic's publication core is kept for the arc broadcasts of its own
+#: publications still waiting for their commit (`Batch` after leaving, see `handle`).
+RETIRED_KEEP = 60.0
 
 
 def _carried_ref(msg: Message) -> Ref | None:
@@ -200,6 +205,16 @@ class NodeCore:
         self.sequencer = Sequencer(wait=order_wait, max_wait=order_max_wait)
         #: Per-topic retention windows (`pubsub.skipring.retention`).
         self.retention = NodeRetention()
+        #: Publication cores of topics left, kept until `RETIRED_KEEP` seconds after, for
+        #: the `Batch` of their own publications still waiting for a commit.
+        self._retired: dict[Topic, tuple[AntiEntropy, float]] = {}
+
+    def attach_store(self, durable: bool, seq_reserved: int) -> None:
+        """What the daemon's store is: whether it survives the process (acknowledgements
+        say so), and the sequence number it reserved up to (we continue there, so that a
+        restarted node never issues a publisher and sequence number twice)."""
+        self.publishing.durable = durable
+        self.next_seq = max(self.next_seq, seq_reserved)
 
     # ------------------------------------------------------------------ client intents
     def join(self, topic: Topic) -> list[Send]:
@@ -276,7 +291,19 @@ class NodeCore:
 
     # ------------------------------------------------------------------ protocol
     def handle(self, msg: Message, now: float) -> Sequence[Effect]:
-        """Dispatch one protocol message."""
+        """Dispatch one input: a protocol message, or what the executor tells us back
+        (`Committed`: how a write ended; `Batch`: `Batched` items released together).
+
+        Whatever this call stored leaves at the head of the effects as the rows of a
+        `Persist` (`pubsub.kernel.effects`), in each publisher's order."""
+        cls = msg.__class__
+        if cls is Committed:
+            return self._committed(msg, now)  # type: ignore[arg-type]
+        if cls is Batch:
+            return self._batch(msg, now)  # type: ignore[arg-type]
+        return self._persisting(self._handle(msg, now), now)
+
+    def _handle(self, msg: Message, now: float) -> Sequence[Effect]:
         if isinstance(msg, (MemberIs, HandOverAck)):
             return self.publishing.handle(msg, now)
         if isinstance(msg, HandOver):
@@ -306,6 +333,7 @@ class NodeCore:
                 self.retired_counters.update(retired.counters)
                 retired.arc_view = lambda: last_view
                 retired.flood_targets = lambda: last_targets
+                self._retired[topic] = (retired, now + RETIRED_KEEP)
             self.leaving.discard(topic)
             return released
         if isinstance(msg, PUBLICATION_MESSAGES):
@@ -349,8 +377,15 @@ class NodeCore:
 
         Each instance with a label also runs PublishTimeout (Alg. 5 l.1-4) with its ring
         neighbours as they stand after BuildSR's own Timeout.  Hand-overs whose step timed
-        out start their next attempt (or fail, answering their client).
+        out start their next attempt (or fail, answering their client).  Publications the
+        ordering held back and released now leave as a `Persist`.
         """
+        if self._retired:
+            for topic in [t for t, (_, until) in self._retired.items() if until <= now]:
+                del self._retired[topic]
+        return self._persisting(self._timeout(now), now)
+
+    def _timeout(self, now: float) -> list[Effect]:
         sends: list[Effect] = self.publishing.timeout(now)
         if self.discover_supervisors:
             if self._ticks >= self._next_poll:
@@ -456,14 +491,14 @@ class NodeCore:
         instance = self.instances.get(topic)
         return iter(()) if instance is None else instance.contacts()
 
-    def publish(self, topic: Topic, payload: bytes) -> list[Send | Batched]:
+    def publish(self, topic: Topic, payload: bytes) -> list[Effect]:
         """Issue a publication on `topic` from this process (§4.2 and, if on, §4.3).
 
         ValueError if we do not run the topic or the payload is too large for a frame.
         """
         if not self.is_member(topic):
             raise ValueError(f"not subscribed to topic {topic!r}")
-        return self.publish_publication(topic, self.issue(payload))
+        return self._persisting(self.publish_publication(topic, self.issue(payload)), None)
 
     def is_member(self, topic: Topic) -> bool:
         """Whether we run `topic` and are not leaving it (publications may be stored here)."""
@@ -508,18 +543,42 @@ class NodeCore:
     ) -> list[Effect]:
         """A client (token `client`) asks to publish (`pubsub.skipring.publishing`);
         `published_ms` is the wall clock the daemon read."""
-        return self.publishing.request(client, request, published_ms, now)
+        return self._persisting(self.publishing.request(client, request, published_ms, now), now)
 
-    def persisted(self, token: int, ok: bool) -> list[Effect]:
-        """The executor reports how the write of a `Persist` with `notify` ended."""
-        return self.publishing.persisted(token, ok)
+    # ------------------------------------------------------------------ what the executor tells us
+    def _committed(self, msg: Committed, now: float) -> list[Effect]:
+        """A write ended: forget what it could not write (a publication of someone else's
+        comes back by anti-entropy; ours was never spread), then answer the clients whose
+        publications waited for it (`Publishing.persisted`)."""
+        for row in msg.unwritten:
+            core = self.publications.get(row.topic)
+            if core is not None:
+                core.forget(row.publication)
+        effects: list[Effect] = []
+        for token in msg.tokens:
+            effects += self.publishing.persisted(token, msg.ok, msg.local_seqs)
+        return effects
 
-    def unstored(self, topic: Topic, publication: Publication) -> None:
-        """A publication could not be written to the store: do not hold it either (one that
-        was someone else's comes back by anti-entropy)."""
-        core = self.publications.get(topic)
-        if core is not None:
-            core.forget(publication)
+    def _batch(self, msg: Batch, now: float) -> Sequence[Effect]:
+        """`Batched` items released together: the arc broadcast of our own publications
+        (`AntiEntropy.spread_own`: the arcs computed once for all of them), also for a
+        topic we left since (on its last arcs)."""
+        if msg.work != SPREAD_OWN:
+            raise ValueError(f"no batched work {msg.work!r}")
+        core = self.publications.get(msg.topic)
+        if core is None:
+            retired = self._retired.get(msg.topic)
+            if retired is None:
+                return []
+            core = retired[0]
+        return core.spread_own(list(msg.items))
+
+    def _persisting(self, effects: Sequence[Effect], now: float | None) -> list[Effect]:
+        """`effects`, after a `Persist` of what was stored since the last call, if anything."""
+        rows = self._stored(now)
+        if not rows:
+            return effects if isinstance(effects, list) else list(effects)
+        return [Persist(tuple(rows)), *effects]
 
     def holds(self, topic: Topic, publication: Publication) -> bool:
         """Whether the topic's trie holds `publication`."""
@@ -529,7 +588,7 @@ class NodeCore:
     def restore(self, topic: Topic, publications: Iterable[Publication]) -> int:
         """Refill a topic we run from storage; returns how many were new to its trie.
 
-        They are not reported by `drain_arrivals` (they are stored already); they count as
+        They are not reported in a `Persist` (they are stored already); they count as
         gone through for the ordering of what arrives next.
         """
         stored = self.retention.admitted(topic, publications)  # never what retention removed
@@ -542,17 +601,20 @@ class NodeCore:
             core.retention.invalidate()  # the trie grew without it: rebuild its index
         return restored
 
-    def drain_arrivals(self, now: float | None = None) -> list[tuple[Topic, Arrival]]:
-        """Publications stored since the last call, per topic.  With `now`, in each
+    def _stored(self, now: float | None) -> list[NewRow]:
+        """Publications stored since the last call, as rows.  With `now`, in each
         publisher's order (`pubsub.skipring.ordering`: a publication whose predecessor has
         not come waits while its publisher's publications keep arriving, `order_wait` of
-        quiet and `order_max_wait` at most); without, in arrival order."""
+        quiet and `order_max_wait` at most); without (`publish`, which a test or benchmark
+        calls without a clock), in arrival order."""
         out: list[tuple[Topic, Arrival]] = []
         for topic, core in self.publications.items():
             if core.new:
                 out += [(topic, arrival) for arrival in core.drain_new()]
         if now is None:
-            return out
+            return [NewRow(t, a.publication, a.via, a.hops) for t, a in out]
+        if not out and not self.sequencer.waiting:
+            return []
         for topic, arrival in out:
             if arrival.via in (LOCAL, HANDOVER):  # a Persist waits for it: never held back
                 self.sequencer.admit(topic, arrival)
@@ -563,7 +625,7 @@ class NodeCore:
             released = [(t, a) for t, a in released if self.holds(t, a.publication)]
         for topic, arrival in released:
             self.publishing.stored(topic, arrival.publication, now)
-        return released
+        return [NewRow(t, a.publication, a.via, a.hops) for t, a in released]
 
     def publication_counters(self) -> Counter[str]:
         """The publication cores' counters summed over every topic since the start, those

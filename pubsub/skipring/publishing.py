@@ -9,8 +9,9 @@
   cannot be reached) hands the publication over to a member like a non-member does
   (`pubsub.skipring.handover`), instead of acknowledging what no other node will see.
 * **Persist, then answer, then spread.**  A member stores the publication and returns
-  ``Persist(then=spreads, notify=token)``; the executor writes it, then reports the
-  outcome with `persisted`, whose answers go out before the spreads.  If the write fails
+  ``Persist(then=spreads, token=token)``; the executor writes it, then reports the
+  outcome (`Committed`, which the node core hands to `persisted` with the local numbers
+  the store gave), whose answers go out before the spreads.  If the write fails
   the node forgot the publication (it is not held anywhere: it was never spread), so the
   answer ``store_error`` is final.
 * **Honest answers.**  `PublishAck` says where the publication is stored and whether that
@@ -35,7 +36,7 @@
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
@@ -176,15 +177,18 @@ class Publishing:
             entry.persist = self._next_token
             self._entries[entry.persist] = entry
             self.counters["stored_here"] += 1
-            return [Persist(then=tuple(spreads), notify=entry.persist)]
+            return [Persist(then=tuple(spreads), token=entry.persist)]
         number, sends = self.handover.start(topic, publication, now)
         self._handovers[number] = entry
         self.counters["handovers_started"] += 1
         return list(sends)
 
     # ------------------------------------------------------------------ outcomes
-    def persisted(self, token: int, ok: bool) -> list[Effect]:
-        """The write of a Persist this module returned ended (the executor reports it)."""
+    def persisted(
+        self, token: int, ok: bool, local_seqs: Mapping[tuple[Topic, bytes], int] | None = None
+    ) -> list[Effect]:
+        """The write of a Persist this module returned ended (the executor reports it, with
+        the local numbers the store gave what it wrote: the acknowledgement names it)."""
         entry = self._entries.pop(token, None)
         if entry is None:
             return []
@@ -192,7 +196,8 @@ class Publishing:
         if not ok:
             return self._finish_failed(entry, "store_error", "the publication could not be written to the "
                                        "store (it is not stored anywhere)")
-        return self._finish_ok(entry, self.node.ref, self.durable)
+        local_seq = None if local_seqs is None else local_seqs.get((entry.topic, entry.publication.key))
+        return self._finish_ok(entry, self.node.ref, self.durable, local_seq)
 
     def handed_over(self) -> list[Effect]:
         """Answer the clients of the hand-overs that ended."""
@@ -215,15 +220,18 @@ class Publishing:
                 answers.extend(self._finish_failed(entry, outcome.code, outcome.detail))
         return answers
 
-    def _finish_ok(self, entry: _Entry, stored_by: Ref, durable: bool) -> list[Effect]:
-        """Acknowledge every waiter; all but the request that created the entry repeated
-        its message id and are told so (`duplicate`)."""
+    def _finish_ok(
+        self, entry: _Entry, stored_by: Ref, durable: bool, local_seq: int | None = None
+    ) -> list[Effect]:
+        """Acknowledge every waiter (with the local number, for a publication stored here);
+        all but the request that created the entry repeated its message id and are told so
+        (`duplicate`)."""
         entry.state, entry.stored_by, entry.durable = "ok", stored_by, durable
         waiters, entry.waiters = entry.waiters, []
         first = entry.first
         return [
             Answer(client, self._ack(rid, entry.topic, entry.publication, stored_by, durable,
-                                     duplicate=(client, rid) != first))
+                                     duplicate=(client, rid) != first, local_seq=local_seq))
             for client, rid in waiters
         ]
 
@@ -247,8 +255,8 @@ class Publishing:
         return [Answer(client, answer(rid)) for client, rid in waiters]
 
     def _ack(self, request_id: int, topic: Topic, p: Publication, stored_by: Ref, durable: bool,
-             *, duplicate: bool = False) -> PublishAck:
-        return PublishAck(request_id, topic, p.publisher, p.seq, p.key, stored_by, None, durable, duplicate)
+             *, duplicate: bool = False, local_seq: int | None = None) -> PublishAck:
+        return PublishAck(request_id, topic, p.publisher, p.seq, p.key, stored_by, local_seq, durable, duplicate)
 
     def _fail(self, client: int, request_id: int, code: str, detail: str) -> Answer:
         return Answer(client, PublishFailed(request_id, code, detail))

@@ -618,31 +618,31 @@ def test_under_load_a_publisher_holds_its_broadcasts_back_and_loses_nothing(tmp_
             pnode(srt.ref, None) as (rta, a),
             pnode(srt.ref, None) as (rtb, _b),
         ):
-            a.spread_hold = 0.2
+            a.executor.hold = 0.2
             ca, cb = await ring_of_two(srt.ref, rta.ref, rtb.ref)
             held_by_b = holding(cb)
 
             for i in range(3):
                 await ca.publish(T, f"alone {i}")
             await wait_until(held_by_b(3), what="the single publications at the other member")
-            assert a.counters["spreads_held"] == 0  # one at a time: never held
+            assert a.executor.holds == 0  # one at a time: never held
             sent = 3
             for burst in range(10):  # bounded: a burst that arrives in one pass releases >= 8
                 await asyncio.gather(*(ca.publish(T, f"burst {burst} {k}") for k in range(2 * HOLD_MIN_BATCH)))
                 sent += 2 * HOLD_MIN_BATCH
-                if a.counters["spreads_held"]:
+                if a.executor.holds:
                     break
-            assert a.counters["spreads_held"] >= 1
+            assert a.executor.holds >= 1
             await wait_until(held_by_b(sent), what="every burst at the other member")
-            a.spread_hold = 60.0  # what is held from now on would wait a minute: flush must send it
+            a.executor.hold = 60.0  # what is held from now on would wait a minute: flush must send it
             for burst in range(10):  # bounded, as above: until a burst is held
                 await asyncio.gather(*(ca.publish(T, f"last {burst} {k}") for k in range(2 * HOLD_MIN_BATCH)))
                 sent += 2 * HOLD_MIN_BATCH
-                if a._hold_timer is not None:
+                if a.executor.held:
                     break
-            assert a._hold_timer is not None and a._batched  # acknowledged, waiting to spread
+            assert a.executor.held and a.executor.waiting  # acknowledged, waiting to spread
             a.flush()
-            assert a._hold_timer is None and not a._batched
+            assert not a.executor.held and not a.executor.waiting
             await wait_until(held_by_b(sent), what="the flushed publications at the other member")
             await ca.close()
             await cb.close()
@@ -662,7 +662,7 @@ def test_flush_with_a_commit_in_flight_sends_what_it_releases_at_once(tmp_path: 
             pnode(srt.ref, None) as (rtb, _b),
         ):
             assert not a.commits.inline
-            a.spread_hold = 60.0  # a hold started now would outlast the test
+            a.executor.hold = 60.0  # a hold started now would outlast the test
             ca, cb = await ring_of_two(srt.ref, rta.ref, rtb.ref)
             held_by_b = holding(cb)
 
@@ -670,7 +670,7 @@ def test_flush_with_a_commit_in_flight_sends_what_it_releases_at_once(tmp_path: 
             await wait_until(held_by_b(1), what="the first publication at the other member")
             gate = threading.Event()
             a.thread.submit(gate.wait, 30)  # the store's thread waits: the next commit stays in flight
-            a._last_release = HOLD_MIN_BATCH  # as right after a release under load
+            a.executor._last_release = HOLD_MIN_BATCH  # as right after a release under load
             pending = [asyncio.ensure_future(ca.publish(T, f"in flight {k}")) for k in range(3)]
 
             async def in_flight() -> bool:
@@ -686,11 +686,11 @@ def test_flush_with_a_commit_in_flight_sends_what_it_releases_at_once(tmp_path: 
                 gate.set()
                 opener.join()
             assert a.commits.unwritten == 0
-            assert a._hold_timer is None and not a._batched
+            assert not a.executor.held and not a.executor.waiting
             acks = await asyncio.wait_for(asyncio.gather(*pending), 10)
             assert all(ack.stored_by == rta.ref for ack in acks)
             await wait_until(held_by_b(4), what="the flushed publications at the other member")
-            assert a.counters["spreads_held"] == 0
+            assert a.executor.holds == 0
             await ca.close()
             await cb.close()
 

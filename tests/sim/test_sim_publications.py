@@ -36,11 +36,11 @@ PUBLICATION_KINDS = ("check_trie", "check_and_publish", "publish", "publish_new"
 
 
 def settled_ring(n: int, seed: int, **options: object) -> tuple[Simulation, list[Ref]]:
-    sim = Simulation(seed, **options)  # type: ignore[arg-type]
+    sim = Simulation(seed, keep_rows=True, **options)  # type: ignore[arg-type]
     refs = fresh_start(sim, n, TOPIC)
     settle(sim, TOPIC, max_intervals=600)
     for ref in refs:
-        sim.nodes[ref].drain_arrivals()
+        sim.take_rows(ref)
     return sim, refs
 
 
@@ -144,7 +144,7 @@ def test_flooding_reaches_everyone_within_log_n_hops(n: int) -> None:
         sim.run_for((bound + 1) * 0.1)  # one link delay per hop
         hops: dict[Ref, int | None] = {}
         for ref in refs:
-            for _, arrival in sim.nodes[ref].drain_arrivals():
+            for arrival in sim.take_rows(ref):
                 assert ref not in hops
                 assert arrival.via == (LOCAL if ref == publisher else FLOOD)
                 hops[ref] = arrival.hops
@@ -162,7 +162,7 @@ def test_flooding_with_random_delays_reaches_everyone() -> None:
     publisher = refs[0]
     sim.publish(publisher, TOPIC, b"news")
     sim.run_for(bound * sim.delay[1] + sim.interval)
-    arrivals = {ref: a for ref in refs for _, a in sim.nodes[ref].drain_arrivals()}
+    arrivals = {ref: a for ref in refs for a in sim.take_rows(ref)}
     assert len(arrivals) == n
     flooded = [a for a in arrivals.values() if a.via == FLOOD]
     assert len(flooded) >= 0.98 * (n - 1)  # a few may be repaired by anti-entropy first

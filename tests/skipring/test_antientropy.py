@@ -18,11 +18,12 @@ from pubsub.skipring.antientropy import (
     LOCAL,
     MAX_DEFERRED_ROUNDS,
     PUBLICATION_OVERHEAD,
+    SPREAD_OWN,
     AntiEntropy,
     make_publication,
 )
 from pubsub.skipring.arcs import ArcView
-from pubsub.kernel.effects import Batched
+from pubsub.kernel.effects import Batch, Batched, Persist
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.skipring.messages import (
     CheckAndPublish,
@@ -482,12 +483,14 @@ def test_nodecore_publish_and_routing() -> None:
         core.publish(TOPIC, b"x")  # not subscribed
     core.join(TOPIC)
     assert TOPIC in core.publications
-    (spread,) = core.publish(TOPIC, b"a")  # the arc broadcast, handed over to be batched
-    assert isinstance(spread, Batched) and spread.sink([spread.item]) == []  # no neighbours yet
-    core.publish(TOPIC, b"a")  # same payload, next sequence number: a different publication
-    arrivals = core.drain_arrivals()
-    assert [(t, a.publication.seq, a.via) for t, a in arrivals] == [(TOPIC, 0, LOCAL), (TOPIC, 1, LOCAL)]
-    assert core.drain_arrivals() == []
+    first, spread = core.publish(TOPIC, b"a")  # what it stored, and its arc broadcast, to be batched
+    assert isinstance(spread, Batched) and (spread.work, spread.topic) == (SPREAD_OWN, TOPIC)
+    assert core.handle(Batch(spread.work, spread.topic, (spread.item,)), 0.0) == []  # no neighbours yet
+    second, _ = core.publish(TOPIC, b"a")  # same payload, next sequence number: a different publication
+    assert isinstance(first, Persist) and isinstance(second, Persist)
+    rows = [*first.rows, *second.rows]  # each call's Persist carries what that call stored
+    assert [(r.topic, r.publication.seq, r.via) for r in rows] == [(TOPIC, 0, LOCAL), (TOPIC, 1, LOCAL)]
+    assert not any(isinstance(e, Persist) for e in core.timeout(0.0))  # nothing stored since
     status = core.status()["topics"][TOPIC]  # type: ignore[index]
     assert status["publications"]["count"] == 2
     with pytest.raises(ValueError):
@@ -540,7 +543,7 @@ def test_own_publications_start_their_arc_broadcast_together_within_the_limits()
     per = 1000 + PUBLICATION_OVERHEAD
     core = AntiEntropy(U, TOPIC, tree=True, arc_view=lambda: view, batch_bytes=3 * per)
     effects = [e for i in range(10) for e in core.publish_local(make_publication(U, i, bytes(1000)))]
-    assert all(isinstance(e, Batched) and e.sink == core.spread_own for e in effects)
+    assert all(isinstance(e, Batched) and (e.work, e.topic) == (SPREAD_OWN, TOPIC) for e in effects)
     sends = core.spread_own([e.item for e in effects if isinstance(e, Batched)])
     batches: dict[Ref, list[list[int]]] = {}
     for dest, msg in sends:
