@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml setup.py pubsub/skipring/_ctrie.pyx pubsub/skipring/_ch
 # else writes the compiled files, so each daemon would compile every module again (about
 # 0.4 CPU-seconds per start, measured on a 19-daemon cluster).
 bytecode: $(STAMP)
-	@$(BIN)/python -m compileall -q pubsub supervisor broker bench fuzz >/dev/null
+	@$(BIN)/python -m compileall -q pubsub broker bench fuzz >/dev/null
 
 demo: bytecode
 	$(BIN)/python -m pubsub.ops.demo
@@ -91,4 +91,4 @@ podman-setup: $(STAMP)
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
 	rm -f pubsub/skipring/_ctrie.c pubsub/skipring/_ctrie.*.so pubsub/skipring/_chotpath.c pubsub/skipring/_chotpath.*.so
-	find pubsub supervisor broker bench fuzz tests -name __pycache__ -type d -prune -exec rm -rf {} +
+	find pubsub broker bench fuzz tests -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -199,7 +199,7 @@ def main(argv: list[str]) -> None:
     if git and git["uncommitted_daemon_code"]:
         print(
             f"\nNOTE: pubsub ran the working tree of {git['commit'][:10]} with uncommitted changes to "
-            f"{len(git['uncommitted_daemon_code'])} file(s) under pubsub/, supervisor/, broker/ "
+            f"{len(git['uncommitted_daemon_code'])} file(s) under pubsub/, broker/ "
             "(listed in the JSON)"
         )
     if git != env["git_at_start"]:
@@ -274,7 +274,7 @@ def git_state() -> dict[str, Any] | None:
     import subprocess
 
     root = Path(__file__).resolve().parent.parent
-    dirs = ["pubsub", "supervisor", "broker"]
+    dirs = ["pubsub", "broker"]
 
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=root, capture_output=True, timeout=30)

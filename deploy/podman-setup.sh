@@ -88,7 +88,7 @@ from pathlib import Path
 
 digest = hashlib.sha256()
 files = [Path("pyproject.toml"), Path("deploy/Dockerfile"), Path("deploy/entrypoint.py")]
-for package in ("pubsub", "supervisor", "broker"):
+for package in ("pubsub", "broker"):
     if Path(package).is_dir():
         files += [p for p in Path(package).rglob("*") if p.is_file()
                   and "__pycache__" not in p.parts and p.suffix != ".pyc"]

@@ -52,8 +52,8 @@ from pubsub.skipring.labels import MAX_LABEL_BITS, Label
 from pubsub.skipring.messages import PublishRequest
 from pubsub.skipring.nodecore import NodeCore
 from pubsub.skipring.trie import publication_key
-from supervisor.core import SupervisorCore
-from supervisor.database import TopicDatabase
+from pubsub.skipring.supervisor.core import SupervisorCore
+from pubsub.skipring.supervisor.database import TopicDatabase
 
 Target = Callable[[bytes], int]
 

@@ -36,8 +36,8 @@ def _imported_by(*modules: str) -> set[str]:
 
 
 def test_the_daemons_start_without_the_http_stack_or_the_tools() -> None:
-    imported = _imported_by("pubsub.cli.main", "pubsub.node.app", "supervisor.app", "broker.app", "pubsub.client.library")
-    assert "pubsub.node.app" in imported and "supervisor.app" in imported
+    imported = _imported_by("pubsub.cli.main", "pubsub.node.app", "pubsub.supervisor.app", "broker.app", "pubsub.client.library")
+    assert "pubsub.node.app" in imported and "pubsub.supervisor.app" in imported
     assert sorted(m for m in NOT_AT_START if m in imported) == []
 
 
@@ -85,7 +85,7 @@ def test_tls_brings_cryptography_in() -> None:
 
 
 def test_serving_http_brings_the_http_stack_in() -> None:
-    imported = _imported_by("pubsub.node.http", "supervisor.webview")
+    imported = _imported_by("pubsub.node.http", "pubsub.supervisor.webview")
     assert "aiohttp.web" in imported
 
 

@@ -61,7 +61,7 @@ def _own_addresses(
 
 def _supervisor_settings() -> tuple[type[Any], ...]:
     from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
-    from supervisor.settings import SupervisorSettings
+    from pubsub.supervisor.settings import SupervisorSettings
 
     return (RuntimeSettings, TelemetrySettings, AdminSettings, SupervisorSettings)
 
@@ -160,8 +160,8 @@ def supervisor(
 ) -> None:
     """Run the supervisor daemon until SIGTERM or SIGINT."""
     from pubsub.runtime.settings import SettingsError, load
-    from supervisor.app import run_supervisor
-    from supervisor.settings import SupervisorSettings
+    from pubsub.supervisor.app import run_supervisor
+    from pubsub.supervisor.settings import SupervisorSettings
 
     address: Ref = required(from_config("listen", listen, "--listen", _address), "listen", "--listen")
     runtime_settings = settings_for_runtime(interval, address, "supervisor")

@@ -1,8 +1,8 @@
 """The skip-ring mode (paper 000): a supervisor manages membership, the subscribers of each
 topic form a skip ring and carry the publications themselves.
 
-Where its parts live: cores in `pubsub.skipring` and `supervisor.core` /
-`supervisor.database`; daemons in `pubsub.node` and `supervisor.app`; commands in
+Where its parts live: cores in `pubsub.skipring` and `pubsub.skipring.supervisor.core` /
+`pubsub.skipring.supervisor.database`; daemons in `pubsub.node` and `pubsub.supervisor.app`; commands in
 `pubsub.cli.skipring`; the local launcher in `pubsub.ops.localcluster`; the simulation in
 `pubsub.sim`.  This module only names them for the registry (`pubsub.modes`).
 """
@@ -26,7 +26,7 @@ def _make_core(role: str, *args: Any, **kwargs: Any) -> Core:
 
         return NodeCore(*args, **kwargs)
     if role == "supervisor":
-        from supervisor.core import SupervisorCore
+        from pubsub.skipring.supervisor.core import SupervisorCore
 
         return SupervisorCore(*args, **kwargs)
     raise ValueError(f"the skip ring has no {role!r} core (node, supervisor)")
@@ -39,7 +39,7 @@ def _run_node(*args: Any, **kwargs: Any) -> None:
 
 
 def _run_supervisor(*args: Any, **kwargs: Any) -> None:
-    from supervisor.app import run_supervisor
+    from pubsub.supervisor.app import run_supervisor
 
     run_supervisor(*args, **kwargs)
 

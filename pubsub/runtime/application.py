@@ -1,6 +1,6 @@
 """What the runtime drives (`Application`, `SessionApplication`): a protocol core plus the
 daemon's control-plane answers.  Every daemon's app (`pubsub.node.app.NodeApp`,
-`supervisor.app.SupervisorApp`, `broker.app.BrokerApp`) has this shape."""
+`pubsub.supervisor.app.SupervisorApp`, `broker.app.BrokerApp`) has this shape."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One host for every daemon: the same telemetry, admin listener and graceful stop.
 
-A daemon (`pubsub.node.app`, `supervisor.app`, `broker.app`) builds its application and
+A daemon (`pubsub.node.app`, `pubsub.supervisor.app`, `broker.app`) builds its application and
 runtime, then hands them to `host` with what is its own:
 
 * `Instruments`, made by an `Instrument` function once the host knows the topic-label

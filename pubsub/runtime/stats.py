@@ -45,7 +45,7 @@ ERROR_CODES = (
 #: as ``admin_<code>``: bad input (the wire's codes, a frame cut short, no Hello, an identity
 #: not allowed admin actions) and refused requests (not a chaos request; the `ChaosError`
 #: codes of the generic actions, `pubsub.runtime.admin` and `adminparams`, and of the
-#: daemons' own, pubsub/node/faults.py, supervisor/faults.py, broker/faults.py).  A daemon
+#: daemons' own, pubsub/node/faults.py, pubsub/supervisor/faults.py, broker/faults.py).  A daemon
 #: with an admin listener reports each from the start (`pubsub.runtime.host`).
 ADMIN_ERROR_CODES = tuple(
     f"admin_{code}"

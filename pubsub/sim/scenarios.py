@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 
 from pubsub.skipring.corruption import belief, corrupt_label, junk, plant
-from supervisor.corruption import corrupt_database
+from pubsub.skipring.supervisor.corruption import corrupt_database
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import Contact
 from pubsub.sim.skipring import SUPERVISOR, Simulation

@@ -44,7 +44,7 @@ from pubsub.sim.engine import EventQueue
 from pubsub.skipring.antientropy import Arrival, NewRow
 from pubsub.skipring.messages import MsgId, Payload, PublishRequest
 from pubsub.skipring.nodecore import NodeCore
-from supervisor.core import SupervisorCore
+from pubsub.skipring.supervisor.core import SupervisorCore
 
 SUPERVISOR = Ref("supervisor")
 

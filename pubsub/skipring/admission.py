@@ -30,7 +30,7 @@ from pubsub.skipring.shards import GetSupervisors, SupervisorBeat, Supervisors
 #: Every message kind of the skip ring's daemons (nodes and supervisors): the kernel's control
 #: messages and the skip ring's.  Their runtime's message and byte counters report each from
 #: the start (`pubsub.runtime.host.Instruments`); tests/telemetry/test_metrics.py checks that
-#: every ``@message`` of pubsub/ and supervisor/ is here.
+#: every ``@message`` of pubsub/ is here.
 KINDS = kinds_of(control, messages, retention, shards)
 
 #: Messages a node accepts from its supervisor only.

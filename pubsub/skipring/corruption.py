@@ -9,7 +9,7 @@ the `random.Random` passed in, so a seed reproduces the same corruption.  Two us
 * the node daemon's fault injection, which corrupts its own BuildSR instances on an
   operator's request.
 
-The supervisor's database is corrupted by `supervisor.corruption`, with `random_label`.
+The supervisor's database is corrupted by `pubsub.skipring.supervisor.corruption`, with `random_label`.
 
 What may be corrupted follows the paper's model: labels (any bit string, or ⊥), the
 left/right/ring pointers and shortcuts with wrong beliefs about the other side's label, and

@@ -365,7 +365,7 @@ class NodeRetention:
 @dataclass(eq=False)
 class RetentionTable:
     """The retention settings of every topic, as the supervisor holds them (its daemon
-    persists what `drain_changes` reports; `supervisor.core` sends `message` with each
+    persists what `drain_changes` reports; `pubsub.skipring.supervisor.core` sends `message` with each
     configuration of a member and to every member when a topic's settings change)."""
 
     policies: dict[Topic, Policy] = field(default_factory=dict)

@@ -8,7 +8,7 @@ Nothing is counted twice: the collectors read what the daemon keeps anyway -- th
 runtime's `pubsub.runtime.stats.Stats`, the cores' status and counters -- when Prometheus scrapes.
 Only what exists nowhere else is counted here: deliveries by arrival path with their
 latency (`DeliveryMetrics`, an `Observer` of the node) and the supervisor's configuration
-requests and sends (counted by `supervisor.app.SupervisorApp`).
+requests and sends (counted by `pubsub.supervisor.app.SupervisorApp`).
 
 The endpoint is served by the daemon's own event loop (`MetricsServer`, a minimal HTTP/1.1
 responder), so a scrape reads the state between two protocol steps, never while one runs

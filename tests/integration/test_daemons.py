@@ -31,9 +31,9 @@ from pubsub.node.app import NodeApp
 from pubsub.node.topicfile import TopicFile, TopicFileError
 from pubsub.skipring.nodecore import NodeCore
 from pubsub.runtime.settings import RuntimeSettings
-from supervisor.core import SupervisorCore
-from supervisor.app import SupervisorApp
-from supervisor.store import StoreError, SupervisorStore
+from pubsub.skipring.supervisor.core import SupervisorCore
+from pubsub.supervisor.app import SupervisorApp
+from pubsub.supervisor.store import StoreError, SupervisorStore
 
 FAST = RuntimeSettings(
     timeout_interval=0.02, reconnect_backoff_min=0.01, reconnect_backoff_max=0.05, flush_timeout=0.2

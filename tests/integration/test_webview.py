@@ -1,4 +1,4 @@
-"""The supervisor's web view (supervisor/webview.py) in headless Chromium, against a live
+"""The supervisor's web view (pubsub/supervisor/webview.py) in headless Chromium, against a live
 cluster of 8 node processes in one topic.
 
 The page is read as drawn: its SVG members (``g.member``: data-ref, data-label) and edges

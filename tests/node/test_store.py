@@ -15,7 +15,7 @@ from pubsub.skipring.handover import HandOverClient
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import GetMember, HandOver, HandOverAck, MemberIs
 from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
-from supervisor.core import SupervisorCore
+from pubsub.skipring.supervisor.core import SupervisorCore
 
 T, U = Topic("news"), Topic("sports")
 ME, SUP, M1, M2 = Ref("h:1"), Ref("h:9"), Ref("h:2"), Ref("h:3")

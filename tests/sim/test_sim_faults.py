@@ -10,7 +10,7 @@ from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import SuspectCrash
 from pubsub.sim.skipring import SUPERVISOR, Simulation
 from pubsub.sim.scenarios import fresh_start
-from supervisor.core import SupervisorCore
+from pubsub.skipring.supervisor.core import SupervisorCore
 from tests.simhelpers import converge, references_to, settle, snapshot
 
 TOPIC = Topic("t")

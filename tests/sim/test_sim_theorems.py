@@ -20,7 +20,7 @@ from pubsub.skipring.labels import l
 from pubsub.kernel.message import Ref, Topic
 from pubsub.sim.skipring import Simulation
 from pubsub.sim.scenarios import fresh_start
-from supervisor.core import SupervisorCore
+from pubsub.skipring.supervisor.core import SupervisorCore
 from tests.simhelpers import REPAIR_KINDS, is_legitimate, settle
 
 TOPIC = Topic("t")

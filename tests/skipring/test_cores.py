@@ -24,8 +24,8 @@ from pubsub.skipring.messages import (
 )
 from pubsub.skipring.nodecore import NodeCore
 from pubsub.skipring.buildsr import SkipRingNode, config_request_probability, shortcut_chain
-from supervisor.core import SupervisorCore
-from supervisor.database import TopicDatabase
+from pubsub.skipring.supervisor.core import SupervisorCore
+from pubsub.skipring.supervisor.database import TopicDatabase
 
 T = Topic("t")
 SUP = Ref("sup")

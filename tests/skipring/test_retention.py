@@ -132,7 +132,7 @@ def test_only_an_admin_changes_retention_under_tls() -> None:
     from pubsub.runtime.identity import Identity
     from pubsub.runtime.permissions import Authority
     from pubsub.skipring.retention import PurgeTopic, SetRetention
-    from supervisor.app import SupervisorApp
+    from pubsub.supervisor.app import SupervisorApp
 
     app = SupervisorApp.__new__(SupervisorApp)  # `refuses` reads nothing of the app
     rules = Authority(None)

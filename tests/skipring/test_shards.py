@@ -1,4 +1,4 @@
-"""Sharded supervisors without I/O (`pubsub.skipring.shards`, `supervisor.sharding`, the node
+"""Sharded supervisors without I/O (`pubsub.skipring.shards`, `pubsub.skipring.supervisor.sharding`, the node
 core's routing): the hash ring's balance and minimal movement, the live-set view, the
 supervisor's redirects and hand-over of topics, and a node re-routing a moved topic."""
 
@@ -22,8 +22,8 @@ from pubsub.skipring.shards import (
     SupervisorSet,
     owner,
 )
-from supervisor.core import SupervisorCore
-from supervisor.sharding import ShardedSupervisor
+from pubsub.skipring.supervisor.core import SupervisorCore
+from pubsub.skipring.supervisor.sharding import ShardedSupervisor
 
 SUPS = [Ref(f"10.0.0.{i}:7000") for i in range(1, 5)]
 TOPICS = [f"topic-{i}" for i in range(3000)]

@@ -14,7 +14,7 @@ import random
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.labels import Label, l
 from pubsub.skipring.messages import GetConfiguration, SetData, Subscribe, Unsubscribe
-from supervisor.core import BOOST_PASS_INTERVALS, REQUEST_BURST, SupervisorCore
+from pubsub.skipring.supervisor.core import BOOST_PASS_INTERVALS, REQUEST_BURST, SupervisorCore
 
 T = Topic("t")
 SUP = Ref("sup")

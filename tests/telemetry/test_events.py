@@ -38,7 +38,7 @@ from pubsub.skipring.messages import Publication, PublishNew
 from pubsub.telemetry.events import INPROGRESS, EventsError, EventWriter, move_leftovers
 from pubsub.node.telemetry import node_instrument
 from pubsub.runtime.host import Telemetry
-from supervisor.telemetry import supervisor_instrument
+from pubsub.supervisor.telemetry import supervisor_instrument
 from tests.integration.test_daemons import supervisor, wait_until
 from tests.node.test_node_publications import pnode, run
 

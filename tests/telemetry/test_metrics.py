@@ -42,9 +42,9 @@ from pubsub.telemetry.metrics import (
     registry_for,
     samples,
 )
-from supervisor.app import SupervisorApp
-from supervisor.core import SupervisorCore
-from supervisor.telemetry import SupervisorCollector, supervisor_instrument
+from pubsub.supervisor.app import SupervisorApp
+from pubsub.skipring.supervisor.core import SupervisorCore
+from pubsub.supervisor.telemetry import SupervisorCollector, supervisor_instrument
 from broker import telemetry as broker_telemetry
 from tests.integration.test_daemons import supervisor, wait_until
 from tests.node.test_node_publications import pnode, run
@@ -282,7 +282,7 @@ def supervisor_scrape(app: SupervisorApp) -> dict[str, Any]:
 
 def test_supervisor_counts_crashes_and_configuration_traffic(tmp_path: Path) -> None:
     from pubsub.skipring.messages import GetConfiguration, Subscribe
-    from supervisor.store import SupervisorStore
+    from pubsub.supervisor.store import SupervisorStore
 
     with SupervisorStore(tmp_path / "s") as store:
         app = SupervisorApp(Ref("s:1"), SupervisorCore(Ref("s:1"), rng=random.Random(1)), store, None)  # type: ignore[arg-type]
@@ -333,7 +333,7 @@ def test_the_label_values_reported_from_the_start_cover_the_code() -> None:
     values a fresh scrape reports as 0 (tests/telemetry/test_prometheus_scrape.py)."""
     codes: set[str] = set()
     reasons: set[str] = set()
-    for package in ("pubsub", "supervisor", "broker"):
+    for package in ("pubsub", "broker"):
         for path in (ROOT / package).rglob("*.py"):
             text = path.read_text(encoding="utf-8")
             codes.update(re.findall(r'(?:stats\.error|_bad_input)\(\s*(?:conn,\s*)?"([a-z_]+)"', text))
@@ -393,10 +393,10 @@ def test_a_fresh_runtime_reports_every_kind_of_its_mode_from_the_start() -> None
 def test_each_daemon_reports_the_kinds_of_its_mode() -> None:
     """A node's and a supervisor's instruments name the skip ring's kinds, a broker's the
     brokers'; and each list holds every ``@message`` kind its mode defines (a source scan:
-    the kernel's are every daemon's, pubsub/ and supervisor/ the skip ring's, broker/ the
+    the kernel's are every daemon's, the rest of pubsub/ the skip ring's, broker/ the
     brokers')."""
     defined: dict[str, set[str]] = {"kernel": set(), "skipring": set(), "broker": set()}
-    for package in ("pubsub", "supervisor", "broker"):
+    for package in ("pubsub", "broker"):
         for path in (ROOT / package).rglob("*.py"):
             found = re.findall(r'@message\(\s*"([a-z_]+)"\s*\)', path.read_text(encoding="utf-8"))
             part = "kernel" if path.is_relative_to(ROOT / "pubsub" / "kernel") else (
@@ -419,7 +419,7 @@ def test_the_admin_codes_reported_from_the_start_cover_the_code() -> None:
     """Every code the admin listener counts (``admin_<code>``: the codes it refuses input
     with, and those of every `ChaosError` an action raises) is in `ADMIN_ERROR_CODES`."""
     codes: set[str] = set()
-    for package in ("pubsub", "supervisor", "broker"):
+    for package in ("pubsub", "broker"):
         for path in (ROOT / package).rglob("*.py"):
             text = path.read_text(encoding="utf-8")
             codes.update(re.findall(r'ChaosError\(\s*"([a-z_]+)"', text))

@@ -62,7 +62,7 @@ from pubsub.skipring.messages import (
     Unsubscribe,
 )
 from pubsub.skipring.retention import RetentionTable
-from supervisor.database import TopicDatabase
+from pubsub.skipring.supervisor.database import TopicDatabase
 
 
 #: A raised budget sends one full round-robin pass in about this many Timeouts.

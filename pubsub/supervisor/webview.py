@@ -1,6 +1,6 @@
 """The supervisor's web view (issue 12, item 5): every topic's skip ring as it is now.
 
-With ``--web-listen HOST:PORT`` (`supervisor.settings.SupervisorSettings.web_listen`) the
+With ``--web-listen HOST:PORT`` (`pubsub.supervisor.settings.SupervisorSettings.web_listen`) the
 supervisor serves, beside its own port (`pubsub.runtime.httpserve.HttpService`):
 
 * ``GET /`` -- one page (``webview.html``: plain JavaScript and SVG) that draws each topic's

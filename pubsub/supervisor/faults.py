@@ -2,7 +2,7 @@
 the admin listener (`pubsub.runtime.admin`) by the supervisor daemon.
 
 ``corrupt_supervisor`` (params ``topic``, ``seed``) gives one topic's database (or every
-topic's) the four corruptions of paper 000 §3.1 (`supervisor.corruption`); the changes are
+topic's) the four corruptions of paper 000 §3.1 (`pubsub.skipring.supervisor.corruption`); the changes are
 written to the durable database like any other.
 """
 
@@ -14,14 +14,14 @@ from typing import Any, Protocol
 from pubsub.kernel.message import Ref
 from pubsub.runtime.admin import Action, Chaos, Outcome
 from pubsub.runtime.adminparams import ChaosError, Params
-from supervisor.corruption import corrupt_database
+from pubsub.skipring.supervisor.corruption import corrupt_database
 
 
 class SupervisorTarget(Protocol):
-    """What corrupt_supervisor needs of the supervisor daemon (`supervisor.app.SupervisorApp`)."""
+    """What corrupt_supervisor needs of the supervisor daemon (`pubsub.supervisor.app.SupervisorApp`)."""
 
     ref: Ref
-    core: Any  # supervisor.core.SupervisorCore
+    core: Any  # pubsub.skipring.supervisor.core.SupervisorCore
 
     def flush(self) -> None: ...
 

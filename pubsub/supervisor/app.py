@@ -12,9 +12,9 @@ under "stats".  An operator may change a topic's retention settings (SetRetentio
 it (PurgeTopic, stamped with this daemon's wall clock); the settings are written to the
 database before the reply and before they go to the members (`pubsub.skipring.retention`).
 A client may ask for the live supervisor set (SupervisorsRequest: the sharded supervisors of
-`supervisor.sharding`, this one alone without peers).  Nothing else is accepted from clients.
+`pubsub.skipring.supervisor.sharding`, this one alone without peers).  Nothing else is accepted from clients.
 
-Telemetry (`supervisor.telemetry`, through the daemon host `pubsub.runtime.host`): the app
+Telemetry (`pubsub.supervisor.telemetry`, through the daemon host `pubsub.runtime.host`): the app
 counts configuration requests and
 SetData sends for the metrics, and tells its observers which topics' databases changed and
 when a Timeout ran (``supervisor`` and ``messages`` events, docs/events.md).
@@ -44,22 +44,22 @@ from pubsub.runtime.host import Daemon, host
 from pubsub.runtime.httpserve import HttpService
 from pubsub.runtime.connection import split_ref
 from pubsub.runtime.tls import connect_context
-from supervisor.faults import supervisor_actions
-from supervisor.telemetry import supervisor_instrument
+from pubsub.supervisor.faults import supervisor_actions
+from pubsub.supervisor.telemetry import supervisor_instrument
 from pubsub.runtime.net import Runtime
 from pubsub.runtime.stats import Stats
 from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
-from supervisor.settings import SupervisorSettings
-from supervisor.core import SupervisorCore
-from supervisor.sharding import ShardedSupervisor
-from supervisor.store import StoreError, SupervisorStore
+from pubsub.supervisor.settings import SupervisorSettings
+from pubsub.skipring.supervisor.core import SupervisorCore
+from pubsub.skipring.supervisor.sharding import ShardedSupervisor
+from pubsub.supervisor.store import StoreError, SupervisorStore
 from pubsub.runtime.datadir import held_data_dir
 
 log = logging.getLogger(__name__)
 
 
 class SupervisorCoreLike(Protocol):
-    """The part of `supervisor.core.SupervisorCore` the daemon uses."""
+    """The part of `pubsub.skipring.supervisor.core.SupervisorCore` the daemon uses."""
 
     def handle(self, msg: Message, now: float) -> list[Send]: ...
     def timeout(self, now: float) -> list[Send]: ...
@@ -258,11 +258,11 @@ async def _serve_supervisor(
 def web_view(
     listen: Ref, core: SupervisorCoreLike, settings: SupervisorSettings, context: ssl.SSLContext | None
 ) -> list[HttpService]:
-    """The web view's listener (`supervisor.webview`) if `settings.web_listen` asks for it;
+    """The web view's listener (`pubsub.supervisor.webview`) if `settings.web_listen` asks for it;
     it asks the nodes with the supervisor's TLS `context` (None: plain TCP)."""
     if settings.web_listen is None:
         return []
-    from supervisor.webview import RingWatch, application, ask_status  # aiohttp: only when served
+    from pubsub.supervisor.webview import RingWatch, application, ask_status  # aiohttp: only when served
 
     host_name, port = split_ref(settings.web_listen)
     watch = RingWatch(listen, core.status, functools.partial(ask_status, context=context))

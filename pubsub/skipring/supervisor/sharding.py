@@ -39,7 +39,7 @@ from pubsub.skipring.shards import (
     SupervisorSet,
     ring_of,
 )
-from supervisor.core import SupervisorCore
+from pubsub.skipring.supervisor.core import SupervisorCore
 
 #: Requests about one topic that only the topic's owner handles.
 ROUTED = (Subscribe, Unsubscribe, GetConfiguration, GetMember)

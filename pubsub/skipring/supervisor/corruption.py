@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pubsub.kernel.message import Ref
 from pubsub.skipring.corruption import random_label
 from pubsub.skipring.labels import Label, l
-from supervisor.database import TopicDatabase
+from pubsub.skipring.supervisor.database import TopicDatabase
 
 
 def corrupt_database(db: TopicDatabase, refs: Sequence[Ref], rng: random.Random, n: int) -> None:

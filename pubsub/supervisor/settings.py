@@ -20,7 +20,7 @@ class SupervisorSettings(BaseSettings):
     config_budget: int = Field(1, ge=1, description="configurations sent per Timeout")
     data_dir: Path = Field(description="directory of the durable supervisor database")
     web_listen: str | None = Field(
-        None, description="HOST:PORT of the web view (`supervisor.webview`); unset turns it off"
+        None, description="HOST:PORT of the web view (`pubsub.supervisor.webview`); unset turns it off"
     )
     web_allow_remote: bool = Field(
         False, description="allow the web view on an address that is not loopback"
