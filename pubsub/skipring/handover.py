@@ -80,7 +80,7 @@ class HandOverClient:
     def __init__(
         self,
         ref: Ref,
-        supervisor: Ref,
+        supervisor: Ref | Callable[[Topic], Ref],
         *,
         step_timeout: float = DEFAULT_STEP_TIMEOUT,
         attempts: int = DEFAULT_ATTEMPTS,
@@ -88,10 +88,11 @@ class HandOverClient:
         if step_timeout <= 0 or attempts < 1:
             raise ValueError("step_timeout must be positive and attempts at least 1")
         self.ref = ref
-        self.supervisor = supervisor
-        #: The supervisor to ask about a topic (sharded supervisors: its owner,
-        #: `pubsub.skipring.shards`; set by the node core).
-        self.owner_of: Callable[[Topic], Ref] = lambda topic: self.supervisor
+        #: The supervisor to ask about a topic: one for all, or the overlay's owner of each
+        #: (sharded supervisors, `pubsub.skipring.shards`).
+        self.owner_of: Callable[[Topic], Ref] = (
+            supervisor if callable(supervisor) else (lambda topic: supervisor)
+        )
         self.step_timeout = step_timeout
         self.attempts = attempts
         self.pending: dict[int, _Pending] = {}
