@@ -26,7 +26,7 @@ from typing import Any
 from bench.machine import machine
 from pubsub.kernel.message import Topic
 from pubsub.sim.scenarios import legitimate_start
-from pubsub.sim.skipring import Simulation
+from pubsub.sim.world import Simulation
 
 TOPIC = Topic("bench")
 RESULTS = Path("bench-results")

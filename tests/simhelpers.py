@@ -11,7 +11,7 @@ is still wrong).
 from __future__ import annotations
 
 from pubsub.kernel.message import Ref, Topic
-from pubsub.sim.skipring import Simulation
+from pubsub.sim.world import Simulation
 from pubsub.skipring.messages import Contact, RemoveConnections, SetData, Unsubscribe
 from tests.checker import NodeState, canonical_label_problems, compare, ideal_skip_ring
 

@@ -215,6 +215,19 @@ def required(value: Any, name: str, flag: str) -> Any:
     return value
 
 
+def overlay_option(f: Any) -> Any:
+    """``--overlay``: which registered overlay (`pubsub.kernel.registry`) the daemon runs."""
+    from pubsub.kernel.registry import DEFAULT_OVERLAY, overlay_names
+
+    return click.option(
+        "--overlay",
+        type=click.Choice(overlay_names()),
+        default=None,
+        help=f"The overlay the topics' members form; the supervisor and its nodes must run the "
+        f"same (default {DEFAULT_OVERLAY}; env PUBSUB_OVERLAY).",
+    )(f)
+
+
 def interval_option(f: Any) -> Any:
     return click.option(
         "--interval",

@@ -25,6 +25,7 @@ from pubsub.cli.common import (
     current_config,
     from_config,
     interval_option,
+    overlay_option,
     print_change,
     required,
     run_client,
@@ -94,6 +95,7 @@ def _address(value: Any) -> Ref:
     help="Directory of the durable membership database, created if missing "
     "(required; env PUBSUB_DATA_DIR).",
 )
+@overlay_option
 @interval_option
 @tls_options
 @click.option(
@@ -148,6 +150,7 @@ def _address(value: Any) -> Ref:
 def supervisor(
     listen: Ref | None,
     data_dir: Path | None,
+    overlay: str | None,
     interval: float | None,
     config_budget: int | None,
     web_listen: Ref | None,
@@ -171,6 +174,7 @@ def supervisor(
             FLAGS,
             config=current_config(),
             data_dir=data_dir,
+            overlay=overlay,
             config_budget=config_budget,
             web_listen=web_listen,
             web_allow_remote=web_allow_remote or None,
@@ -212,6 +216,7 @@ def supervisor(
     "publication store.  Without it the node keeps everything in memory and loses it when "
     "it stops (optional; env PUBSUB_DATA_DIR).",
 )
+@overlay_option
 @interval_option
 @tls_options
 @click.option(
@@ -261,6 +266,7 @@ def node(
     telemetry: TelemetrySettings,
     admin: AdminSettings,
     data_dir: Path | None,
+    overlay: str | None,
     interval: float | None,
     no_flooding: bool,
     dissemination: str | None,
@@ -284,6 +290,7 @@ def node(
             FLAGS,
             config=current_config(),
             data_dir=data_dir,
+            overlay=overlay,
             flooding=False if no_flooding else None,
             dissemination=dissemination,
             publish_linger=linger,

@@ -64,6 +64,40 @@ class VerbForm:
 
 
 @dataclass(frozen=True)
+class Overlay:
+    """An overlay of the shared publication layer (`pubsub.publications`), as the node and
+    supervisor daemons, the simulator and the tools host it: every part is looked up here,
+    by the overlay's name (``pubsub node --overlay NAME``), never imported by them.
+
+    node_core          (ref, supervisor, *, rng, **publication options) -> the node core:
+                       `pubsub.publications.node.PublicationNode` over the overlay's
+                       `NodeOverlay`
+    supervisor_core    (ref, *, rng, config_budget, probe_timeout, journal, peers,
+                       peer_timeout) -> the supervisor core the supervisor daemon hosts
+                       (`pubsub.supervisor.app.HostedSupervisor`)
+    node_admits        with TLS: (msg, role, name, supervisor) -> why a peer's message is
+                       refused at a node, or None
+    supervisor_admits  with TLS: (msg, role, name) -> the same at the supervisor
+    node_faults        (node app) -> its admin actions beyond the generic ones
+    supervisor_faults  (supervisor app) -> the same at the supervisor
+    legitimate         (supervisor status, {node ref: node status}, topic) -> the problems
+                       that keep the topic from the overlay's legitimate state ([] when
+                       legitimate): the independent check of `pubsub cluster status`, the
+                       experiments and the analysis
+    """
+
+    name: str
+    summary: str
+    node_core: Callable[..., Any]
+    supervisor_core: Callable[..., Any]
+    node_admits: Callable[[Message, str, str, Any], str | None]
+    supervisor_admits: Callable[[Message, str, str], str | None]
+    node_faults: Callable[[Any], dict[str, Any]]
+    supervisor_faults: Callable[[Any], dict[str, Any]]
+    legitimate: Callable[[Any, Any, str], list[str]]
+
+
+@dataclass(frozen=True)
 class Mode:
     """One protocol mode, as the layers above the kernel see it.
 
@@ -77,6 +111,8 @@ class Mode:
     local_cluster      start a local cluster of real processes (its launcher class)
     simulation         build an in-process simulation of the mode (its world on the
                        one discrete-event engine, `pubsub.sim.engine`)
+    overlay            for an overlay of the shared publication layer, its parts (`Overlay`),
+                       which the node and supervisor daemons and the simulator host
     """
 
     name: str
@@ -88,3 +124,4 @@ class Mode:
     local_cluster: Callable[..., Any]
     simulation: Callable[..., Any]
     verb_forms: Callable[[], list[VerbForm]] = field(default=lambda: [])
+    overlay: Overlay | None = None

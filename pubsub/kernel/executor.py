@@ -10,7 +10,7 @@ host supplies:
   (``action(ok, local_seqs)``), and the host tells the executor of rows a failed commit
   could not write (`unwritten`).  The node daemon's is its SQLite group commit
   (`pubsub.node.commits`); the simulator's a simulated store whose commits take virtual
-  time (`pubsub.sim.skipring`); one without durability runs `after` at once;
+  time (`pubsub.sim.world`); one without durability runs `after` at once;
 * a `Clock`: the time, "at the end of this pass" (`soon`) and "in so many seconds"
   (`later`): the event loop's, or the simulator's virtual clock;
 * an `Outlet`: where answers to clients go (`answer`, which an outlet may buffer) and the

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pubsub.kernel.contracts import Core, Mode
+from collections.abc import Iterable, Mapping
+
+from pubsub.kernel.contracts import Core, Mode, Overlay
+from pubsub.kernel.message import Message, Ref
 
 
 def _register_messages() -> None:
@@ -57,9 +60,81 @@ def _local_cluster(*args: Any, **kwargs: Any) -> Any:
 
 
 def _simulation(*args: Any, **kwargs: Any) -> Any:
-    from pubsub.sim.skipring import Simulation
+    from pubsub.sim.world import Simulation
 
     return Simulation(*args, **kwargs)
+
+
+def _node_core(ref: Ref, supervisor: Ref, **options: Any) -> Any:
+    """`pubsub.skipring.nodecore.NodeCore`: the publication layer over BuildSR."""
+    from pubsub.skipring.nodecore import NodeCore
+
+    return NodeCore(ref, supervisor, **options)
+
+
+def _supervisor_core(
+    ref: Ref, *, peers: Iterable[str] = (), peer_timeout: float | None = None, **options: Any
+) -> Any:
+    """`SupervisorCore` (Alg. 3, 4), behind the sharded supervisors' wrapper
+    (`pubsub.skipring.supervisor.sharding`) when it is a daemon's: `peers` may be empty,
+    the wrapper answers the live-set questions of the nodes either way."""
+    from pubsub.skipring.supervisor.core import SupervisorCore
+
+    core = SupervisorCore(ref, **options)
+    if peer_timeout is None:
+        return core
+    from pubsub.skipring.supervisor.sharding import ShardedSupervisor
+
+    return ShardedSupervisor(core, peers, dead_after=peer_timeout)
+
+
+def _node_admits(msg: Message, role: str, name: str, supervisor: Any) -> str | None:
+    from pubsub.skipring.admission import node_admits
+
+    return node_admits(msg, role, name, supervisor)
+
+
+def _supervisor_admits(msg: Message, role: str, name: str) -> str | None:
+    from pubsub.skipring.admission import supervisor_admits
+
+    return supervisor_admits(msg, role, name)
+
+
+def _node_faults(app: Any) -> dict[str, Any]:
+    from pubsub.node.faults import node_actions
+
+    return node_actions(app)
+
+
+def _supervisor_faults(app: Any) -> dict[str, Any]:
+    from pubsub.supervisor.faults import supervisor_actions
+
+    return supervisor_actions(app)
+
+
+def _legitimate(supervisor_body: Mapping[str, Any], states: Mapping[str, Any], topic: str) -> list[str]:
+    """The ring agrees with the supervisor's membership, and its database is legitimate
+    (`pubsub.ops.ringview.ring_problems`)."""
+    from pubsub.ops.ringview import members_of, ring_problems
+
+    entry = (supervisor_body.get("topics") or {}).get(topic) or {}
+    problems = ring_problems(members_of(supervisor_body, topic), states)
+    if not entry.get("legitimate_database"):
+        problems.insert(0, "the supervisor's database is not legitimate")
+    return problems
+
+
+OVERLAY = Overlay(
+    name="skipring",
+    summary="skip rings per topic, built by BuildSR (paper 000)",
+    node_core=_node_core,
+    supervisor_core=_supervisor_core,
+    node_admits=_node_admits,
+    supervisor_admits=_supervisor_admits,
+    node_faults=_node_faults,
+    supervisor_faults=_supervisor_faults,
+    legitimate=_legitimate,
+)
 
 
 MODE = Mode(
@@ -71,4 +146,5 @@ MODE = Mode(
     commands=_commands,
     local_cluster=_local_cluster,
     simulation=_simulation,
+    overlay=OVERLAY,
 )

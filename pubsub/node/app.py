@@ -1,4 +1,5 @@
-"""The subscriber daemon: `NodeCore` on the network runtime, with a durable publication store.
+"""The subscriber daemon: a node core (`pubsub.publications.node.PublicationNode` over the
+overlay `--overlay` names) on the network runtime, with a durable publication store.
 
 Clients talk to it with control requests:
 
@@ -37,7 +38,7 @@ is reserved (one small transaction) before the first number beyond it is used.  
 node continues at the reservation, so it never issues a (publisher, seq) pair twice, even
 for a publication that left the node (by anti-entropy) before its commit.
 
-Publishing.  The core decides (`NodeCore.publish_request`, hand-overs in
+Publishing.  The core decides (`PublicationNode.publish_request`, hand-overs in
 `pubsub.skipring.handover`) and states the order as effects (`pubsub.kernel.effects`),
 which the one executor (`pubsub.kernel.executor`) carries out against the group commit:
 a `Persist`'s rows join the next commit, and what waits for it runs afterwards (the core
@@ -66,7 +67,6 @@ from pubsub.kernel.effects import Effect
 from pubsub.kernel.executor import Executor, Timer
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.node.delivery import Deliveries
-from pubsub.node.faults import node_actions
 from pubsub.node.settings import FRAME_OVERHEAD, HOLD_MIN_BATCH, NodeSettings
 from pubsub.node.commits import GroupCommit
 from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
@@ -77,7 +77,6 @@ from pubsub.node.permits import refusal as client_refusal
 from pubsub.runtime.identity import Identity
 from pubsub.runtime.permissions import Authority
 from pubsub.runtime.tls import server_context
-from pubsub.skipring.admission import node_admits
 from pubsub.node.telemetry import node_instrument
 from pubsub.runtime.host import Daemon, host
 from pubsub.runtime.httpserve import HttpService
@@ -95,7 +94,8 @@ from pubsub.skipring.messages import (
     PublishFailed,
     PublishRequest,
 )
-from pubsub.skipring.nodecore import NodeCore
+from pubsub.kernel import registry
+from pubsub.publications.node import PublicationNode
 from pubsub.node.topicfile import TopicFile, TopicFileError
 from pubsub.node import quotas
 
@@ -143,16 +143,19 @@ class NodeApp:
     def __init__(
         self,
         ref: Ref,
-        core: NodeCore,
+        core: PublicationNode,
         stats: Stats,
         topic_file: TopicFile | None = None,
         *,
         store: PublicationStore | None = None,
         linger: float = 0.0,
         spread_hold: float = 0.0,
+        overlay: str = registry.DEFAULT_OVERLAY,
     ) -> None:
         self.ref = ref
         self.core = core
+        #: With TLS, who may send what: the overlay's rules (`Overlay.node_admits`).
+        self._node_admits = registry.overlay(overlay).node_admits
         self.stats = stats
         self.topic_file = topic_file
         self.store = store if store is not None else PublicationStore(None)
@@ -265,9 +268,9 @@ class NodeApp:
 
     def admits(self, msg: Message, identity: Identity) -> str | None:
         """With TLS: why `msg` from the peer holding `identity` is refused, or None
-        (`pubsub.skipring.admission`)."""
+        (the overlay's rules, `Overlay.node_admits`)."""
         supervisor = self.core.admitted_supervisor(msg, identity.name)  # the topic's owner
-        problem = node_admits(msg, identity.role, identity.name, supervisor)
+        problem = self._node_admits(msg, identity.role, identity.name, supervisor)
         self._sender = Ref(identity.name) if problem is None else None  # `handle` follows at once
         return problem
 
@@ -654,8 +657,9 @@ async def _serve_node(
 ) -> None:
     topic_file = TopicFile(settings.data_dir) if settings.data_dir is not None else None
     store = PublicationStore(settings.data_dir, sync=settings.store_sync)
+    overlay = registry.overlay(settings.overlay)
     try:
-        core = NodeCore(
+        core = overlay.node_core(
             listen,
             supervisor,
             rng=random.Random(),
@@ -676,7 +680,7 @@ async def _serve_node(
         stats = Stats()
         app = NodeApp(
             listen, core, stats, topic_file, store=store, linger=settings.publish_linger,
-            spread_hold=settings.spread_hold,
+            spread_hold=settings.spread_hold, overlay=settings.overlay,
         )
         signing: Signing | None = None
         if runtime_settings.tls:  # signing (and the cryptography it needs) comes with TLS
@@ -690,7 +694,7 @@ async def _serve_node(
             app=app,
             runtime=Runtime(app, runtime_settings, stats=stats, role="node"),
             instrument=node_instrument(app, stats),
-            actions=node_actions(app),
+            actions=overlay.node_faults(app),
             initial=app.rejoin(),
             on_stop=app.close,
             tune_gc=tune_gc,

@@ -72,7 +72,7 @@ from pubsub.skipring.messages import (
     PublishFailed,
     PublishRequest,
 )
-from pubsub.skipring.nodecore import NodeCore
+from pubsub.publications.node import PublicationNode
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class Node(Protocol):
     """What the API uses of the node's application (`pubsub.node.app.NodeApp`)."""
 
     runtime: Runtime | None
-    core: NodeCore
+    core: PublicationNode
 
     # what its runtime's `serve_request` calls
     def control(self, msg: Message, now: float) -> tuple[Message, list[Send]]: ...

@@ -36,7 +36,7 @@ from pubsub.kernel.message import Topic
 from pubsub.node.commits import GroupCommit, Written
 from pubsub.node.store import PublicationStore, StoreError
 from pubsub.node.writer import StoreThread
-from pubsub.skipring.nodecore import NodeCore
+from pubsub.publications.node import PublicationNode
 from pubsub.skipring.retention import Order, Policy
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ class RetentionKeeper:
 
     def __init__(
         self,
-        core: NodeCore,
+        core: PublicationNode,
         store: PublicationStore,
         thread: StoreThread,
         commits: GroupCommit,

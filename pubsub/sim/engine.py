@@ -1,7 +1,7 @@
 """The discrete-event engine every simulation runs on: a virtual clock and the pending events
 in time order (ARCHITECTURE: "the simulator").
 
-A mode builds its world on it (`pubsub.sim.skipring` for the skip ring, `broker.sim` for SCOT
+A mode builds its world on it (`pubsub.sim.world` for the skip ring, `broker.sim` for SCOT
 brokers): it schedules events of its own kinds (a message arriving, a Timeout, a failure
 report, ...) and handles them as `pop` hands them back.  Ties in time go in scheduling
 order, or first with ``first=True``, so a run is reproducible from its seed.  The engine

@@ -18,7 +18,7 @@ from pubsub.skipring.corruption import belief, corrupt_label, junk, plant
 from pubsub.skipring.supervisor.corruption import corrupt_database
 from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import Contact
-from pubsub.sim.skipring import SUPERVISOR, Simulation
+from pubsub.sim.world import SUPERVISOR, Simulation
 from pubsub.skipring.buildsr import SkipRingNode, shortcut_chain
 from pubsub.skipring.labels import l
 

@@ -3,7 +3,7 @@
 `NodeCore` is `pubsub.publications.node.PublicationNode` over a
 `pubsub.skipring.overlay.SkipRingOverlay` (one BuildSR instance per subscribed topic, paper
 000 §4, with the sharded supervisors' discovery): the node core the daemon
-(`pubsub.node.app`, through the mode registry) and the simulator (`pubsub.sim.skipring`)
+(`pubsub.node.app`, through the mode registry) and the simulator (`pubsub.sim.world`)
 build for the skip ring.  It adds nothing to either; the names below let tests and the
 corruption tools reach the ring's state as before (``core.instances[topic]`` is the
 topic's `SkipRingNode`).

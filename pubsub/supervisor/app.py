@@ -35,7 +35,7 @@ import uvloop
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref, Send
 from pubsub.skipring.messages import GetConfiguration, SetData
-from pubsub.skipring.admission import supervisor_admits
+from pubsub.kernel import registry
 from pubsub.skipring.retention import PurgeTopic, SetRetention
 from pubsub.skipring.shards import SupervisorsRequest
 from pubsub.runtime.identity import Identity
@@ -44,14 +44,11 @@ from pubsub.runtime.host import Daemon, host
 from pubsub.runtime.httpserve import HttpService
 from pubsub.runtime.connection import split_ref
 from pubsub.runtime.tls import connect_context
-from pubsub.supervisor.faults import supervisor_actions
 from pubsub.supervisor.telemetry import supervisor_instrument
 from pubsub.runtime.net import Runtime
 from pubsub.runtime.stats import Stats
 from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
 from pubsub.supervisor.settings import SupervisorSettings
-from pubsub.skipring.supervisor.core import SupervisorCore
-from pubsub.skipring.supervisor.sharding import ShardedSupervisor
 from pubsub.supervisor.store import StoreError, SupervisorStore
 from pubsub.runtime.datadir import held_data_dir
 
@@ -72,10 +69,13 @@ class SupervisorApp:
     """The `pubsub.runtime.application.Application` of the supervisor daemon."""
 
     def __init__(
-        self, ref: Ref, core: SupervisorCoreLike, store: SupervisorStore, stats: Stats
+        self, ref: Ref, core: SupervisorCoreLike, store: SupervisorStore, stats: Stats,
+        *, overlay: str = registry.DEFAULT_OVERLAY,
     ) -> None:
         self.ref = ref
         self.core = core
+        #: With TLS, who may send what: the overlay's rules (`Overlay.supervisor_admits`).
+        self._supervisor_admits = registry.overlay(overlay).supervisor_admits
         self.store = store
         self.stats = stats
         self._pending: dict[tuple[str, str], str | None] = {}
@@ -94,8 +94,8 @@ class SupervisorApp:
 
     def admits(self, msg: Message, identity: Identity) -> str | None:
         """With TLS: why `msg` from the peer holding `identity` is refused, or None
-        (`pubsub.skipring.admission`)."""
-        return supervisor_admits(msg, identity.role, identity.name)
+        (the overlay's rules, `Overlay.supervisor_admits`)."""
+        return self._supervisor_admits(msg, identity.role, identity.name)
 
     def refuses(self, msg: Message, identity: Identity | None, authority: Authority) -> Message | None:
         """With TLS: changing a topic's retention or purging it is an admin action
@@ -229,24 +229,27 @@ async def _serve_supervisor(
     admin: AdminSettings | None,
 ) -> None:
     store = SupervisorStore(settings.data_dir)
+    overlay = registry.overlay(settings.overlay)
     try:
-        core = SupervisorCore(listen, config_budget=settings.config_budget, rng=random.Random())
+        peers = [p for p in settings.peer_refs() if p != listen]
+        core = overlay.supervisor_core(
+            listen, config_budget=settings.config_budget, rng=random.Random(),
+            peers=peers, peer_timeout=settings.peer_timeout,
+        )
         rows = store.load()
         core.load(rows)
         core.retention.load(store.load_retention())
-        log.info("%s: loaded %d members from %s", listen, len(rows), store.path)
-        peers = [p for p in settings.peer_refs() if p != listen]
-        sharded = ShardedSupervisor(core, peers, dead_after=settings.peer_timeout)
+        log.info("%s: %s overlay, loaded %d members from %s", listen, overlay.name, len(rows), store.path)
         if peers:
             log.info("%s: sharded supervisors, peers %s", listen, ", ".join(peers))
         stats = Stats()
-        app = SupervisorApp(listen, sharded, store, stats)
+        app = SupervisorApp(listen, core, store, stats, overlay=overlay.name)
         daemon = Daemon(
             role="supervisor",
             app=app,
             runtime=Runtime(app, runtime_settings, stats=stats, role="supervisor"),
             instrument=supervisor_instrument(app, stats),
-            actions=supervisor_actions(app),
+            actions=overlay.supervisor_faults(app),
             on_stop=app.flush,
             services=web_view(listen, core, settings, connect_context(runtime_settings)),
         )

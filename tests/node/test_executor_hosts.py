@@ -3,7 +3,7 @@
 `pubsub.kernel.executor.Executor` carries out a core's effects in the daemon and in the
 simulator; what differs is only what each host gives it: the daemon its SQLite group commit
 (`pubsub.node.commits` over a real `PublicationStore`) and the event loop's clock, the
-simulator its simulated store (`pubsub.sim.skipring.SimStore`) and the virtual clock.  This
+simulator its simulated store (`pubsub.sim.world.SimStore`) and the virtual clock.  This
 test feeds the same inputs to two identical node cores, one under each host, and compares
 the whole sequence of what came out: every send (in order), every commit (the rows it
 wrote), every answer to a client, and the local numbers the acknowledgements carry.
@@ -24,7 +24,7 @@ from pubsub.node.commits import GroupCommit
 from pubsub.node.store import PublicationStore, Stored
 from pubsub.node.writer import StoreThread
 from pubsub.sim.scenarios import legitimate_start
-from pubsub.sim.skipring import SimStore, Simulation, _SimClock
+from pubsub.sim.world import SimStore, Simulation, _SimClock
 from pubsub.skipring.antientropy import make_publication
 from pubsub.skipring.messages import HandOver, MsgId, Payload, PublicationList, PublishRequest, Spread
 from pubsub.skipring.nodecore import NodeCore

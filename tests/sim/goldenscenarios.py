@@ -1,6 +1,6 @@
 """Fixed, seeded skip ring scenarios whose message counts are kept in a golden file.
 
-Each scenario builds a `pubsub.sim.skipring.Simulation` with a fixed seed, drives it through
+Each scenario builds a `pubsub.sim.world.Simulation` with a fixed seed, drives it through
 the simulator's public API only (the constructor's arguments, `add_node`, `join`, `leave`,
 `crash`, `publish`, `publish_request`, `run_for`, `traffic`, `answers`, `nodes`, and the
 starts of `pubsub.sim.scenarios`), and returns a JSON-able dict: the messages sent, by kind
@@ -36,7 +36,7 @@ from typing import Any
 
 from pubsub.kernel.message import Ref, Topic
 from pubsub.sim.scenarios import corrupted_start, fresh_start
-from pubsub.sim.skipring import Simulation
+from pubsub.sim.world import Simulation
 
 GOLDEN_FILE = Path(__file__).with_name("golden_counts.json")
 

@@ -19,7 +19,7 @@ import random
 import pytest
 
 from pubsub.kernel.message import Topic
-from pubsub.sim.skipring import Simulation
+from pubsub.sim.world import Simulation
 from pubsub.sim.scenarios import corrupted_start, fresh_start
 from tests.simhelpers import converge, problems, snapshot
 

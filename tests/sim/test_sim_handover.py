@@ -14,7 +14,7 @@ from typing import Any
 
 from pubsub.kernel.message import Ref, Topic
 from pubsub.sim.scenarios import fresh_start
-from pubsub.sim.skipring import Simulation
+from pubsub.sim.world import Simulation
 from pubsub.skipring.messages import HandOver, HandOverAck, PublishAck, PublishFailed, PublishNew
 from tests.simhelpers import settle
 

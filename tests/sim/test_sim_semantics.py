@@ -9,7 +9,7 @@ import pytest
 
 from pubsub.kernel.message import Ref, Topic
 from pubsub.sim.scenarios import fresh_start
-from pubsub.sim.skipring import Simulation
+from pubsub.sim.world import Simulation
 from pubsub.skipring.messages import PublishAck, PublishFailed
 from tests.simhelpers import settle
 

@@ -18,7 +18,7 @@ import pytest
 
 from pubsub.skipring.labels import l
 from pubsub.kernel.message import Ref, Topic
-from pubsub.sim.skipring import Simulation
+from pubsub.sim.world import Simulation
 from pubsub.sim.scenarios import fresh_start
 from pubsub.skipring.supervisor.core import SupervisorCore
 from tests.simhelpers import REPAIR_KINDS, is_legitimate, settle

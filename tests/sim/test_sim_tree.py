@@ -12,7 +12,7 @@ import pytest
 
 from pubsub.kernel.message import Send, Topic
 from pubsub.sim.scenarios import corrupted_start, fresh_start, legitimate_start
-from pubsub.sim.skipring import Simulation
+from pubsub.sim.world import Simulation
 from pubsub.skipring.antientropy import LOCAL, TREE
 from pubsub.skipring.messages import SetData
 from tests.simhelpers import is_legitimate, settle

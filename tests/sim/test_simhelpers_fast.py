@@ -8,7 +8,7 @@ import random
 
 from pubsub.kernel.message import Ref, Topic
 from pubsub.sim.scenarios import corrupted_start, fresh_start, legitimate_start
-from pubsub.sim.skipring import Simulation
+from pubsub.sim.world import Simulation
 from pubsub.skipring.labels import Label
 from pubsub.skipring.messages import Contact, Linearize, RemoveConnections
 from tests.simhelpers import is_legitimate, is_legitimate_full

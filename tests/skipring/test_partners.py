@@ -12,7 +12,7 @@ import pytest
 
 from pubsub.kernel.message import Ref, Topic
 from pubsub.sim.scenarios import legitimate_start
-from pubsub.sim.skipring import Simulation
+from pubsub.sim.world import Simulation
 from pubsub.skipring.buildsr import SkipRingNode
 from pubsub.skipring.partners import anti_entropy_targets
 

@@ -1,12 +1,16 @@
-"""The skip ring simulated: the BuildSR cores on the discrete-event engine (`pubsub.sim.engine`).
+"""An overlay simulated: its supervisor core and node cores on the discrete-event engine
+(`pubsub.sim.engine`), looked up by the overlay's name in the registry (`pubsub.kernel.registry`;
+the skip ring by default).
 
-It runs one `SupervisorCore` and any number of `NodeCore`s in one process and delivers
+It runs the overlay's supervisor core (the skip ring's `SupervisorCore`) and any number of
+its node cores (`NodeCore`) in one process and delivers
 their `Send`s with random delays, so delivery is non-FIFO and the schedule is adversarial
 yet reproducible from the seed.  Nodes fire Timeout every `interval` (± jitter), one
 "timeout interval" being the time in which every subscriber has done so once.  Crashed
 nodes swallow messages; a sender whose message hits a crashed node hears about it after
-`detect_delay` (what the real runtime reports after failed reconnects).  Tests reach into
-`nodes[ref].instances[topic]` and `supervisor.topics[topic]` to read or inject state, and
+`detect_delay` (what the real runtime reports after failed reconnects).  Tests of the skip
+ring reach into `nodes[ref].instances[topic]` and `supervisor.topics[topic]` to read or
+inject state, and
 into `nodes[ref].publications[topic]` (the topic's `AntiEntropy` core and its trie) for
 publications; `publish` issues one, and `flooding` switches §4.3's flooding for every node.
 `dissemination` chooses how new publications spread: "flood" (the paper's flooding, the
@@ -40,11 +44,10 @@ from typing import Any
 from pubsub.kernel.effects import Answer, Effect
 from pubsub.kernel.executor import Executor, LocalSeqs
 from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.kernel import registry
 from pubsub.sim.engine import EventQueue
 from pubsub.skipring.antientropy import Arrival, NewRow
 from pubsub.skipring.messages import MsgId, Payload, PublishRequest
-from pubsub.skipring.nodecore import NodeCore
-from pubsub.skipring.supervisor.core import SupervisorCore
 
 SUPERVISOR = Ref("supervisor")
 
@@ -167,6 +170,7 @@ class Simulation:
         commit_delay: float | None = None,
         trace: bool = False,
         keep_rows: bool = False,
+        overlay: str = registry.DEFAULT_OVERLAY,
     ) -> None:
         self.rng = random.Random(seed)
         self.interval = interval
@@ -176,14 +180,16 @@ class Simulation:
         self.flooding = flooding
         self.dissemination = dissemination
         self.events = EventQueue()
-        self.supervisor = SupervisorCore(
+        #: The overlay simulated (`pubsub.kernel.contracts.Overlay`), whose cores these are.
+        self.overlay = registry.overlay(overlay)
+        self.supervisor: Any = self.overlay.supervisor_core(
             SUPERVISOR,
             config_budget=config_budget,
             rng=random.Random(self.rng.getrandbits(64)),
             probe_timeout=probe_timeout,
             journal=False,
         )
-        self.nodes: dict[Ref, NodeCore] = {}
+        self.nodes: dict[Ref, Any] = {}
         self.crashed: set[Ref] = set()
         self.traffic = Traffic()
         self.drop_rate = 0.0
@@ -214,7 +220,7 @@ class Simulation:
     def add_node(self, ref: str | None = None) -> Ref:
         """A new subscriber process (not yet subscribed to anything)."""
         name = Ref(ref or f"n{len(self.nodes) + len(self.crashed)}")
-        self.nodes[name] = NodeCore(
+        self.nodes[name] = self.overlay.node_core(
             name,
             SUPERVISOR,
             rng=random.Random(self.rng.getrandbits(64)),

@@ -1,0 +1,60 @@
+"""The registry of protocol modes: one line per mode (docs/architecture.md, "Adding an overlay").
+
+Each entry names the module holding the mode's `Mode` (`pubsub.kernel.contracts`) as its
+``MODE``.  The modules are imported by name when a mode is first asked for, so everything
+that serves every mode -- the CLI core, the node and supervisor daemons, `pubsub cluster`,
+the experiment runner, the simulator -- depends on this registry and the contracts, never
+on a mode's packages.  The overlays (modes whose `Mode.overlay` is set) are what
+``--overlay`` chooses from.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from pubsub.kernel.contracts import Mode, Overlay
+
+MODE_MODULES = (
+    "pubsub.modes.skipring",  # the skip ring (paper 000): the default mode
+    "broker.mode",  # SCOT brokers, OctopiA and the PADRES-style baseline (paper 002)
+)
+
+#: The overlay the daemons and the simulator run unless told otherwise.
+DEFAULT_OVERLAY = "skipring"
+
+
+class UnknownMode(LookupError):
+    """No registered mode has that name."""
+
+
+def all_modes() -> list[Mode]:
+    """Every registered mode, the default (the skip ring) first."""
+    modes = []
+    for name in MODE_MODULES:
+        mode = importlib.import_module(name).MODE
+        if not isinstance(mode, Mode):
+            raise TypeError(f"{name}.MODE is not a pubsub.kernel.contracts.Mode")
+        modes.append(mode)
+    return modes
+
+
+def get(name: str) -> Mode:
+    """The registered mode called `name`; UnknownMode (naming the choices) otherwise."""
+    modes = {mode.name: mode for mode in all_modes()}
+    try:
+        return modes[name]
+    except KeyError:
+        raise UnknownMode(f"no mode {name!r}; registered: {', '.join(modes)}") from None
+
+
+def overlay_names() -> list[str]:
+    """The names of the registered overlays, the default first."""
+    return [mode.name for mode in all_modes() if mode.overlay is not None]
+
+
+def overlay(name: str = DEFAULT_OVERLAY) -> Overlay:
+    """The registered overlay called `name`; UnknownMode (naming the choices) otherwise."""
+    for mode in all_modes():
+        if mode.name == name and mode.overlay is not None:
+            return mode.overlay
+    raise UnknownMode(f"no overlay {name!r}; registered: {', '.join(overlay_names())}")
