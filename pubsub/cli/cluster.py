@@ -50,6 +50,7 @@ from typing import Any
 
 import click
 
+from pubsub.cli.common import overlay_option
 from pubsub.kernel.control import Reply, StatusRequest
 from pubsub.kernel.wire import WireError, validate_topic
 from pubsub.ops.detached import (
@@ -64,7 +65,8 @@ from pubsub.ops.detached import (
 )
 from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import ClusterError
-from pubsub.ops.ringview import members_of, ring_problems
+from pubsub.kernel import registry
+from pubsub.ops.ringview import members_of
 from pubsub.runtime.client import RequestError, request
 from pubsub.skipring.shards import merged_topics
 
@@ -97,6 +99,7 @@ def _statuses(refs: Sequence[str], timeout: float) -> dict[str, dict[str, Any] |
 def cluster_status(directory: Path, timeout: float = STATUS_TIMEOUT) -> dict[str, Any]:
     """Everything `pubsub cluster status` shows, as a JSON-able dict (see the module doc)."""
     doc = read_manifest(directory)
+    overlay = registry.overlay(str(doc.get("overlay") or registry.DEFAULT_OVERLAY))
     if isinstance(doc.get("tls"), dict):  # a cluster started with --tls: use its client certificate
         os.environ.update({str(k): str(v) for k, v in doc["tls"].items()})
     entries = daemons_of(doc)
@@ -144,7 +147,7 @@ def cluster_status(directory: Path, timeout: float = STATUS_TIMEOUT) -> dict[str
                 for ref, body in node_bodies.items()
                 if isinstance(body.get("topics"), dict) and topic in body["topics"]
             }
-            problems = ring_problems(members, states)
+            problems = overlay.legitimate(sup_body, states, topic)
             legit_db = bool(isinstance(entry, dict) and entry.get("legitimate_database"))
             topics[topic] = {
                 "members": len(members),
@@ -290,6 +293,7 @@ def cluster() -> None:
               show_default=True,
               help="Number of sharded supervisors (each topic belongs to one by consistent "
               "hashing; the nodes are given the first one's address).")
+@overlay_option
 def up(
     n_nodes: int,
     directory: Path,
@@ -302,6 +306,7 @@ def up(
     tls: bool,
     http: bool,
     n_supervisors: int,
+    overlay: str | None,
 ) -> None:
     """Start a supervisor (or --supervisors K) and N nodes in the background, each node
     joining --topics."""
@@ -335,6 +340,7 @@ def up(
             tls=tls,
             http=http,
             supervisors=n_supervisors,
+            overlay=overlay or registry.DEFAULT_OVERLAY,
         )
     except (ClusterError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None

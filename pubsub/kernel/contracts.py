@@ -80,6 +80,11 @@ class Overlay:
     supervisor_admits  with TLS: (msg, role, name) -> the same at the supervisor
     node_faults        (node app) -> its admin actions beyond the generic ones
     supervisor_faults  (supervisor app) -> the same at the supervisor
+    kinds              () -> the message kinds its daemons speak (the kernel's, the shared
+                       publication layer's and its own), which their runtime's counters
+                       report from the first scrape
+    member_key         (stored key) -> the key, checked (ValueError if malformed): what the
+                       supervisor's database stores per member (the skip ring's label bits)
     legitimate         (supervisor status, {node ref: node status}, topic) -> the problems
                        that keep the topic from the overlay's legitimate state ([] when
                        legitimate): the independent check of `pubsub cluster status`, the
@@ -94,6 +99,8 @@ class Overlay:
     supervisor_admits: Callable[[Message, str, str], str | None]
     node_faults: Callable[[Any], dict[str, Any]]
     supervisor_faults: Callable[[Any], dict[str, Any]]
+    kinds: Callable[[], tuple[str, ...]]
+    member_key: Callable[[str], str]
     legitimate: Callable[[Any, Any, str], list[str]]
 
 
@@ -112,16 +119,19 @@ class Mode:
     simulation         build an in-process simulation of the mode (its world on the
                        one discrete-event engine, `pubsub.sim.engine`)
     overlay            for an overlay of the shared publication layer, its parts (`Overlay`),
-                       which the node and supervisor daemons and the simulator host
+                       which the node and supervisor daemons, `pubsub cluster`, the
+                       simulator (`pubsub.sim.world`) and the tools host: an overlay needs
+                       none of the fields above but its messages (the shared daemons,
+                       launcher and simulator serve it, chosen with ``--overlay``)
     """
 
     name: str
     summary: str
     register_messages: Callable[[], None]
-    make_core: Callable[..., Core]
-    daemons: dict[str, Callable[..., Any]]
-    commands: Callable[[], list[Any]]
-    local_cluster: Callable[..., Any]
-    simulation: Callable[..., Any]
+    make_core: Callable[..., Core] | None = None
+    daemons: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    commands: Callable[[], list[Any]] = field(default=lambda: [])
+    local_cluster: Callable[..., Any] | None = None
+    simulation: Callable[..., Any] | None = None
     verb_forms: Callable[[], list[VerbForm]] = field(default=lambda: [])
     overlay: Overlay | None = None

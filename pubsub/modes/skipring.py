@@ -112,6 +112,20 @@ def _supervisor_faults(app: Any) -> dict[str, Any]:
     return supervisor_actions(app)
 
 
+def _kinds() -> tuple[str, ...]:
+    """The kernel's and the skip ring's kinds (`pubsub.skipring.admission.KINDS`)."""
+    from pubsub.skipring.admission import KINDS
+
+    return KINDS
+
+
+def _member_key(key: str) -> str:
+    """A stored key is a label's bits (`pubsub.skipring.fields.validate_label`)."""
+    from pubsub.skipring.fields import validate_label
+
+    return validate_label(key).bits
+
+
 def _legitimate(supervisor_body: Mapping[str, Any], states: Mapping[str, Any], topic: str) -> list[str]:
     """The ring agrees with the supervisor's membership, and its database is legitimate
     (`pubsub.ops.ringview.ring_problems`)."""
@@ -133,6 +147,8 @@ OVERLAY = Overlay(
     supervisor_admits=_supervisor_admits,
     node_faults=_node_faults,
     supervisor_faults=_supervisor_faults,
+    kinds=_kinds,
+    member_key=_member_key,
     legitimate=_legitimate,
 )
 

@@ -693,7 +693,7 @@ async def _serve_node(
             role="node",
             app=app,
             runtime=Runtime(app, runtime_settings, stats=stats, role="node"),
-            instrument=node_instrument(app, stats),
+            instrument=node_instrument(app, stats, overlay.kinds()),
             actions=overlay.node_faults(app),
             initial=app.rejoin(),
             on_stop=app.close,

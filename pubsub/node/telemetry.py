@@ -246,14 +246,15 @@ class NodeEvents(_SnapshotObserver):
         self._schedule()
 
 
-def node_instrument(app: Any, stats: Any) -> Instrument:
-    """The node's `Instrument` for the daemon host: its collector and its observers."""
+def node_instrument(app: Any, stats: Any, kinds: tuple[str, ...] = KINDS) -> Instrument:
+    """The node's `Instrument` for the daemon host: its collector and its observers, and the
+    message kinds its runtime's counters report from the start (the overlay's, `Overlay.kinds`)."""
 
     def make(topics: TopicLabels, events: EventWriter | None, settings: TelemetrySettings) -> Instruments:
         deliveries = DeliveryMetrics()
         observers: list[Observer] = [deliveries]
         if events is not None:
             observers.append(NodeEvents(events, app, stats, settings.events_snapshot_every))
-        return Instruments([NodeCollector(app, topics, deliveries)], observers, KINDS)
+        return Instruments([NodeCollector(app, topics, deliveries)], observers, kinds)
 
     return make

@@ -36,7 +36,7 @@ from typing import Any
 
 from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import ClusterError, sigterm_unwinds
-from pubsub.ops.ringview import ring_order, ring_problems
+from pubsub.ops.ringview import ring_order
 from pubsub.skipring.labels import Label
 
 N_NODES = 8
@@ -77,7 +77,10 @@ def _fraction(bits: str) -> str:
 
 
 def render_ring(cluster: LocalCluster, topic: str, snapshot: Snapshot) -> str:
-    """One topic's ring as a table, in ring order (by r)."""
+    """One topic's ring as a table, in ring order (by r); for another overlay than the skip
+    ring, its members as the supervisor lists them (`render_members`)."""
+    if cluster.overlay.name != "skipring":
+        return render_members(cluster, topic, snapshot)
     members, states = snapshot
     rows = []
     for position, ref in enumerate(ring_order(members)):
@@ -95,6 +98,20 @@ def render_ring(cluster: LocalCluster, topic: str, snapshot: Snapshot) -> str:
     return title + "\n" + _table(["#", "label", "r", "node", "ref", "shortcuts"], rows)
 
 
+def render_members(cluster: LocalCluster, topic: str, snapshot: Snapshot) -> str:
+    """One topic's members as the supervisor lists them, with how many neighbours each
+    reports (its overlay's own status entries)."""
+    members, states = snapshot
+    rows = []
+    for key, ref in sorted((key, ref) for ref, key in members.items()):
+        state = states.get(ref, {})
+        listed = state.get("members")
+        neighbours = str(len(listed) - 1) if isinstance(listed, list) else "?"
+        rows.append([key, cluster.name_of(ref), ref, neighbours])
+    title = f"topic {topic!r}: {len(members)} members ({cluster.overlay.name} overlay)"
+    return title + "\n" + _table(["#", "node", "ref", "neighbours"], rows)
+
+
 def wait_for_rings(cluster: LocalCluster, wanted: Mapping[str, set[str]]) -> dict[str, Snapshot]:
     """Poll until every topic's ring agrees with the supervisor and is unchanged since the
     previous look; returns the final snapshots.  ClusterTimeout after CONVERGE_TIMEOUT."""
@@ -108,7 +125,7 @@ def wait_for_rings(cluster: LocalCluster, wanted: Mapping[str, set[str]]) -> dic
         for topic, (members, states) in latest.items():
             if set(members) != wanted[topic]:
                 found.append(f"{topic}: {len(members)} of {len(wanted[topic])} members so far")
-            found.extend(f"{topic}: {p}" for p in ring_problems(members, states))
+            found.extend(f"{topic}: {p}" for p in cluster.problems(topic, states))
         if not found and latest != previous:
             found.append("legitimate; looking once more to see it stays so")
         previous = latest

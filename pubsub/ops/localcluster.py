@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from pubsub.client.library import Ack, Client, ClientError
+from pubsub.kernel import registry
 from pubsub.kernel.control import ErrorReply, Reply
 from pubsub.kernel.message import Message, Topic
 from pubsub.ops.daemongroup import DaemonGroup
@@ -121,6 +122,7 @@ class LocalCluster(DaemonGroup):
         http: bool = False,
         supervisors: int = 1,
         peer_timeout: float | None = None,
+        overlay: str = registry.DEFAULT_OVERLAY,
     ) -> None:
         """Describe the cluster (nothing starts before `start` or entering ``with``).
 
@@ -160,6 +162,10 @@ class LocalCluster(DaemonGroup):
         self.n_nodes = n_nodes
         self.interval = interval
         self.config_budget = config_budget
+        #: The overlay every daemon runs (``--overlay``), and the supervisor status the last
+        #: `snapshots` read (what `problems` judges with).
+        self.overlay = registry.overlay(overlay)
+        self.last_supervisor_status: Mapping[str, Any] = {}
         self.python = python or sys.executable
         self.start_timeout = start_timeout
         self.log_level = log_level
@@ -201,6 +207,8 @@ class LocalCluster(DaemonGroup):
                         *([] if i in memory_nodes else ["--data", str(data)]),
                         "--interval",
                         repr(interval),
+                        "--overlay",
+                        overlay,
                         *([] if flooding else ["--no-flooding"]),
                         *self._tls_args(ref),
                         *(node_args or {}).get(i, ()),
@@ -253,6 +261,8 @@ class LocalCluster(DaemonGroup):
                 repr(self.interval),
                 "--config-budget",
                 str(self.config_budget),
+                "--overlay",
+                self.overlay.name,
                 *sharding,
                 *self._tls_args(ref),
             ],
@@ -390,6 +400,7 @@ class LocalCluster(DaemonGroup):
             "nodes": [entry(d) for d in self.nodes],
             "interval": self.interval,
             "config_budget": self.config_budget,
+            "overlay": self.overlay.name,
             "events_dir": None if self.events_dir is None else str(self.events_dir),
             "tls": None if self.certs is None else self.certs.client_env(),
             "web": self.web_url,
@@ -597,6 +608,7 @@ class LocalCluster(DaemonGroup):
             self.supervisor_status(via_cli) if len(self.supervisors) == 1 else self.merged_supervisor_status(via_cli)
         )
         bodies = self.node_statuses(via_cli=via_cli)
+        self.last_supervisor_status = supervisor_body
         out: dict[str, tuple[dict[str, str], dict[str, dict[str, Any]]]] = {}
         for topic in topics:
             states: dict[str, dict[str, Any]] = {}
@@ -606,6 +618,11 @@ class LocalCluster(DaemonGroup):
                     states[ref] = entry
             out[topic] = (members_of(supervisor_body, topic), states)
         return out
+
+    def problems(self, topic: str, states: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        """What keeps `topic` from its overlay's legitimate state, judged by the overlay's
+        own check (`Overlay.legitimate`) on the supervisor status of the last `snapshots`."""
+        return self.overlay.legitimate(self.last_supervisor_status, states, topic)
 
     def poll(
         self,

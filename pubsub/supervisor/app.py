@@ -228,8 +228,8 @@ async def _serve_supervisor(
     telemetry: TelemetrySettings | None,
     admin: AdminSettings | None,
 ) -> None:
-    store = SupervisorStore(settings.data_dir)
     overlay = registry.overlay(settings.overlay)
+    store = SupervisorStore(settings.data_dir, overlay.member_key)
     try:
         peers = [p for p in settings.peer_refs() if p != listen]
         core = overlay.supervisor_core(
@@ -248,7 +248,7 @@ async def _serve_supervisor(
             role="supervisor",
             app=app,
             runtime=Runtime(app, runtime_settings, stats=stats, role="supervisor"),
-            instrument=supervisor_instrument(app, stats),
+            instrument=supervisor_instrument(app, stats, overlay.kinds()),
             actions=overlay.supervisor_faults(app),
             on_stop=app.flush,
             services=web_view(listen, core, settings, connect_context(runtime_settings)),

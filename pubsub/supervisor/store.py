@@ -1,4 +1,4 @@
-"""The supervisor's durable database: which label each subscriber holds in each topic.
+"""The supervisor's durable database: the key (the skip ring's label) each subscriber holds in each topic.
 
 One SQLite file (WAL mode) in the data directory, one table::
 
@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from pubsub.runtime.datadir import StoreError, prepare_data_dir
 from pubsub.kernel.wire import WireError, validate_ref, validate_topic
-from pubsub.skipring.fields import validate_label
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +33,23 @@ Row = tuple[str, str, str]
 Change = tuple[str, str, str | None]
 
 
+#: Longest member key a store accepts without the overlay's own check.
+MAX_KEY = 260
+
+
+def _bounded_key(key: object) -> str:
+    if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY:
+        raise ValueError(f"a member key must be 1..{MAX_KEY} characters")
+    return key
+
+
 class SupervisorStore:
     """The membership table of one supervisor, in `data_dir`/supervisor.sqlite3."""
 
-    def __init__(self, data_dir: Path | str) -> None:
+    def __init__(self, data_dir: Path | str, validate_key: Callable[[str], str] | None = None) -> None:
+        #: The overlay's check of a stored member key (`Overlay.member_key`: the skip ring's
+        #: label bits, the clique's reference); without one any key of 1..`MAX_KEY` characters.
+        self.validate_key = validate_key if validate_key is not None else _bounded_key
         self.data_dir = prepare_data_dir(Path(data_dir), StoreError)
         self.path = self.data_dir / DB_NAME
         try:
@@ -67,7 +79,7 @@ class SupervisorStore:
         for row in rows:
             try:
                 topic, label, ref = row
-                good.append((validate_topic(topic), validate_label(label).bits, validate_ref(ref)))
+                good.append((validate_topic(topic), self.validate_key(label), validate_ref(ref)))
             except (WireError, ValueError) as exc:
                 log.warning("%s: skipping malformed row %r: %s", self.path, row, exc)
         return good

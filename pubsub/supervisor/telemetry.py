@@ -124,8 +124,9 @@ class SupervisorEvents(_SnapshotObserver):
         return state["n"] == 0
 
 
-def supervisor_instrument(app: Any, stats: Any) -> Instrument:
-    """The supervisor's `Instrument` for the daemon host: its collector and its events."""
+def supervisor_instrument(app: Any, stats: Any, kinds: tuple[str, ...] = KINDS) -> Instrument:
+    """The supervisor's `Instrument` for the daemon host: its collector and its events, and
+    the message kinds its runtime's counters report from the start (`Overlay.kinds`)."""
 
     def make(topics: TopicLabels, events: EventWriter | None, settings: TelemetrySettings) -> Instruments:
         observers: list[Observer] = []
@@ -133,6 +134,6 @@ def supervisor_instrument(app: Any, stats: Any) -> Instrument:
             observer = SupervisorEvents(events, app, stats, settings.events_snapshot_every)
             observer.start()
             observers.append(observer)
-        return Instruments([SupervisorCollector(app, topics)], observers, KINDS)
+        return Instruments([SupervisorCollector(app, topics)], observers, kinds)
 
     return make
