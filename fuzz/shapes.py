@@ -245,7 +245,7 @@ def value_for(src: Source, world: World, annotation: Any, name: str) -> Any:
     if origin in (typing.Union, types.UnionType) and type(None) in args:
         inner = next(a for a in args if a is not type(None))
         return None if src.flag(30) else value_for(src, world, inner, name)
-    if origin is list:
+    if origin is list or (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
         count = src.below(5) if src.flag(95) else src.choice((65, 257))
         return [value_for(src, world, args[0], name) for _ in range(count)]
     if origin is Literal:

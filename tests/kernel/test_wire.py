@@ -132,6 +132,8 @@ def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is list:
         return st.lists(strategy_for(args[0]), max_size=4)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return st.lists(strategy_for(args[0]), max_size=4).map(tuple)
     if origin is Literal:
         return st.sampled_from(args)
     if origin is dict:
@@ -139,7 +141,23 @@ def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
     if type(None) in args:
         (inner,) = [a for a in args if a is not type(None)]
         return st.none() | strategy_for(inner)
+    registered = wire.FIELD_TYPES.get(annotation)
+    supertype = getattr(annotation, "__supertype__", None)
+    if registered is not None and supertype is not None:
+        # a mode's own type (e.g. an overlay's): its underlying values that its check keeps
+        check = registered[0]
+        return strategy_for(supertype).map(lambda v: _checked(check, v)).filter(lambda v: v is not _REFUSED)
     raise AssertionError(f"no strategy for {annotation!r}")
+
+
+_REFUSED = object()
+
+
+def _checked(check: Any, value: Any) -> Any:
+    try:
+        return check(value)
+    except wire.WireError:
+        return _REFUSED
 
 
 def messages_of(cls: type) -> st.SearchStrategy[Message]:
