@@ -14,15 +14,16 @@ fly in ``DIR/tls`` (`pubsub.ops.tlsfiles`); the manifest names the client certif
 
 ``pubsub cluster status`` reads the manifest and shows every daemon (running or not, pid,
 reference, answering `status` or not) and, per topic, the supervisor's member count,
-whether its database is legitimate and whether the ring is: ``legitimate`` means the
-supervisor's database is, and every member's label, left, right, ring and shortcut entries
-agree with the supervisor's membership (`pubsub.ops.localcluster.ring_problems`; the test suite
-has the independent oracle that also recomputes which shortcut labels each node must
-have).  Members of the rings that the cluster did not start (a node run by hand against its
-supervisor) are asked too and listed as such (``other_members``), so the rings are checked
-whole.  ``--json`` prints the same as one JSON object.  Exit status 0 when every daemon
-runs and every ring is legitimate, 3 when the cluster is up but something is not, 1 when
-there is no cluster.
+whether its database is legitimate and whether the overlay is, by the overlay's own check
+(`pubsub.kernel.contracts.Overlay.legitimate`; the manifest names the overlay).  For the
+skip ring ``legitimate`` means the supervisor's database is, and every member's label,
+left, right, ring and shortcut entries agree with the supervisor's membership
+(`pubsub.ops.ringview.ring_problems`; the test suite has the independent oracle that also
+recomputes which shortcut labels each node must have).  Members of the rings that the
+cluster did not start (a node run by hand against its supervisor) are asked too and listed
+as such (``other_members``), so the rings are checked whole.  ``--json`` prints the same as
+one JSON object.  Exit status 0 when every daemon runs and every ring is legitimate, 3 when
+the cluster is up but something is not, 1 when there is no cluster.
 
 ``pubsub cluster down`` stops every daemon of the manifest that still runs (SIGTERM, then
 SIGKILL after a bounded wait) and records that in the manifest.  It is idempotent: with
@@ -158,6 +159,7 @@ def cluster_status(directory: Path, timeout: float = STATUS_TIMEOUT) -> dict[str
     all_running = all(running.values())
     return {
         "dir": str(directory),
+        "overlay": overlay.name,
         "up": any(running.values()),
         "all_running": all_running,
         "supervisor_answering": isinstance(sup_body, dict),
@@ -227,7 +229,9 @@ def format_status(report: Mapping[str, Any]) -> str:
         if not t["legitimate"]:
             ring += ")"
         members = f"{t['members']} member{'' if t['members'] == 1 else 's'}"
-        lines.append(f"topic {topic}: {members}, database {db}, ring {ring}")
+        overlay = report.get("overlay", registry.DEFAULT_OVERLAY)
+        shape = "ring" if overlay == registry.DEFAULT_OVERLAY else overlay
+        lines.append(f"topic {topic}: {members}, database {db}, {shape} {ring}")
     return "\n".join(lines)
 
 
