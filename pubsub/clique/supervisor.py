@@ -195,10 +195,7 @@ class CliqueSupervisor:
         return sorted(self.topics.get(topic, []))
 
     def _announce(self, topic: Topic) -> list[Send]:
-        settings = self.retention.message(topic)
-        if settings is not None:
-            for ref in self.member_refs(topic):
-                self._send(ref, settings)
+        self._out.extend(self.retention.announce(topic, self.member_refs(topic)))
         return self._flush()
 
     # ------------------------------------------------------------------ persistence

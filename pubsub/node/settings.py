@@ -6,13 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pubsub.kernel.wire import DEFAULT_MAX_FRAME, MAX_PAYLOAD_BYTES
-from pubsub.kernel.registry import DEFAULT_OVERLAY, overlay_names
 from pubsub.runtime.envnames import ENV_PREFIX
-from pubsub.runtime.settings import RuntimeSettings, SettingsError, check_local_listen
+from pubsub.runtime.settings import (
+    OVERLAY_FIELD,
+    OverlayName,
+    RuntimeSettings,
+    SettingsError,
+    check_local_listen,
+)
 
 #: Default largest payload a client may publish (PUBSUB_MAX_PAYLOAD_BYTES).
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
@@ -31,17 +36,7 @@ class NodeSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
 
-    overlay: str = Field(
-        DEFAULT_OVERLAY,
-        description="the overlay the topics' members form (pubsub.kernel.registry: skipring, clique, ...)",
-    )
-
-    @field_validator("overlay")
-    @classmethod
-    def _registered_overlay(cls, value: str) -> str:
-        if value not in overlay_names():
-            raise ValueError(f"no overlay {value!r}; registered: {', '.join(overlay_names())}")
-        return value
+    overlay: OverlayName = OVERLAY_FIELD
 
     data_dir: Path | None = Field(
         None,

@@ -29,14 +29,30 @@ import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import AfterValidator, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as EnvParseError
 
+from pubsub.kernel.registry import DEFAULT_OVERLAY, overlay_names
 from pubsub.runtime.envnames import ENV_PREFIX
 from pubsub.runtime.limitsettings import LimitSettings
+
+
+def registered_overlay(value: str) -> str:
+    """An overlay's name, if the registry has one so named (`pubsub.kernel.registry`)."""
+    if value not in overlay_names():
+        raise ValueError(f"no overlay {value!r}; registered: {', '.join(overlay_names())}")
+    return value
+
+
+#: The ``overlay`` setting of the node and supervisor daemons (``--overlay``, PUBSUB_OVERLAY).
+OverlayName = Annotated[str, AfterValidator(registered_overlay)]
+OVERLAY_FIELD: Any = Field(
+    DEFAULT_OVERLAY,
+    description="the overlay the topics' members form (pubsub.kernel.registry: skipring, clique, ...)",
+)
 
 
 class SettingsError(ValueError):

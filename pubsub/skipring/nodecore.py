@@ -11,19 +11,14 @@ topic's `SkipRingNode`).
 
 from __future__ import annotations
 
-import random
+from typing import Any
 
 from pubsub.kernel.message import Ref, Send, Topic
 from pubsub.publications.node import DISSEMINATIONS, PublicationNode
-from pubsub.skipring.antientropy import DEFAULT_BATCH_BYTES
 from pubsub.skipring.arcs import ArcView
 from pubsub.skipring.buildsr import SkipRingNode
-from pubsub.skipring.handover import DEFAULT_ATTEMPTS, DEFAULT_STEP_TIMEOUT
-from pubsub.skipring.ordering import DEFAULT_MAX_WAIT, DEFAULT_WAIT
 from pubsub.skipring.overlay import POLL_EVERY, POLL_MAX, SkipRingOverlay
-from pubsub.skipring.publishing import DEFAULT_LIMIT, DEFAULT_WINDOW
 from pubsub.skipring.shards import Supervisors
-from pubsub.kernel.wire import MAX_PAYLOAD_BYTES
 
 __all__ = ["DISSEMINATIONS", "POLL_EVERY", "POLL_MAX", "NodeCore"]
 
@@ -34,37 +29,12 @@ class NodeCore(PublicationNode):
     overlay: SkipRingOverlay
 
     def __init__(
-        self,
-        ref: Ref,
-        supervisor: Ref,
-        *,
-        rng: random.Random,
-        flooding: bool = True,
-        dissemination: str = "tree",
-        publish_batch_bytes: int = DEFAULT_BATCH_BYTES,
-        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
-        handover_timeout: float = DEFAULT_STEP_TIMEOUT,
-        handover_attempts: int = DEFAULT_ATTEMPTS,
-        dedupe_window: float = DEFAULT_WINDOW,
-        dedupe_limit: int = DEFAULT_LIMIT,
-        order_wait: float = DEFAULT_WAIT,
-        order_max_wait: float = DEFAULT_MAX_WAIT,
-        discover_supervisors: bool = False,
+        self, ref: Ref, supervisor: Ref, *, discover_supervisors: bool = False, **options: Any
     ) -> None:
+        """`options`: the publication layer's (`PublicationNode`: rng, dissemination,
+        batch and payload limits, hand-over, message-id and ordering settings)."""
         super().__init__(
-            ref,
-            SkipRingOverlay(ref, supervisor, discover_supervisors=discover_supervisors),
-            rng=rng,
-            flooding=flooding,
-            dissemination=dissemination,
-            publish_batch_bytes=publish_batch_bytes,
-            max_payload_bytes=max_payload_bytes,
-            handover_timeout=handover_timeout,
-            handover_attempts=handover_attempts,
-            dedupe_window=dedupe_window,
-            dedupe_limit=dedupe_limit,
-            order_wait=order_wait,
-            order_max_wait=order_max_wait,
+            ref, SkipRingOverlay(ref, supervisor, discover_supervisors=discover_supervisors), **options
         )
 
     # ------------------------------------------------------------------ the ring's state

@@ -71,7 +71,7 @@ from typing import Protocol
 
 from sortedcontainers import SortedList
 
-from pubsub.kernel.message import Message, Topic, message
+from pubsub.kernel.message import Message, Ref, Send, Topic, message
 from pubsub.skipring.messages import Publication
 from pubsub.skipring.trie import HASH_BYTES, PatriciaTrie
 
@@ -426,6 +426,12 @@ class RetentionTable:
         """What goes with a configuration of a member of `topic` (None: no settings)."""
         policy = self.policies.get(topic)
         return None if policy is None else policy.message(topic)
+
+    def announce(self, topic: Topic, members: Iterable[Ref]) -> list[Send]:
+        """The topic's settings for each of `members`, after they changed (none while the
+        topic has no settings): what a supervisor sends on `set` and `purge`."""
+        settings = self.message(topic)
+        return [] if settings is None else [Send(ref, settings) for ref in members]
 
     def load(self, rows: Iterable[tuple[str, int, int, int, int]]) -> int:
         """Settings kept by the daemon; malformed rows are skipped.  How many were loaded."""

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pubsub.kernel.registry import DEFAULT_OVERLAY, overlay_names
 from pubsub.runtime.envnames import ENV_PREFIX
-from pubsub.runtime.settings import check_local_listen
+from pubsub.runtime.settings import OVERLAY_FIELD, OverlayName, check_local_listen
 
 
 class SupervisorSettings(BaseSettings):
@@ -18,17 +17,7 @@ class SupervisorSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
 
-    overlay: str = Field(
-        DEFAULT_OVERLAY,
-        description="the overlay the topics' members form (pubsub.kernel.registry: skipring, clique, ...)",
-    )
-
-    @field_validator("overlay")
-    @classmethod
-    def _registered_overlay(cls, value: str) -> str:
-        if value not in overlay_names():
-            raise ValueError(f"no overlay {value!r}; registered: {', '.join(overlay_names())}")
-        return value
+    overlay: OverlayName = OVERLAY_FIELD
 
     config_budget: int = Field(1, ge=1, description="configurations sent per Timeout")
     data_dir: Path = Field(description="directory of the durable supervisor database")

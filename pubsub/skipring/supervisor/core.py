@@ -328,10 +328,7 @@ class SupervisorCore:
         return [] if db is None else sorted({r for _, r in db.members() if r is not None})
 
     def _announce(self, topic: Topic) -> list[Send]:
-        settings = self.retention.message(topic)
-        if settings is not None:
-            for ref in self.member_refs(topic):
-                self._send(ref, settings)
+        self._out.extend(self.retention.announce(topic, self.member_refs(topic)))
         return self._flush()
 
     def _repair(self, topic: Topic, db: TopicDatabase) -> None:
