@@ -18,8 +18,8 @@ from broker.cores.language.filters import Filter
 from broker.cores.language.predicates import Predicate
 from broker.cores.language.values import Value
 from broker.cores.topology import BrokerId, Scot
-from broker.topologyfile import s_e
 from broker.stockquote import StockQuotes
+from broker.topologyfile import s_e
 
 PROTOCOLS = ("octopia", "padres")
 #: Networks of phase 3: every link at --burst-bandwidth, or only the iLinks (aLinks faster).

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from bench.machine import machine
 from pubsub.kernel.message import Topic
-from pubsub.sim.world import Simulation
 from pubsub.sim.scenarios import corrupted_start, fresh_start
+from pubsub.sim.world import Simulation
 from tests.simhelpers import REPAIR_KINDS, is_legitimate, settle
 
 TOPIC = Topic("bench")

@@ -55,9 +55,9 @@ from pubsub.cli.common import (
     telemetry_options,
     tls_options,
 )
+from pubsub.cli.publishing import AckPrinter, shorten, summarize
 from pubsub.client.library import ClientError
 from pubsub.client.roles import role_problem
-from pubsub.cli.publishing import AckPrinter, shorten, summarize
 from pubsub.client.run import Stopping, publish_window, stdin_lines
 from pubsub.kernel.contracts import VerbForm
 from pubsub.kernel.message import Ref
@@ -149,8 +149,8 @@ def broker_command(
     --broker`, `pubsub subscribe --broker` and `pubsub status --broker`.
     """
     from broker.app import run_broker
-    from broker.settings import FLAGS, BrokerSettings, check_against_topology, parse_link_rate
     from broker.cores.topology import TopologyError
+    from broker.settings import FLAGS, BrokerSettings, check_against_topology, parse_link_rate
     from broker.topologyfile import load as load_topology
     from pubsub.runtime.settings import SettingsError, load
 

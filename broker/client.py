@@ -53,9 +53,8 @@ from broker.cores.messages import (
     ClientUnsubscribe,
     Deliver,
 )
+from pubsub.client.library import ClientError, ConnectionLost, _close, _read, connect_checked
 from pubsub.kernel import wire
-from pubsub.client.library import connect_checked
-from pubsub.client.library import ClientError, ConnectionLost, _close, _read
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message
 from pubsub.runtime.streams import ReceivedMessages

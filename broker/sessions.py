@@ -86,9 +86,11 @@ def refusal(msg: Message, identity: Identity | None, authority: Authority) -> Me
     acting_as = (identity.name if identity is not None else "") if subscribing else msg.client
     action = "subscribe" if subscribing else "publish"
     problem = authority.check(identity, action, acting_as)
-    if problem is None and action == "publish" and identity is not None and identity.role == "client":
-        if msg.client != identity.name:
-            problem = f"{identity} acts only as client {identity.name!r}, not {msg.client!r}"
+    if (
+        problem is None and action == "publish" and identity is not None and identity.role == "client"
+        and msg.client != identity.name
+    ):
+        problem = f"{identity} acts only as client {identity.name!r}, not {msg.client!r}"
     return None if problem is None else ClientRefused(msg.client, DENIED, problem)
 
 

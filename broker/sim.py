@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW, BrokerCore
+from broker.cores.factory import make_core
 from broker.cores.language.filters import Filter
 from broker.cores.language.values import Value
 from broker.cores.messages import (
@@ -64,11 +65,10 @@ from broker.cores.messages import (
     PadresPublish,
     ScotPublish,
 )
-from broker.cores.factory import make_core
 from broker.cores.topology import BrokerId, Scot
+from broker.simrecords import Delivery, Link, OpStat, SimError
 from pubsub.kernel.message import Message, Send
 from pubsub.sim.engine import EventQueue
-from broker.simrecords import Delivery, Link, OpStat, SimError
 
 _PUBLICATIONS = (ScotPublish, PadresPublish)
 _BROKER_KINDS = frozenset(cls.kind for cls in BROKER_TO_BROKER)

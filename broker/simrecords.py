@@ -2,8 +2,10 @@
 its error."""
 
 from __future__ import annotations
+
 from collections import deque
 from dataclasses import dataclass, field
+
 from broker.cores.topology import BrokerId
 from pubsub.kernel.message import Message
 

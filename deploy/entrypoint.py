@@ -175,8 +175,8 @@ def claim_slot(nodes: str, slots: int = MAX_SLOTS) -> str:
 
 def add_topics(directory: str, topics: Sequence[str]) -> list[str]:
     """Add `topics` to the node's durable topic set in `directory`; the whole set, sorted."""
-    from pubsub.node.topicfile import TopicFile, TopicFileError
     from pubsub.kernel.wire import WireError, validate_topic
+    from pubsub.node.topicfile import TopicFile, TopicFileError
 
     try:
         wanted = {validate_topic(t) for t in topics}

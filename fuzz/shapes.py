@@ -23,17 +23,17 @@ from typing import Any, Literal
 
 import msgpack
 
-from fuzz.source import Source
-from pubsub.kernel import wire
-from pubsub.kernel.message import MESSAGE_TYPES, Message, Ref, Topic
-from pubsub.kernel.wire import WireError
+import broker.cores.control  # noqa: F401
 
 # Importing the modes registers every message kind and field type with the codec.
 import pubsub.modes  # noqa: F401  (registers the modes)
 import pubsub.skipring  # noqa: F401
-import broker.cores.control  # noqa: F401
 from broker.cores.language.filters import Filter
 from broker.cores.messages import Attrs
+from fuzz.source import Source
+from pubsub.kernel import wire
+from pubsub.kernel.message import MESSAGE_TYPES, Message, Ref, Topic
+from pubsub.kernel.wire import WireError
 from pubsub.skipring.labels import Label
 from pubsub.skipring.messages import (
     Contact,

@@ -51,9 +51,9 @@ from pubsub.skipring.buildsr import SkipRingNode
 from pubsub.skipring.labels import MAX_LABEL_BITS, Label
 from pubsub.skipring.messages import PublishRequest
 from pubsub.skipring.nodecore import NodeCore
-from pubsub.skipring.trie import publication_key
 from pubsub.skipring.supervisor.core import SupervisorCore
 from pubsub.skipring.supervisor.database import TopicDatabase
+from pubsub.skipring.trie import publication_key
 
 Target = Callable[[bytes], int]
 

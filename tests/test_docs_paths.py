@@ -170,7 +170,7 @@ def module_problem(path: str) -> str | None:
             if e.name is not None and (name == e.name or name.startswith(e.name + ".")):
                 continue  # this prefix is not a module: try a shorter one
             return f"importing {name} failed: {e!r}"
-        except Exception as e:  # a module that exists but fails to import
+        except Exception as e:  # noqa: BLE001 - a module that exists but fails to import, for any reason
             return f"importing {name} failed: {e!r}"
         for j in range(i, len(parts)):
             if not _has_attribute(obj, parts[j]):

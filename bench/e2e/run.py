@@ -17,11 +17,11 @@ from typing import Any
 
 from bench.e2e.common import (
     CLIENT_FRAME_KINDS,
-    Contention,
     LATENCY,
     PUBLICATION_FRAME_KINDS,
     THROUGHPUT,
     WARMUP,
+    Contention,
     cpu_delta_seconds,
     cpu_snapshot,
     frame_kinds,

@@ -18,7 +18,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-
 from cryptography import x509
 
 from pubsub.runtime.certificates import fingerprint, identity_of, issue, load_ca, make_ca, write_pair

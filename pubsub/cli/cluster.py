@@ -52,6 +52,7 @@ from typing import Any
 import click
 
 from pubsub.cli.common import overlay_option
+from pubsub.kernel import registry
 from pubsub.kernel.control import Reply, StatusRequest
 from pubsub.kernel.wire import WireError, validate_topic
 from pubsub.ops.detached import (
@@ -66,7 +67,6 @@ from pubsub.ops.detached import (
 )
 from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import ClusterError
-from pubsub.kernel import registry
 from pubsub.ops.ringview import members_of
 from pubsub.runtime.client import RequestError, request
 from pubsub.skipring.shards import merged_topics

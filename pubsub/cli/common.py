@@ -20,9 +20,9 @@ from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref
 from pubsub.kernel.wire import WireError, validate_ref, validate_topic
 from pubsub.runtime.client import RequestError, request
+from pubsub.runtime.envnames import CONFIG_ENV
 from pubsub.runtime.logsetup import FORMATS, LEVELS
 from pubsub.runtime.logsetup import configure as configure_logging
-from pubsub.runtime.envnames import CONFIG_ENV
 
 if TYPE_CHECKING:  # the daemons' settings (pydantic) are imported by the daemon commands only
     from pubsub.runtime.settings import ConfigFile, RuntimeSettings
@@ -403,10 +403,10 @@ def admin_options(f: Any) -> Any:
 def run_daemon(what: str, listen: str, run: Any) -> None:
     """Run a daemon; turn start-up failures into one-line errors."""
     from pubsub.runtime.adminserver import AdminError
+    from pubsub.runtime.clienttls import TlsError
     from pubsub.runtime.datadir import StoreError
     from pubsub.runtime.httpserve import HttpError
     from pubsub.runtime.permissions import PermissionsError
-    from pubsub.runtime.clienttls import TlsError
     from pubsub.telemetry.events import EventsError
     from pubsub.telemetry.metrics import MetricsError
 

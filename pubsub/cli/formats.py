@@ -11,7 +11,6 @@ from pubsub.client.library import Ack
 from pubsub.skipring.labels import Label, LabelError
 from pubsub.skipring.messages import Delivery
 
-
 #: How a text line marks a payload shown in base64 (`format_delivery`).
 BASE64_PREFIX = "base64:"
 
@@ -64,7 +63,7 @@ def format_ack(ack: Ack, as_json: bool = False) -> str:
     """One acknowledgement as a line of text or a JSON object."""
     if as_json:
         return json.dumps(ack.as_dict())
-    if ack.local_seq is not None:
+    if ack.local_seq is not None:  # noqa: SIM108 - nested, the two cases read better apart
         where = f"local #{ack.local_seq}; "
     else:  # a duplicate names an earlier publication, whose local number the answer lacks
         where = "" if ack.duplicate else "handed over; "

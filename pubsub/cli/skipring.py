@@ -36,9 +36,9 @@ from pubsub.cli.common import (
     tls_options,
 )
 from pubsub.cli.follow import follow
+from pubsub.cli.formats import format_ack, format_delivery, format_node_status, format_supervisor_status
 from pubsub.cli.publishing import publish_stdin
 from pubsub.cli.retention import COMMANDS as RETENTION_COMMANDS
-from pubsub.cli.formats import format_ack, format_delivery, format_node_status, format_supervisor_status
 from pubsub.cli.topics import Selection, SelectionError, patterns_in, select
 from pubsub.client.library import DEFAULT_RETRIES, Ack, Client, ClientError, PublishError
 from pubsub.client.run import publish_pipelined

@@ -56,9 +56,16 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
+from pubsub.client.roles import role_problem
 from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Hello, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref, Topic
+from pubsub.runtime import receiving
+from pubsub.runtime.client import HANDSHAKE_TIMEOUT, HandshakeTimeout, RequestError, read_first, request
+from pubsub.runtime.clienttls import TlsError, client_context, closed_hint, handshake_failure
+from pubsub.runtime.connection import split_ref
+from pubsub.runtime.streams import ReceivedMessages
+from pubsub.skipring.fields import validate_msg_id
 from pubsub.skipring.messages import (
     Delivery,
     Follow,
@@ -70,13 +77,6 @@ from pubsub.skipring.messages import (
     PublishFailed,
     PublishRequest,
 )
-from pubsub.client.roles import role_problem
-from pubsub.skipring.fields import validate_msg_id
-from pubsub.runtime import receiving
-from pubsub.runtime.client import HANDSHAKE_TIMEOUT, HandshakeTimeout, RequestError, read_first, request
-from pubsub.runtime.connection import split_ref
-from pubsub.runtime.streams import ReceivedMessages
-from pubsub.runtime.clienttls import TlsError, client_context, closed_hint, handshake_failure
 
 #: Seconds a request (join, status, ...) may take.
 DEFAULT_TIMEOUT = 5.0

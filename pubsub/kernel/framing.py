@@ -98,9 +98,8 @@ class FrameDecoder:
         buf = self._buf
         frames: list[bytes] = []
         while True:
-            if self._need < 0:
-                if len(buf) < HEADER_SIZE or not self._start_body():
-                    return frames
+            if self._need < 0 and (len(buf) < HEADER_SIZE or not self._start_body()):
+                return frames
             need = self._need
             if len(buf) < HEADER_SIZE + need:
                 return frames

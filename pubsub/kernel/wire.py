@@ -563,7 +563,7 @@ def decode(payload: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> Message:
             max_map_len=n // 2,
             max_ext_len=0,
         )
-    except Exception as exc:  # msgpack raises many types (ExtraData, FormatError, ...)
+    except Exception as exc:  # noqa: BLE001 - msgpack raises many types (ExtraData, FormatError, ...)
         raise WireError("bad_msgpack", f"{type(exc).__name__}: {exc}"[:200]) from None
     if not isinstance(obj, dict):
         raise WireError("not_a_map", f"frame holds {type(obj).__name__}, not a map")

@@ -9,9 +9,8 @@ Where its parts live: cores in `pubsub.skipring` and `pubsub.skipring.supervisor
 
 from __future__ import annotations
 
-from typing import Any
-
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pubsub.kernel.contracts import Core, Mode, Overlay
 from pubsub.kernel.message import Message, Ref

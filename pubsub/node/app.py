@@ -62,28 +62,32 @@ from typing import TYPE_CHECKING, Any
 
 import uvloop
 
+from pubsub.kernel import registry
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.effects import Effect
 from pubsub.kernel.executor import Executor, Timer
 from pubsub.kernel.message import Message, Ref, Send, Topic
-from pubsub.node.delivery import Deliveries
-from pubsub.node.settings import FRAME_OVERHEAD, HOLD_MIN_BATCH, NodeSettings
+from pubsub.node import quotas
 from pubsub.node.commits import GroupCommit
-from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
-from pubsub.runtime.datadir import held_data_dir
-from pubsub.node.writer import StoreThread
-from pubsub.node.retention import RetentionKeeper
+from pubsub.node.delivery import Deliveries
 from pubsub.node.permits import refusal as client_refusal
-from pubsub.runtime.identity import Identity
-from pubsub.runtime.permissions import Authority
-from pubsub.runtime.tls import server_context
+from pubsub.node.retention import RetentionKeeper
+from pubsub.node.settings import FRAME_OVERHEAD, HOLD_MIN_BATCH, NodeSettings
+from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
 from pubsub.node.telemetry import node_instrument
+from pubsub.node.topicfile import TopicFile, TopicFileError
+from pubsub.node.writer import StoreThread
+from pubsub.publications.node import PublicationNode
+from pubsub.runtime.connection import ClientSession
+from pubsub.runtime.datadir import held_data_dir
 from pubsub.runtime.host import Daemon, host
 from pubsub.runtime.httpserve import HttpService
-from pubsub.runtime.connection import ClientSession
+from pubsub.runtime.identity import Identity
 from pubsub.runtime.net import Runtime
-from pubsub.runtime.stats import LogLimiter, Stats
+from pubsub.runtime.permissions import Authority
 from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
+from pubsub.runtime.stats import LogLimiter, Stats
+from pubsub.runtime.tls import server_context
 from pubsub.skipring.antientropy import DEFAULT_BATCH_BYTES
 from pubsub.skipring.fields import MAX_PUBLICATIONS
 from pubsub.skipring.messages import (
@@ -94,10 +98,6 @@ from pubsub.skipring.messages import (
     PublishFailed,
     PublishRequest,
 )
-from pubsub.kernel import registry
-from pubsub.publications.node import PublicationNode
-from pubsub.node.topicfile import TopicFile, TopicFileError
-from pubsub.node import quotas
 
 if TYPE_CHECKING:
     from pubsub.node.signing import Signing

@@ -55,11 +55,12 @@ from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Send, Topic
 from pubsub.node.openapi import openapi_document
 from pubsub.node.permits import refusal as client_refusal
-from pubsub.runtime.permissions import DENIED
-from pubsub.runtime.tls import peer_identity
+from pubsub.publications.node import PublicationNode
 from pubsub.runtime.connection import ClientSession
 from pubsub.runtime.local import QueuedSession
 from pubsub.runtime.net import Runtime
+from pubsub.runtime.permissions import DENIED
+from pubsub.runtime.tls import peer_identity
 from pubsub.skipring.fields import validate_msg_id
 from pubsub.skipring.messages import (
     Delivery,
@@ -72,7 +73,6 @@ from pubsub.skipring.messages import (
     PublishFailed,
     PublishRequest,
 )
-from pubsub.publications.node import PublicationNode
 
 log = logging.getLogger(__name__)
 

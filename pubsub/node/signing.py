@@ -66,9 +66,9 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.node.store import NewRow
 from pubsub.runtime.certificates import fingerprint, identity_of
+from pubsub.runtime.clienttls import TlsError
 from pubsub.runtime.identity import IdentityError
 from pubsub.runtime.settings import RuntimeSettings
-from pubsub.runtime.clienttls import TlsError
 from pubsub.skipring.messages import (
     CertificateDer,
     HandOver,

@@ -96,13 +96,13 @@ from typing import Any, Literal, NamedTuple, TypeGuard
 
 import msgpack
 
+from pubsub.kernel.message import Ref, Topic
+from pubsub.kernel.wire import WireError, pack, validate_ref, validate_topic
 from pubsub.node.journal import Journal, JournalError
 from pubsub.runtime.datadir import StoreError, prepare_data_dir
-from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.antientropy import NewRow  # the rows of the core's Persists
 from pubsub.skipring.messages import Payload, Publication, PublicationKey
 from pubsub.skipring.trie import HASH_BYTES
-from pubsub.kernel.wire import WireError, pack, validate_ref, validate_topic
 
 log = logging.getLogger(__name__)
 

@@ -4,21 +4,22 @@ and their latency) and its events (``snapshot`` of each topic's BuildSR state, `
 per stored publication; docs/events.md)."""
 
 from __future__ import annotations
+
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
+
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     Metric,
 )
-from pubsub.telemetry.events import Observer, _SnapshotObserver, _pair
-from pubsub.telemetry.metrics import LatencyHistogram, TopicLabels, _by_label, _counter, _gauge
-from pubsub.runtime.host import Instrument, Instruments
-from pubsub.skipring.admission import KINDS
-from pubsub.runtime.settings import TelemetrySettings
-from pubsub.telemetry.events import EventWriter
 
+from pubsub.runtime.host import Instrument, Instruments
+from pubsub.runtime.settings import TelemetrySettings
+from pubsub.skipring.admission import KINDS
+from pubsub.telemetry.events import EventWriter, Observer, _pair, _SnapshotObserver
+from pubsub.telemetry.metrics import LatencyHistogram, TopicLabels, _by_label, _counter, _gauge
 
 #: Arrival paths of a stored publication, as label values.
 VIAS = ("local", "handover", "tree", "flood", "antientropy")

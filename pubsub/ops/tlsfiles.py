@@ -21,7 +21,6 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from pubsub.runtime.certificates import issue, make_ca, write_pair
-
 from pubsub.runtime.identity import file_stem
 
 #: The name in the operator's (admin) certificate of a local cluster.

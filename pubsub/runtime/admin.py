@@ -71,8 +71,8 @@ from typing import Any, Protocol
 
 from pubsub.kernel.control import ChaosRequest, ErrorReply, Reply
 from pubsub.kernel.message import Ref, Topic
-from pubsub.runtime.net import Runtime
 from pubsub.runtime.adminparams import MAX_DURATION, ChaosError, Params
+from pubsub.runtime.net import Runtime
 
 log = logging.getLogger(__name__)
 

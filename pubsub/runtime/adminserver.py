@@ -21,12 +21,12 @@ from pubsub.kernel.message import Message, Ref
 from pubsub.runtime.admin import Action, Chaos, EventSink
 from pubsub.runtime.adminparams import ChaosError
 from pubsub.runtime.connection import split_ref
-from pubsub.runtime.stats import LogLimiter
 from pubsub.runtime.net import Runtime
 from pubsub.runtime.permissions import DENIED
-from pubsub.runtime.tls import peer_identity, server_context
 from pubsub.runtime.settings import AdminSettings
+from pubsub.runtime.stats import LogLimiter
 from pubsub.runtime.streams import MessageReader
+from pubsub.runtime.tls import peer_identity, server_context
 
 log = logging.getLogger(__name__)
 

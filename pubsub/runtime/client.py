@@ -18,10 +18,10 @@ import ssl
 from pubsub.kernel import wire
 from pubsub.kernel.control import Hello
 from pubsub.kernel.message import Message
-from pubsub.runtime.connection import split_ref
 from pubsub.runtime import receiving
-from pubsub.runtime.streams import ReceivedMessages
 from pubsub.runtime.clienttls import TlsError, client_context, closed_hint, handshake_failure
+from pubsub.runtime.connection import split_ref
+from pubsub.runtime.streams import ReceivedMessages
 
 #: Seconds a daemon may take to send its first reply on a new connection.
 HANDSHAKE_TIMEOUT = 1.0

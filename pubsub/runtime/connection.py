@@ -5,6 +5,7 @@ learn when it is gone)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
@@ -241,10 +242,8 @@ class ClientSession:
         the connection is gone)."""
         if self.closed:
             return
-        try:
+        with contextlib.suppress(ConnectionError, OSError, RuntimeError):
             await self._conn.writer.drain()
-        except (ConnectionError, OSError, RuntimeError):
-            pass
 
     def on_close(self, callback: Callable[[], None]) -> None:
         """Call `callback` once when the connection is gone (at once if it already is)."""

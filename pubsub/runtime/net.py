@@ -66,7 +66,7 @@ from pubsub.runtime.application import Application
 from pubsub.runtime.bundling import bundle
 from pubsub.runtime.connection import ClientSession, Connection, split_ref
 from pubsub.runtime.faults import NetworkFaults
-from pubsub.runtime.identity import hello_problem
+from pubsub.runtime.identity import DAEMON_ROLES, hello_problem
 from pubsub.runtime.limits import (
     BUFFER_LIMIT,
     HELLO_DEADLINE,
@@ -81,11 +81,10 @@ from pubsub.runtime.limits import (
     sweep_period,
 )
 from pubsub.runtime.links import Links
+from pubsub.runtime.permissions import DENIED, Authority
+from pubsub.runtime.receiving import receiver_of, serve
 from pubsub.runtime.settings import RuntimeSettings
 from pubsub.runtime.stats import LogLimiter, Stats
-from pubsub.runtime.receiving import receiver_of, serve
-from pubsub.runtime.permissions import DENIED, Authority
-from pubsub.runtime.identity import DAEMON_ROLES
 from pubsub.runtime.tls import check_listen, check_own, peer_identity, server_context
 from pubsub.runtime.tlscount import count_handshakes
 

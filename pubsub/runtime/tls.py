@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import ssl
 
-from pubsub.runtime.connection import split_ref
 from pubsub.runtime.clienttls import TlsError, connecting_context, load_context
+from pubsub.runtime.connection import split_ref
 from pubsub.runtime.identity import DAEMON_ROLES, Identity, IdentityError
 from pubsub.runtime.settings import RuntimeSettings, is_loopback
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import random
 
-from pubsub.skipring.corruption import belief, corrupt_label, junk, plant
-from pubsub.skipring.supervisor.corruption import corrupt_database
 from pubsub.kernel.message import Ref, Topic
-from pubsub.skipring.messages import Contact
 from pubsub.sim.world import SUPERVISOR, Simulation
 from pubsub.skipring.buildsr import SkipRingNode, shortcut_chain
+from pubsub.skipring.corruption import belief, corrupt_label, junk, plant
 from pubsub.skipring.labels import l
+from pubsub.skipring.messages import Contact
+from pubsub.skipring.supervisor.corruption import corrupt_database
 
 
 def fresh_start(sim: Simulation, n: int, topic: Topic) -> list[Ref]:

@@ -41,10 +41,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pubsub.kernel import registry
 from pubsub.kernel.effects import Answer, Effect
 from pubsub.kernel.executor import Executor, LocalSeqs
 from pubsub.kernel.message import Message, Ref, Send, Topic
-from pubsub.kernel import registry
 from pubsub.sim.engine import EventQueue
 from pubsub.skipring.antientropy import Arrival, NewRow
 from pubsub.skipring.messages import MsgId, Payload, PublishRequest

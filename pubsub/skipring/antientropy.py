@@ -108,6 +108,9 @@ from typing import NamedTuple
 
 from pubsub.kernel.effects import Batched
 from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.kernel.wire import MAX_PAYLOAD_BYTES
+from pubsub.skipring.arcs import ArcView, in_arc, origin_arc, pieces
+from pubsub.skipring.fields import MAX_DIGESTS, MAX_PUBLICATIONS
 from pubsub.skipring.messages import (
     CheckAndPublish,
     CheckTrie,
@@ -122,7 +125,6 @@ from pubsub.skipring.messages import (
     PublishNew,
     Spread,
 )
-from pubsub.skipring.arcs import ArcView, in_arc, origin_arc, pieces
 from pubsub.skipring.retention import Window
 from pubsub.skipring.trie import (
     EMPTY_HASH,
@@ -134,8 +136,6 @@ from pubsub.skipring.trie import (
     TrieNode,
     publication_key,
 )
-from pubsub.kernel.wire import MAX_PAYLOAD_BYTES
-from pubsub.skipring.fields import MAX_DIGESTS, MAX_PUBLICATIONS
 
 #: How a stored publication arrived.
 LOCAL, FLOOD, ANTI_ENTROPY, HANDOVER, TREE = "local", "flood", "anti-entropy", "handover", "tree"

@@ -631,11 +631,10 @@ class SkipRingNode:
                     below is None or below.label < label
                 ):
                     below = Contact(label, holder)
-            elif me < label:
-                if (self.right is None or label < self.right.label) and (
-                    above is None or label < above.label
-                ):
-                    above = Contact(label, holder)
+            elif me < label and (self.right is None or label < self.right.label) and (
+                above is None or label < above.label
+            ):
+                above = Contact(label, holder)
         for contact in (below, above):
             if contact is not None:
                 self._adopted.add((contact.label, contact.ref))
@@ -647,9 +646,10 @@ class SkipRingNode:
         for label, holder in self.shortcuts.items():
             if holder is None or holder in (self.ref, ring.ref) or (label, holder) in self._adopted:
                 continue
-            if (me < ring.label < label) or (label < ring.label < me):
-                if beyond is None or (label < beyond.label) == (label < ring.label):
-                    beyond = Contact(label, holder)
+            if ((me < ring.label < label) or (label < ring.label < me)) and (
+                beyond is None or (label < beyond.label) == (label < ring.label)
+            ):
+                beyond = Contact(label, holder)
         if beyond is not None:
             self._adopted.add((beyond.label, beyond.ref))
             self.introduce(beyond, CYC)  # Alg. 2 l.30-34: keep the farther candidate
@@ -712,12 +712,10 @@ class SkipRingNode:
             if ref == c.ref or ref == self.ref:
                 continue
             if toward_left:
-                if label < me and (bound is None or bound <= label):
-                    if best is None or label < best.label:
-                        best = Contact(label, ref)
-            elif me < label and (bound is None or label <= bound):
-                if best is None or best.label < label:
+                if label < me and (bound is None or bound <= label) and (best is None or label < best.label):
                     best = Contact(label, ref)
+            elif me < label and (bound is None or label <= bound) and (best is None or best.label < label):
+                best = Contact(label, ref)
         if best is None:
             return
         neighbour = self.left if toward_left else self.right

@@ -57,7 +57,6 @@ from pubsub.kernel.wire import (
     validate_topic,
 )
 from pubsub.skipring.fields import MAX_MSG_ID_CHARS, MAX_PUBLICATIONS, encode_publications, msg_id_characters
-from pubsub.skipring.signatures import MAX_PROOF_BYTES
 from pubsub.skipring.messages import (
     Delivery,
     MsgId,
@@ -70,6 +69,7 @@ from pubsub.skipring.messages import (
     PublishRequest,
     Spread,
 )
+from pubsub.skipring.signatures import MAX_PROOF_BYTES
 
 _FIELDS = frozenset(("v", "t", "topic", "sender", "start", "end", "levels", "hops", "publications"))
 _INT64 = 1 << 63
@@ -321,8 +321,14 @@ COMPILED = False
 try:
     from pubsub.skipring._chotpath import (
         decode_delivery as compiled_delivery,
+    )
+    from pubsub.skipring._chotpath import (
         decode_publish_ack as compiled_ack,
+    )
+    from pubsub.skipring._chotpath import (
         decode_publish_request as compiled_request,
+    )
+    from pubsub.skipring._chotpath import (
         decode_spread as compiled_spread,
     )
 except ImportError:  # not built (no C compiler where the project was installed)

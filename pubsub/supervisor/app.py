@@ -32,25 +32,25 @@ from typing import Any, Protocol
 
 import uvloop
 
+from pubsub.kernel import registry
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref, Send
-from pubsub.skipring.messages import GetConfiguration, SetData
-from pubsub.kernel import registry
-from pubsub.skipring.retention import PurgeTopic, SetRetention
-from pubsub.skipring.shards import SupervisorsRequest
-from pubsub.runtime.identity import Identity
-from pubsub.runtime.permissions import DENIED, Authority
+from pubsub.runtime.connection import split_ref
+from pubsub.runtime.datadir import held_data_dir
 from pubsub.runtime.host import Daemon, host
 from pubsub.runtime.httpserve import HttpService
-from pubsub.runtime.connection import split_ref
-from pubsub.runtime.tls import connect_context
-from pubsub.supervisor.telemetry import supervisor_instrument
+from pubsub.runtime.identity import Identity
 from pubsub.runtime.net import Runtime
-from pubsub.runtime.stats import Stats
+from pubsub.runtime.permissions import DENIED, Authority
 from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
+from pubsub.runtime.stats import Stats
+from pubsub.runtime.tls import connect_context
+from pubsub.skipring.messages import GetConfiguration, SetData
+from pubsub.skipring.retention import PurgeTopic, SetRetention
+from pubsub.skipring.shards import SupervisorsRequest
 from pubsub.supervisor.settings import SupervisorSettings
 from pubsub.supervisor.store import StoreError, SupervisorStore
-from pubsub.runtime.datadir import held_data_dir
+from pubsub.supervisor.telemetry import supervisor_instrument
 
 log = logging.getLogger(__name__)
 

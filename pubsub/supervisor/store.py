@@ -22,8 +22,8 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from pubsub.runtime.datadir import StoreError, prepare_data_dir
 from pubsub.kernel.wire import WireError, validate_ref, validate_topic
+from pubsub.runtime.datadir import StoreError, prepare_data_dir
 
 log = logging.getLogger(__name__)
 

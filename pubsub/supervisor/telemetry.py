@@ -3,20 +3,22 @@ its Prometheus collector (topics, members, legitimacy of the databases, configur
 requests) and its ``supervisor`` events (each topic's membership as it changes)."""
 
 from __future__ import annotations
+
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
+
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     Metric,
 )
-from pubsub.telemetry.events import EventWriter, _SnapshotObserver
-from pubsub.telemetry.metrics import TopicLabels, _by_label, _counter, _gauge
+
 from pubsub.runtime.host import Instrument, Instruments
-from pubsub.skipring.admission import KINDS
 from pubsub.runtime.settings import TelemetrySettings
-from pubsub.telemetry.events import Observer
+from pubsub.skipring.admission import KINDS
+from pubsub.telemetry.events import EventWriter, Observer, _SnapshotObserver
+from pubsub.telemetry.metrics import TopicLabels, _by_label, _counter, _gauge
 
 
 class SupervisorCollector:

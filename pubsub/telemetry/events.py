@@ -41,6 +41,7 @@ The daemons' observers -- what to write
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -158,10 +159,9 @@ class EventWriter:
         now = self._monotonic()
         if self._file is not None and now - self._opened_at >= self.rotate_seconds:
             self.rotate()
-        if self._file is None:
-            if now < self._retry_at or not self._open(now):
-                self.dropped += 1
-                return
+        if self._file is None and (now < self._retry_at or not self._open(now)):
+            self.dropped += 1
+            return
         assert self._file is not None
         try:
             self._file.write(line)
@@ -268,10 +268,8 @@ class EventWriter:
         self._failed("write", exc)
         self.dropped += self._lines
         if f is not None:
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 f.close()
-            except (OSError, ValueError):
-                pass
         self._retry_at = self._monotonic() + self.rotate_seconds
 
     def _failed(self, what: str, exc: BaseException) -> None:

@@ -49,10 +49,10 @@ from prometheus_client.metrics_core import (
     HistogramMetricFamily,
     Metric,
 )
+
 from pubsub.runtime import limits, tlscount
 from pubsub.runtime.stats import ERROR_CODES
 from pubsub.telemetry.events import EventWriter
-
 
 log = logging.getLogger(__name__)
 

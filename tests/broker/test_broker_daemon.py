@@ -14,28 +14,29 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from broker.client import BrokerClient, BrokerRefused, Subscription, advertisement_id, to_filter
-from broker.cli import format_broker_status
-from broker.cores.control import BrokerHeartbeat
 from broker.app import BrokerApp
-from broker.settings import BrokerSettings, parse_link_rate
+from broker.cli import format_broker_status
+from broker.client import BrokerClient, BrokerRefused, Subscription, advertisement_id, to_filter
+from broker.cores.control import BrokerHeartbeat
 from broker.cores.language.filters import Filter
-from broker.links import NeighbourLink
 from broker.cores.messages import Attrs, ClientPublish, PadresPublish, ScotPublish
 from broker.cores.topology import Scot, scot
+from broker.faults import broker_actions
+from broker.links import NeighbourLink
+from broker.settings import BrokerSettings, parse_link_rate
 from broker.topologyfile import scot3x3
-from pubsub.kernel import wire
 from pubsub.cli.main import main
 from pubsub.client.library import ConnectionLost
+from pubsub.kernel import wire
 from pubsub.kernel.control import ChaosRequest, ErrorReply, Hello
+from pubsub.kernel.message import Message, Ref
 from pubsub.runtime.admin import Chaos
 from pubsub.runtime.adminparams import ChaosError
-from broker.faults import broker_actions
-from pubsub.kernel.message import Message, Ref
 from pubsub.runtime.net import Runtime
-from pubsub.runtime.stats import Stats
 from pubsub.runtime.settings import RuntimeSettings
+from pubsub.runtime.stats import Stats
 from tests.integration.test_daemons import bound_socket, ref_of, wait_until
+
 
 def set_link_rate(app: BrokerApp, link: str, rate: float | None) -> dict[str, Any]:
     """The admin action ``link_rate`` applied to `app`, as its admin listener would."""
@@ -302,13 +303,12 @@ async def test_a_rate_limited_ilink_fills_up_is_congested_and_recovers() -> None
 
 
 async def test_control_requests_are_validated() -> None:
-    async with brokers(PATH2) as (topo, apps):
-        async with BrokerClient(topo.address("a,0")) as client:
-            with pytest.raises(ChaosError, match="bad_link"):
-                set_link_rate(apps["a,0"], "b,1", 3)  # not a neighbour of a,0
-            with pytest.raises(ChaosError, match="bad_rate"):
-                set_link_rate(apps["a,0"], "b,0", -1)
-            assert (await client.status())["links"]["b,0"]["rate_limit"] is None
+    async with brokers(PATH2) as (topo, apps), BrokerClient(topo.address("a,0")) as client:
+        with pytest.raises(ChaosError, match="bad_link"):
+            set_link_rate(apps["a,0"], "b,1", 3)  # not a neighbour of a,0
+        with pytest.raises(ChaosError, match="bad_rate"):
+            set_link_rate(apps["a,0"], "b,0", -1)
+        assert (await client.status())["links"]["b,0"]["rate_limit"] is None
 
 
 async def test_a_client_cannot_change_link_rates() -> None:
@@ -330,17 +330,19 @@ async def test_a_client_cannot_change_link_rates() -> None:
 
 
 async def test_a_missing_neighbour_is_reported_unreachable() -> None:
-    async with brokers(PATH2, skip=("b,0",), broker_heartbeat=0.05) as (topo, apps):
-        async with BrokerClient(topo.address("a,0")) as client:
+    async with (
+        brokers(PATH2, skip=("b,0",), broker_heartbeat=0.05) as (topo, apps),
+        BrokerClient(topo.address("a,0")) as client,
+    ):
 
-            async def reported() -> bool:
-                status = await client.status()
-                return status["unreachable"] == ["b,0"] and status["links"]["b,0"]["state"] == "unreachable"
-
-            await wait_until(reported, what="b,0 reported unreachable")
+        async def reported() -> bool:
             status = await client.status()
-            assert status["links"]["a,1"]["state"] == "up"
-            assert status["daemon_counters"]["neighbour_unreachable_reports"] >= 1
+            return status["unreachable"] == ["b,0"] and status["links"]["b,0"]["state"] == "unreachable"
+
+        await wait_until(reported, what="b,0 reported unreachable")
+        status = await client.status()
+        assert status["links"]["a,1"]["state"] == "up"
+        assert status["daemon_counters"]["neighbour_unreachable_reports"] >= 1
 
 
 async def test_a_subscriber_sees_its_broker_go_away() -> None:

@@ -41,9 +41,9 @@ import pytest
 from broker.client import BrokerClient
 from broker.cores.language.filters import Filter
 from broker.cores.language.text import parse_filter
-from broker.topologyfile import scot3x3
 from broker.localscot import LocalScot
 from broker.telemetry import KINDS
+from broker.topologyfile import scot3x3
 from pubsub.ops.processes import ClusterError, poll
 from pubsub.telemetry.metrics import samples
 

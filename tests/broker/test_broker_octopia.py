@@ -33,8 +33,8 @@ from collections import Counter
 
 import pytest
 
-from broker.cores import topology as T
 from broker import topologyfile as TF
+from broker.cores import topology as T
 from broker.cores.corebase import civ_bits
 from broker.cores.language.text import parse_filter as F
 from broker.cores.messages import CivSet, CivUnset, ScotAdvertise, ScotPublish, ScotSubscribe

@@ -13,8 +13,8 @@ from collections import Counter
 from broker.cores.language.text import parse_filter as F
 from broker.cores.messages import PadresAdvertise, PadresPublish, PadresSubscribe
 from broker.cores.padres import PadresBroker
-from broker.sim import BrokerSim
 from broker.cores.topology import scot
+from broker.sim import BrokerSim
 
 FIG1 = scot([["a", "b"], ["b", "c"]], 2)
 

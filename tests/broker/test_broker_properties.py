@@ -42,8 +42,8 @@ from broker.cores.language.predicates import Predicate
 from broker.cores.language.relations import overlaps
 from broker.cores.octopia import OctopiaBroker
 from broker.cores.padres import PadresBroker
-from broker.sim import BrokerSim
 from broker.cores.topology import Scot, scot
+from broker.sim import BrokerSim
 
 VARIANTS = ["octopia-spr", "octopia-idr", "padres"]
 A_VALUES = st.integers(0, 3)

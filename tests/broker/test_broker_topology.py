@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.cores import topology as T
 from broker import topologyfile as TF
+from broker.cores import topology as T
 from broker.cores.topology import ALINK, ILINK, TopologyError, scot
 
 

@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 
 from pubsub.client.library import Ack, Client
+from pubsub.kernel.control import Reply, StatusRequest
 from pubsub.kernel.message import Ref
 from pubsub.ops.detached import read_manifest
 from pubsub.runtime.client import request
-from pubsub.kernel.control import Reply, StatusRequest
 from tests.ops.test_cluster_cmd import cluster_cmd, cluster_dir, entries, exited, status_json
 
 pytestmark = pytest.mark.integration

@@ -19,6 +19,7 @@ Every wait is bounded; every process a test starts is stopped by its pid.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -455,10 +456,8 @@ class Publisher:
         self.proc.wait(timeout=10)
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
-                try:
+                with contextlib.suppress(OSError):
                     stream.close()
-                except OSError:
-                    pass
 
 
 @pytest.fixture

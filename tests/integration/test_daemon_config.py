@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
+from pubsub.kernel.control import Reply, StatusRequest
 from pubsub.ops.processes import pick_free_ports, poll
 from pubsub.runtime.client import RequestError, request
-from pubsub.kernel.control import Reply, StatusRequest
 
 pytestmark = pytest.mark.integration
 

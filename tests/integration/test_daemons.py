@@ -23,14 +23,14 @@ from pubsub.cli.formats import format_node_status, format_supervisor_status
 from pubsub.cli.main import main
 from pubsub.kernel.control import Reply, StatusRequest
 from pubsub.kernel.message import Ref, Topic
-from pubsub.skipring.messages import JoinTopic, LeaveTopic
-from pubsub.runtime.client import request
-from pubsub.runtime.net import Runtime
-from pubsub.runtime.stats import Stats
 from pubsub.node.app import NodeApp
 from pubsub.node.topicfile import TopicFile, TopicFileError
-from pubsub.skipring.nodecore import NodeCore
+from pubsub.runtime.client import request
+from pubsub.runtime.net import Runtime
 from pubsub.runtime.settings import RuntimeSettings
+from pubsub.runtime.stats import Stats
+from pubsub.skipring.messages import JoinTopic, LeaveTopic
+from pubsub.skipring.nodecore import NodeCore
 from pubsub.skipring.supervisor.core import SupervisorCore
 from pubsub.supervisor.app import SupervisorApp
 from pubsub.supervisor.store import StoreError, SupervisorStore

@@ -21,6 +21,7 @@ that the honest side -- the test's own requests and the daemons' ring links, all
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import stat
@@ -38,8 +39,8 @@ from pubsub.kernel.control import ErrorReply, Hello
 from pubsub.kernel.framing import FrameDecoder
 from pubsub.kernel.message import Topic
 from pubsub.ops.localcluster import LocalCluster
-from tests.cluster_checks import ring_problems
 from pubsub.skipring.messages import MsgId, Payload, PublishAck, PublishFailed, PublishRequest
+from tests.cluster_checks import ring_problems
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -175,10 +176,8 @@ def test_trickling_connections_are_closed_within_the_deadline(cluster: LocalClus
             assert time.monotonic() - start < 30, "trickling connections still open after 30 s"
             if sent < len(frame):
                 for sock in socks:
-                    try:
+                    with contextlib.suppress(OSError):
                         sock.sendall(frame[sent : sent + 1])
-                    except OSError:
-                        pass
                 sent += 1
             time.sleep(0.5)
         assert sent < len(frame), "the frame completed: the test did not trickle"

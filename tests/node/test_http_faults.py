@@ -8,8 +8,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 
-import pytest
 import aiohttp
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 

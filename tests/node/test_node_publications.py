@@ -19,23 +19,23 @@ import msgpack
 import pytest
 import uvloop
 
-from pubsub.kernel import wire
 from pubsub.cli.formats import format_ack, format_delivery
 from pubsub.client.library import Ack, Client, ClientError, ConnectionLost, PublishError, Subscription
+from pubsub.kernel import wire
 from pubsub.kernel.control import Hello, Reply, StatusRequest
 from pubsub.kernel.message import Ref, Topic
-from pubsub.skipring.messages import Delivery, Follow
-from pubsub.runtime.net import Runtime
-from pubsub.runtime.stats import Stats
 from pubsub.node.app import SEQ_BLOCK, NodeApp
 from pubsub.node.delivery import NEW_ONLY_SKEW_MS
-from pubsub.node.settings import HOLD_MIN_BATCH
-from pubsub.node.telemetry import DeliveryMetrics, NodeCollector
-from pubsub.telemetry.metrics import TopicLabels
-from pubsub.node.topicfile import TopicFile
-from pubsub.skipring.nodecore import NodeCore
 from pubsub.node.journal import read_frames
+from pubsub.node.settings import HOLD_MIN_BATCH
 from pubsub.node.store import DB_NAME, JOURNAL_NAME, PublicationStore, StoreError, SyncMode
+from pubsub.node.telemetry import DeliveryMetrics, NodeCollector
+from pubsub.node.topicfile import TopicFile
+from pubsub.runtime.net import Runtime
+from pubsub.runtime.stats import Stats
+from pubsub.skipring.messages import Delivery, Follow
+from pubsub.skipring.nodecore import NodeCore
+from pubsub.telemetry.metrics import TopicLabels
 from tests.integration.test_daemons import (
     FAST,
     bound_socket,
@@ -130,38 +130,37 @@ def test_under_sync_normal_commits_go_to_the_journal_and_reach_sqlite_within_a_s
     """A node under sync "normal" commits to its store's journal; its intervals settle the
     rows into SQLite, and its streams and acknowledgements do not wait for that."""
     async def scenario() -> None:
-        async with supervisor(tmp_path / "sup") as (srt, _):
-            async with pnode(srt.ref, tmp_path / "n") as (rt, app):
-                assert app.store.deferring
-                async with Client(rt.ref) as client:
-                    await client.join(T)
-                    sub = client.subscribe(T, join=False)
-                    await sub.open()
-                    acks = [await client.publish(T, f"m{i}") for i in range(3)]
-                    got = [await asyncio.wait_for(sub.__anext__(), 10) for _ in range(3)]
-                    assert [d.key for d in got] == [a.key for a in acks]
-                    await sub.close()
+        async with supervisor(tmp_path / "sup") as (srt, _), pnode(srt.ref, tmp_path / "n") as (rt, app):
+            assert app.store.deferring
+            async with Client(rt.ref) as client:
+                await client.join(T)
+                sub = client.subscribe(T, join=False)
+                await sub.open()
+                acks = [await client.publish(T, f"m{i}") for i in range(3)]
+                got = [await asyncio.wait_for(sub.__anext__(), 10) for _ in range(3)]
+                assert [d.key for d in got] == [a.key for a in acks]
+                await sub.close()
 
-                async def settled() -> bool:
-                    with contextlib.closing(sqlite3.connect(tmp_path / "n" / DB_NAME)) as db:
-                        rows = db.execute("SELECT COALESCE(SUM(entries), 0) FROM batches").fetchone()
-                    return bool(rows[0] == 3 and app.store.settles > 0)
+            async def settled() -> bool:
+                with contextlib.closing(sqlite3.connect(tmp_path / "n" / DB_NAME)) as db:
+                    rows = db.execute("SELECT COALESCE(SUM(entries), 0) FROM batches").fetchone()
+                return bool(rows[0] == 3 and app.store.settles > 0)
 
-                await wait_until(settled, timeout=10, what="the rows in SQLite")
-                _, frames, _ = read_frames((tmp_path / "n" / JOURNAL_NAME).read_bytes())
-                assert frames == []  # emptied by the settle
+            await wait_until(settled, timeout=10, what="the rows in SQLite")
+            _, frames, _ = read_frames((tmp_path / "n" / JOURNAL_NAME).read_bytes())
+            assert frames == []  # emptied by the settle
 
-                async def checkpointed() -> bool:  # the settled rows copied from SQLite's log into its file
-                    main_file = f"file:{tmp_path / 'n' / DB_NAME}?immutable=1"  # reads the file alone, not the log
-                    with contextlib.closing(sqlite3.connect(main_file, uri=True)) as db:
-                        rows = db.execute("SELECT COALESCE(SUM(entries), 0) FROM batches").fetchone()
-                    return bool(rows[0] == 3)
+            async def checkpointed() -> bool:  # the settled rows copied from SQLite's log into its file
+                main_file = f"file:{tmp_path / 'n' / DB_NAME}?immutable=1"  # reads the file alone, not the log
+                with contextlib.closing(sqlite3.connect(main_file, uri=True)) as db:
+                    rows = db.execute("SELECT COALESCE(SUM(entries), 0) FROM batches").fetchone()
+                return bool(rows[0] == 3)
 
-                await wait_until(checkpointed, timeout=10, what="a checkpoint after the settle")
-                collector = NodeCollector(app, TopicLabels(), DeliveryMetrics())
-                metrics = {sample.name: sample.value for metric in collector.collect() for sample in metric.samples}
-                assert metrics["pubsub_store_settles_total"] == app.store.settles >= 1
-                assert metrics["pubsub_store_commits_total"] == app.store.commits >= 3
+            await wait_until(checkpointed, timeout=10, what="a checkpoint after the settle")
+            collector = NodeCollector(app, TopicLabels(), DeliveryMetrics())
+            metrics = {sample.name: sample.value for metric in collector.collect() for sample in metric.samples}
+            assert metrics["pubsub_store_settles_total"] == app.store.settles >= 1
+            assert metrics["pubsub_store_commits_total"] == app.store.commits >= 3
 
     run(scenario())
 

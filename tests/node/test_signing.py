@@ -14,6 +14,7 @@ from pubsub.kernel.message import Ref, Send, Topic
 from pubsub.node.signing import Signing, SigningError, parse_fingerprints
 from pubsub.node.store import NewRow
 from pubsub.runtime.certificates import fingerprint, issue, make_ca
+from pubsub.skipring.labels import Label
 from pubsub.skipring.messages import (
     Check,
     Contact,
@@ -26,7 +27,6 @@ from pubsub.skipring.messages import (
     Publish,
     Spread,
 )
-from pubsub.skipring.labels import Label
 from pubsub.skipring.trie import publication_key
 
 T = Topic("news")

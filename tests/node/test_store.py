@@ -10,11 +10,11 @@ from pathlib import Path
 import msgpack
 import pytest
 
+from pubsub.kernel.message import Ref, Topic
+from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
 from pubsub.skipring.antientropy import make_publication
 from pubsub.skipring.handover import HandOverClient
-from pubsub.kernel.message import Ref, Topic
 from pubsub.skipring.messages import GetMember, HandOver, HandOverAck, MemberIs
-from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
 from pubsub.skipring.supervisor.core import SupervisorCore
 
 T, U = Topic("news"), Topic("sports")

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from pubsub.skipring.ideal import NodeView, edge_score, ideal_ring, is_canonical, is_legitimate
 from pubsub.ops.analysis.javacheck import parse_version
 from pubsub.ops.analysis.output import read_table
 from pubsub.ops.analysis.timeline import (
@@ -28,6 +27,7 @@ from pubsub.ops.analysis.timeline import (
     changes_from_records,
     markers_from_rows,
 )
+from pubsub.skipring.ideal import NodeView, edge_score, ideal_ring, is_canonical, is_legitimate
 from pubsub.skipring.labels import label_bits
 from tests import analysis_events as ev
 from tests import checker

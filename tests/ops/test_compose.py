@@ -582,7 +582,6 @@ def test_entrypoint_makes_certificates_on_the_fly(tmp_path: Path, monkeypatch: p
     from cryptography import x509
 
     from pubsub.runtime.certificates import identity_of
-
     from pubsub.runtime.identity import Identity
     from pubsub.runtime.settings import RuntimeSettings
     from pubsub.runtime.tls import check_own

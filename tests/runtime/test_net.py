@@ -18,14 +18,14 @@ import msgpack
 import pytest
 import uvloop
 
+from pubsub.client.library import ClientError, connect_checked
 from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Hello, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref, Send, Topic
-from pubsub.skipring.messages import JoinTopic, Ping, Pong
 from pubsub.runtime.client import RequestError, request
-from pubsub.client.library import ClientError, connect_checked
 from pubsub.runtime.net import Runtime
 from pubsub.runtime.settings import RuntimeSettings
+from pubsub.skipring.messages import JoinTopic, Ping, Pong
 
 SCENARIO_TIMEOUT = 30.0
 

@@ -19,9 +19,9 @@ from pubsub.kernel.control import ErrorReply, Hello, StatusRequest
 from pubsub.kernel.message import Ref
 from pubsub.ops.tlsfiles import ClusterCerts
 from pubsub.runtime.client import RequestError, request
+from pubsub.runtime.clienttls import TlsError
 from pubsub.runtime.net import Runtime
 from pubsub.skipring.messages import Ping
-from pubsub.runtime.clienttls import TlsError
 from tests.runtime import test_net
 from tests.runtime.test_net import ToyApp, bound_socket, fast_settings, read_reply, wait_until
 

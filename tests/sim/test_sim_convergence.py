@@ -19,8 +19,8 @@ import random
 import pytest
 
 from pubsub.kernel.message import Topic
-from pubsub.sim.world import Simulation
 from pubsub.sim.scenarios import corrupted_start, fresh_start
+from pubsub.sim.world import Simulation
 from tests.simhelpers import converge, problems, snapshot
 
 TOPIC = Topic("t")

@@ -7,9 +7,9 @@ import random
 import pytest
 
 from pubsub.kernel.message import Ref, Topic
-from pubsub.skipring.messages import SuspectCrash
-from pubsub.sim.world import SUPERVISOR, Simulation
 from pubsub.sim.scenarios import fresh_start
+from pubsub.sim.world import SUPERVISOR, Simulation
+from pubsub.skipring.messages import SuspectCrash
 from pubsub.skipring.supervisor.core import SupervisorCore
 from tests.simhelpers import converge, references_to, settle, snapshot
 

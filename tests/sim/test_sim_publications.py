@@ -23,11 +23,11 @@ from collections import deque
 
 import pytest
 
-from pubsub.skipring.antientropy import ANTI_ENTROPY, FLOOD, LOCAL, make_publication
 from pubsub.kernel.message import Ref, Topic
-from pubsub.skipring.messages import CheckTrie, Publication
-from pubsub.sim.world import Simulation
 from pubsub.sim.scenarios import fresh_start
+from pubsub.sim.world import Simulation
+from pubsub.skipring.antientropy import ANTI_ENTROPY, FLOOD, LOCAL, make_publication
+from pubsub.skipring.messages import CheckTrie, Publication
 from pubsub.skipring.trie import PatriciaTrie
 from tests.simhelpers import is_legitimate, settle
 

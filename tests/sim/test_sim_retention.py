@@ -21,8 +21,8 @@ from collections.abc import Callable
 import pytest
 
 from pubsub.kernel.message import Ref, Topic
-from pubsub.sim.world import SUPERVISOR, Simulation
 from pubsub.sim.scenarios import fresh_start
+from pubsub.sim.world import SUPERVISOR, Simulation
 from pubsub.skipring.messages import Publication, Publish
 from pubsub.skipring.retention import order
 from pubsub.skipring.trie import PatriciaTrie

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import math
 import random
+
 import pytest
 
-from pubsub.skipring.labels import l
 from pubsub.kernel.message import Ref, Topic
-from pubsub.sim.world import Simulation
 from pubsub.sim.scenarios import fresh_start
+from pubsub.sim.world import Simulation
+from pubsub.skipring.labels import l
 from pubsub.skipring.supervisor.core import SupervisorCore
 from tests.simhelpers import REPAIR_KINDS, is_legitimate, settle
 

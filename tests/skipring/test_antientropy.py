@@ -10,6 +10,8 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pubsub.kernel.effects import Batch, Batched, Persist
+from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.skipring.antientropy import (
     ANTI_ENTROPY,
     EAGER_ROUNDS,
@@ -23,8 +25,7 @@ from pubsub.skipring.antientropy import (
     make_publication,
 )
 from pubsub.skipring.arcs import ArcView
-from pubsub.kernel.effects import Batch, Batched, Persist
-from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.skipring.fields import MAX_PUBLICATIONS
 from pubsub.skipring.messages import (
     CheckAndPublish,
     CheckTrie,
@@ -39,7 +40,6 @@ from pubsub.skipring.messages import (
     SetData,
     Spread,
 )
-from pubsub.skipring.fields import MAX_PUBLICATIONS
 from pubsub.skipring.nodecore import NodeCore
 from pubsub.skipring.trie import EMPTY_HASH, EMPTY_LABEL, TrieLabel
 
@@ -516,8 +516,8 @@ def test_nodecore_drops_the_trie_with_the_instance_and_propagates_flooding() -> 
 def test_node_batches_fit_the_frame_limit() -> None:
     """A node configured for small frames never builds a Publish batch that exceeds them."""
     from pubsub.kernel import wire
-    from pubsub.skipring.messages import CheckAndPublish
     from pubsub.node.settings import FRAME_OVERHEAD
+    from pubsub.skipring.messages import CheckAndPublish
 
     frame = 16 * 1024
     node = NodeCore(

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import random
 
-from pubsub.skipring.labels import Label, l
 from pubsub.kernel.message import Ref, Topic
+from pubsub.skipring.buildsr import SkipRingNode, config_request_probability, shortcut_chain
+from pubsub.skipring.labels import Label, l
 from pubsub.skipring.messages import (
     CYC,
+    LIN,
     Check,
     Contact,
     GetConfiguration,
     Introduce,
     IntroduceShortcut,
-    LIN,
     Linearize,
     Ping,
     RemoveConnections,
@@ -23,7 +24,6 @@ from pubsub.skipring.messages import (
     Unsubscribe,
 )
 from pubsub.skipring.nodecore import NodeCore
-from pubsub.skipring.buildsr import SkipRingNode, config_request_probability, shortcut_chain
 from pubsub.skipring.supervisor.core import SupervisorCore
 from pubsub.skipring.supervisor.database import TopicDatabase
 

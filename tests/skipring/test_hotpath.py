@@ -5,9 +5,9 @@ batch reuses the bytes it arrived as."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-import struct
 
 import msgpack
 import pytest
@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from fuzz.checks import every_field
 from pubsub.kernel import wire
 from pubsub.kernel.message import Ref, Topic
-from pubsub.skipring.antientropy import AntiEntropy, make_publication
 from pubsub.skipring import hotpath, signatures
+from pubsub.skipring.antientropy import AntiEntropy, make_publication
 
 try:
     from pubsub.skipring import _chotpath
@@ -26,7 +26,15 @@ except ImportError as exc:  # `make venv` builds it: failing here means that bui
     pytest.fail(f"the compiled decoders were not built ({exc}); see `make venv`'s output", pytrace=False)
 from pubsub.skipring.hotpath import decode_delivery, decode_publish_ack, decode_publish_request, decode_spread
 from pubsub.skipring.messages import (
-    Delivery, MsgId, Payload, Position, Publication, PublicationKey, PublicationList, PublishAck, PublishRequest,
+    Delivery,
+    MsgId,
+    Payload,
+    Position,
+    Publication,
+    PublicationKey,
+    PublicationList,
+    PublishAck,
+    PublishRequest,
     Spread,
 )
 

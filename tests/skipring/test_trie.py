@@ -166,7 +166,7 @@ def test_insert_contains_get() -> None:
 
 def test_empty_trie() -> None:
     trie: PatriciaTrie[str] = PatriciaTrie(3)
-    assert trie.root() == (EMPTY_LABEL, EMPTY_HASH) and EMPTY_HASH == bytes(16)
+    assert trie.root() == (EMPTY_LABEL, EMPTY_HASH) and bytes(16) == EMPTY_HASH
     assert trie.search(B("")) is None and trie.minimal_extension(B("")) is None
     assert list(trie.enumerate()) == [] and trie.size == 0 and trie.depth() == 0
 

@@ -31,14 +31,14 @@ from pubsub.client.library import Client
 from pubsub.kernel import wire
 from pubsub.kernel.message import Ref, Topic
 from pubsub.node.store import NewRow, PublicationStore
+from pubsub.node.telemetry import node_instrument
 from pubsub.ops.localcluster import LocalCluster
+from pubsub.runtime.host import Telemetry
 from pubsub.runtime.settings import TelemetrySettings
 from pubsub.skipring.antientropy import make_publication
 from pubsub.skipring.messages import Publication, PublishNew
-from pubsub.telemetry.events import INPROGRESS, EventsError, EventWriter, move_leftovers
-from pubsub.node.telemetry import node_instrument
-from pubsub.runtime.host import Telemetry
 from pubsub.supervisor.telemetry import supervisor_instrument
+from pubsub.telemetry.events import INPROGRESS, EventsError, EventWriter, move_leftovers
 from tests.integration.test_daemons import supervisor, wait_until
 from tests.node.test_node_publications import pnode, run
 

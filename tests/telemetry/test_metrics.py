@@ -22,18 +22,22 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
+from broker import telemetry as broker_telemetry
 from pubsub.client.library import Client
 from pubsub.kernel import registry
 from pubsub.kernel.message import Ref, Topic
+from pubsub.node.telemetry import REJECTION_REASONS, node_instrument
 from pubsub.ops.processes import pick_free_ports
+from pubsub.runtime.host import Telemetry
 from pubsub.runtime.settings import TelemetrySettings
+from pubsub.runtime.stats import ADMIN_ERROR_CODES, ERROR_CODES, Stats
+from pubsub.skipring import admission
 from pubsub.skipring.labels import l
 from pubsub.skipring.messages import SetData
 from pubsub.skipring.nodecore import NodeCore
-from pubsub.node.telemetry import REJECTION_REASONS, node_instrument
-from pubsub.runtime.host import Telemetry
-from pubsub.runtime.stats import ADMIN_ERROR_CODES, ERROR_CODES, Stats
-from pubsub.skipring import admission
+from pubsub.skipring.supervisor.core import SupervisorCore
+from pubsub.supervisor.app import SupervisorApp
+from pubsub.supervisor.telemetry import SupervisorCollector, supervisor_instrument
 from pubsub.telemetry.metrics import (
     OTHER_TOPIC,
     MetricsError,
@@ -44,10 +48,6 @@ from pubsub.telemetry.metrics import (
     registry_for,
     samples,
 )
-from pubsub.supervisor.app import SupervisorApp
-from pubsub.skipring.supervisor.core import SupervisorCore
-from pubsub.supervisor.telemetry import SupervisorCollector, supervisor_instrument
-from broker import telemetry as broker_telemetry
 from tests.integration.test_daemons import supervisor, wait_until
 from tests.node.test_node_publications import pnode, run
 

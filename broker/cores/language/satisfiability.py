@@ -77,7 +77,7 @@ def _numbers_satisfiable(preds: Iterable[Predicate]) -> bool:
             if hi is None or v < hi or (v == hi and not closed):
                 hi, hi_closed = v, closed
     x: int | float | None
-    if lo is None:
+    if lo is None:  # noqa: SIM108 - a nested conditional expression would hide the comment
         x = -sys.float_info.max  # the least value of the domain
     else:
         x = lo if lo_closed else _next_number(lo)

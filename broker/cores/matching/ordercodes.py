@@ -47,7 +47,7 @@ class OrderCodes:
         hi = self.code[values[at + 1]] if at + 1 < len(values) else None
         code: int | None
         if lo is None:
-            if hi is None:
+            if hi is None:  # noqa: SIM108 - a nested conditional expression reads worse
                 code = 0
             else:
                 code = hi - _CODE_STEP if hi - _CODE_STEP > _CODE_LOW else None

@@ -77,7 +77,7 @@ class _VRange:
         """cand &= (this bound is absent or ``value`` satisfies it)."""
         values = self.order.values
         op = self.op
-        if op == GT or op == GE:
+        if op in (GT, GE):
             at = values.bisect_left(value) if op == GT else values.bisect_right(value)
             if at == len(values):
                 return  # every threshold passes

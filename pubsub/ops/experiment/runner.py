@@ -30,7 +30,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pubsub.skipring.ideal import NodeView, is_legitimate
 from pubsub.ops.experiment.records import (
     ADMIN_TIMEOUT,
     POLL_SECONDS,
@@ -48,6 +47,7 @@ from pubsub.ops.processes import ClusterError
 from pubsub.runtime.admin import admin_request
 from pubsub.runtime.adminparams import ChaosError, new_marker_id
 from pubsub.runtime.client import RequestError
+from pubsub.skipring.ideal import NodeView, is_legitimate
 from pubsub.telemetry.events import EventWriter
 
 

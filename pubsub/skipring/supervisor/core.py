@@ -48,8 +48,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from pubsub.skipring.labels import Label, l
 from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.skipring.labels import Label, l
 from pubsub.skipring.messages import (
     GetConfiguration,
     GetMember,
@@ -63,7 +63,6 @@ from pubsub.skipring.messages import (
 )
 from pubsub.skipring.retention import RetentionTable
 from pubsub.skipring.supervisor.database import TopicDatabase
-
 
 #: A raised budget sends one full round-robin pass in about this many Timeouts.
 BOOST_PASS_INTERVALS = 8

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from sortedcontainers import SortedDict, SortedKeyList
 
-from pubsub.skipring.labels import Label, l
 from pubsub.kernel.message import Ref, Topic
+from pubsub.skipring.labels import Label, l
 from pubsub.skipring.messages import Contact
 
 #: Sort position of a label that is not an image of l: above every real index.
