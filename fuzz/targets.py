@@ -21,6 +21,12 @@ target         what one input is, and what must hold
 ``octopia``    an `OctopiaBroker` (static or dynamic routing) of the Figure 3 SCOT, and
 ``padres``     a `PadresBroker`, each driven by broker messages from neighbours and
                strangers, client operations and link reports.
+``NAME-node``  for every other registered overlay (`pubsub.kernel.registry`, e.g. the
+               clique), its node core and its supervisor core, built by the registry's
+``NAME-supervisor``  factories and driven by decoded messages of the overlay's kinds from
+               arbitrary senders, client publish requests, write outcomes, timeouts, joins,
+               leaves and unreachable peers: every effect well-formed, the status JSON-able,
+               and the supervisor's stored changes rebuild the same membership.
 =============  ==============================================================================
 
 After every step the core targets check the effects (`fuzz.checks.check_effects`: each
@@ -30,6 +36,8 @@ message survives the codec, each destination is valid) and the core's state inva
 
 from __future__ import annotations
 
+import functools
+import json
 import random
 from collections.abc import Callable
 from typing import Any
@@ -40,7 +48,7 @@ from fuzz import shapes
 from fuzz.checks import Broken, check_effects, check_trie, every_field, require, roundtrip
 from fuzz.shapes import NODE_REFS, SUPERVISOR, TOPICS, World, decoded
 from fuzz.source import Source
-from pubsub.kernel import wire
+from pubsub.kernel import registry, wire
 from pubsub.kernel.control import Bundle
 from pubsub.kernel.effects import Batch, Batched, Committed, Persist
 from pubsub.kernel.framing import FrameDecoder
@@ -472,6 +480,119 @@ octopia = _broker("octopia")
 padres = _broker("padres")
 
 #: name -> target, in the order `make fuzz` runs them.
+# --- the other registered overlays ------------------------------------------------------------
+def _overlay_node(name: str, data: bytes) -> int:
+    """An overlay's node core under a sequence of inputs (module docstring)."""
+    overlay = registry.overlay(name)
+    src = Source(data)
+    world = World()
+    kinds = overlay.kinds()
+    core = overlay.node_core(
+        Ref(NODE_REFS[0]),
+        Ref(SUPERVISOR),
+        rng=random.Random(src.byte()),
+        dissemination=src.choice(("tree", "flood", "off")),
+        handover_attempts=src.choice((1, 2, 3)),
+    )
+    now = 0.0
+    tokens: list[int] = []
+    handled = 0
+    for t in TOPICS[:2]:
+        check_effects(core.join(Topic(t)))
+    for _ in range(src.between(1, 48)):
+        if not src.left:
+            break
+        action = src.below(20)
+        effects: list[Any] = []
+        if action < 12:
+            msg = decoded(src, world, kinds)
+            if msg is None:
+                continue
+            effects = list(core.handle(msg, now))
+            handled += 1
+        elif action < 14:
+            now += src.choice((0.1, 1.0, 5.0, 200.0))
+            effects = list(core.timeout(now))
+        elif action == 14:
+            t = Topic(src.choice(TOPICS))
+            effects = core.leave(t) if src.flag() else core.join(t)
+        elif action < 17:
+            req = decoded(src, world, ("publish_request",))
+            if isinstance(req, PublishRequest):
+                effects = core.publish_request(src.below(4), req, src.below(10), now)
+                handled += 1
+        elif action == 17 and tokens:
+            effects = list(core.handle(Committed((tokens.pop(src.below(len(tokens))),), src.flag(80), {}), now))
+        else:
+            effects = core.peer_unreachable(Ref(src.choice(world.refs)), now)
+        check_effects(effects)
+        for effect in effects:
+            if isinstance(effect, Persist) and effect.token is not None:
+                tokens.append(effect.token)
+            if isinstance(effect, Batched):
+                check_effects(core.handle(Batch(effect.work, effect.topic, (effect.item,)), now))
+        json.dumps(core.status())
+    return handled
+
+
+def _overlay_supervisor(name: str, data: bytes) -> int:
+    """An overlay's supervisor core under a sequence of inputs (module docstring)."""
+    overlay = registry.overlay(name)
+    src = Source(data)
+    world = World()
+    kinds = overlay.kinds()
+    core = overlay.supervisor_core(Ref(SUPERVISOR), rng=random.Random(src.byte()), config_budget=src.choice((1, 2)))
+    stored: dict[tuple[str, str], str] = {}
+    now = 0.0
+    handled = 0
+    for _ in range(src.between(1, 48)):
+        if not src.left:
+            break
+        action = src.below(16)
+        if action < 11:
+            msg = decoded(src, world, kinds)
+            if msg is None:
+                continue
+            effects = core.handle(msg, now)
+            handled += 1
+        elif action < 14:
+            now += src.choice((0.1, 1.0, 3.0))
+            effects = core.timeout(now)
+        else:
+            effects = core.peer_unreachable(Ref(src.choice(world.refs)), now)
+        check_effects(effects)
+        for topic, key, ref in core.drain_changes():
+            if ref is None:
+                stored.pop((topic, key), None)
+            else:
+                stored[(topic, key)] = ref
+        json.dumps(core.status())
+    again = overlay.supervisor_core(Ref(SUPERVISOR), rng=random.Random(0))
+    again.load([(topic, key, ref) for (topic, key), ref in stored.items()])
+    require(_memberships(again.status()) == _memberships(core.status()),
+            "the stored changes do not rebuild the supervisor's membership")
+    return handled
+
+
+def _memberships(status: dict[str, Any]) -> dict[str, list[str]]:
+    return {
+        topic: sorted(str(m.get("ref")) for m in entry.get("members", []))
+        for topic, entry in (status.get("topics") or {}).items()
+        if entry.get("members")
+    }
+
+
+def _overlay_targets() -> dict[str, Target]:
+    """A node and a supervisor target for every registered overlay but the skip ring (whose
+    own targets above check its state in depth)."""
+    out: dict[str, Target] = {}
+    for name in registry.overlay_names():
+        if name != registry.DEFAULT_OVERLAY:
+            out[f"{name}-node"] = functools.partial(_overlay_node, name)
+            out[f"{name}-supervisor"] = functools.partial(_overlay_supervisor, name)
+    return out
+
+
 TARGETS: dict[str, Target] = {
     "framing": framing,
     "codec": codec,
@@ -479,6 +600,7 @@ TARGETS: dict[str, Target] = {
     "supervisor": supervisor,
     "octopia": octopia,
     "padres": padres,
+    **_overlay_targets(),
 }
 
 

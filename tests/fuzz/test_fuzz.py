@@ -11,19 +11,30 @@ from pathlib import Path
 import pytest
 
 from fuzz.__main__ import _have_atheris, _run_random
+from fuzz.targets import TARGETS
+from pubsub.kernel import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: Inputs per target here (the cores' inputs are sequences of up to 48 steps).
-SHORT = {"framing": 3000, "codec": 2000, "node": 300, "supervisor": 300, "octopia": 300, "padres": 300}
+#: Inputs per target here (the cores' inputs are sequences of up to 48 steps; every other
+#: target, such as each registered overlay's, gets `CORE_INPUTS`).
+SHORT = {"framing": 3000, "codec": 2000}
+CORE_INPUTS = 300
 
 
-@pytest.mark.parametrize("name", sorted(SHORT))
+@pytest.mark.parametrize("name", sorted(TARGETS))
 def test_short_fuzz_run(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Seeded inputs and mutations of them: no crash, no broken invariant."""
     monkeypatch.chdir(tmp_path)  # a crashing input is written to ./fuzz-artifacts
-    inputs, crashes = _run_random(name, SHORT[name], seconds=10_000, seed=13)
-    assert (inputs, crashes) == (SHORT[name], 0)
+    count = SHORT.get(name, CORE_INPUTS)
+    inputs, crashes = _run_random(name, count, seconds=10_000, seed=13)
+    assert (inputs, crashes) == (count, 0)
+
+
+def test_every_registered_overlay_is_fuzzed() -> None:
+    """The overlays other than the skip ring each have a node and a supervisor target."""
+    others = [name for name in registry.overlay_names() if name != registry.DEFAULT_OVERLAY]
+    assert others and all({f"{o}-node", f"{o}-supervisor"} <= set(TARGETS) for o in others)
 
 
 @pytest.mark.skipif(not _have_atheris(), reason="atheris is not installed (pip install atheris)")
