@@ -77,7 +77,7 @@ from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
 from pubsub.node.telemetry import node_instrument
 from pubsub.node.topicfile import TopicFile, TopicFileError
 from pubsub.node.writer import StoreThread
-from pubsub.publications.node import PublicationNode
+from pubsub.publications.hosted import HostedNode
 from pubsub.runtime.connection import ClientSession
 from pubsub.runtime.datadir import held_data_dir
 from pubsub.runtime.host import Daemon, host
@@ -143,7 +143,7 @@ class NodeApp:
     def __init__(
         self,
         ref: Ref,
-        core: PublicationNode,
+        core: HostedNode,
         stats: Stats,
         topic_file: TopicFile | None = None,
         *,
@@ -237,7 +237,7 @@ class NodeApp:
 
     def join(self, topic: Topic) -> list[Send]:
         """`core.join`; a topic whose trie is new is refilled from the store."""
-        fresh = topic not in self.core.publications
+        fresh = not self.core.has_publication_core(topic)
         sends = self.core.join(topic)
         if fresh and self.store.latest(topic):
             stored = self.thread.call(lambda: list(self.store.publications(topic)))
@@ -490,7 +490,7 @@ class NodeApp:
     def _refill_message_ids(self) -> None:
         """After a restart, the message ids of what the store holds from the last window
         are duplicates again (`pubsub.skipring.publishing`)."""
-        window = self.core.publishing.window
+        window = self.core.dedupe_window
         if not self.store.durable or window <= 0:
             return
         wall_ms = int(time.time() * 1000)
@@ -501,7 +501,7 @@ class NodeApp:
             return
         for topic, publication, stored_at_ms in found:
             left = window - (wall_ms - stored_at_ms) / 1000
-            self.core.publishing.stored(topic, publication, self._now, expires=self._now + left)
+            self.core.remember_message_id(topic, publication, self._now, self._now + left)
 
     def _store_error(self, exc: StoreError) -> None:
         self.stats.error("store_error")
@@ -549,10 +549,10 @@ class NodeApp:
         totals: Counter[str] = Counter()
         by_topic: dict[str, dict[str, int]] = {}
         for topic, entry in (body.get("topics") or {}).items():
-            core = self.core.publications.get(topic)
-            if core is None or not isinstance(entry, dict):
+            topic_counters = self.core.topic_counters(topic)
+            if topic_counters is None or not isinstance(entry, dict):
                 continue
-            counters = {k: v for k, v in sorted(core.counters.items()) if v}
+            counters = {k: v for k, v in sorted(topic_counters.items()) if v}
             # Only values that change with the publications held (not with every round),
             # so that two looks at a quiet node compare equal.
             section = dict(entry.get("publications") or {})
@@ -561,6 +561,7 @@ class NodeApp:
             entry["publications"] = section
             by_topic[topic] = counters
             totals.update(counters)
+        layer: dict[str, Any] = self.core.layer_status()
         body["publications"] = {
             "store": self.store.location,
             "durable": self.store.durable,
@@ -578,16 +579,16 @@ class NodeApp:
             "streams_by_topic": {t: n for t, n in sorted(streams.items())},
             "streams_opened": self.deliveries.opened,
             "delivered": self.deliveries.delivered,
-            "handovers_pending": len(self.core.handover.pending),
-            "handover": _counters(self.core.handover.counters, HANDOVER_COUNTERS),
+            "handovers_pending": layer["handovers_pending"],
+            "handover": _counters(layer["handover_counters"], HANDOVER_COUNTERS),
             "node": _counters(
-                self.counters + self.core.publishing.counters + Counter(spreads_held=self.executor.holds),
+                self.counters + layer["publishing_counters"] + Counter(spreads_held=self.executor.holds),
                 NODE_COUNTERS,
             ),
-            "message_ids": self.core.publishing.remembered(),
+            "message_ids": layer["message_ids"],
             "order": {
-                "waiting": self.core.sequencer.waiting,
-                **_counters(self.core.sequencer.counters, ORDER_COUNTERS),
+                "waiting": layer["order_waiting"],
+                **_counters(layer["order_counters"], ORDER_COUNTERS),
             },
             "rejected_malformed": totals.get("rejected_malformed", 0),
             "retention": self.retention.status(),

@@ -55,7 +55,7 @@ from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Send, Topic
 from pubsub.node.openapi import openapi_document
 from pubsub.node.permits import refusal as client_refusal
-from pubsub.publications.node import PublicationNode
+from pubsub.publications.hosted import HostedNode
 from pubsub.runtime.connection import ClientSession
 from pubsub.runtime.local import QueuedSession
 from pubsub.runtime.net import Runtime
@@ -134,7 +134,7 @@ class Node(Protocol):
     """What the API uses of the node's application (`pubsub.node.app.NodeApp`)."""
 
     runtime: Runtime | None
-    core: PublicationNode
+    core: HostedNode
 
     # what its runtime's `serve_request` calls
     def control(self, msg: Message, now: float) -> tuple[Message, list[Send]]: ...

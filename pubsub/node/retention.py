@@ -36,7 +36,7 @@ from pubsub.kernel.message import Topic
 from pubsub.node.commits import GroupCommit, Written
 from pubsub.node.store import PublicationStore, StoreError
 from pubsub.node.writer import StoreThread
-from pubsub.publications.node import PublicationNode
+from pubsub.publications.hosted import HostedNode
 from pubsub.skipring.retention import Order, Policy
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ class RetentionKeeper:
 
     def __init__(
         self,
-        core: PublicationNode,
+        core: HostedNode,
         store: PublicationStore,
         thread: StoreThread,
         commits: GroupCommit,
@@ -140,14 +140,12 @@ class RetentionKeeper:
 
     def clock(self, now: float) -> None:
         """Tell the core how its clock maps to Unix time (`NodeRetention.wall_offset`)."""
-        self.core.retention.wall_offset = time.time() - now
+        self.core.set_wall_offset(time.time() - now)
 
     def persist(self) -> None:
         """After a call into the core: make the topics whose settings or horizon changed
         durable, after the commit of everything queued so far."""
-        if not self.core.retention.changed:
-            return
-        for topic, policy, through in self.core.retention.drain_changes():
+        for topic, policy, through in self.core.retention_changes():
             self.commits.after(partial(self._after_commit, topic, policy, through))
 
     def _after_commit(self, topic: Topic, policy: Policy, through: Order, ok: bool, written: Written) -> None:
@@ -161,7 +159,7 @@ class RetentionKeeper:
                 deleted = self.thread.call(self.records.prune, topic, policy, through)
         except StoreError as exc:
             self._on_error(exc)
-            self.core.retention.changed.add(topic)  # tried again after the next call
+            self.core.retention_unsaved(topic)  # tried again after the next call
             return
         self.deleted += deleted
         if deleted:

@@ -38,11 +38,15 @@ import random
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import partial
+from typing import TYPE_CHECKING
 
 from pubsub.kernel.effects import Batch, Batched, Committed, Effect, Persist
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.kernel.wire import MAX_PAYLOAD_BYTES
 from pubsub.publications.overlay import NodeOverlay, Released
+
+if TYPE_CHECKING:
+    from pubsub.publications.hosted import HostedNode
 from pubsub.skipring.antientropy import (
     DEFAULT_BATCH_BYTES,
     HANDOVER,
@@ -434,6 +438,52 @@ class PublicationNode:
         """The runtime gave up on `ref` (the overlay forgets it)."""
         return self.overlay.peer_unreachable(ref, now)
 
+    # ------------------------------------------------------------------ what the daemon keeps and shows
+    def has_publication_core(self, topic: Topic) -> bool:
+        """Whether the topic's publication core exists (its trie may need refilling)."""
+        return topic in self.publications
+
+    def topic_counters(self, topic: Topic) -> Counter[str] | None:
+        """The counters of one topic's publication core (None: no such core)."""
+        core = self.publications.get(topic)
+        return None if core is None else core.counters
+
+    @property
+    def dedupe_window(self) -> float:
+        """Seconds a message id is remembered (`pubsub.skipring.publishing`)."""
+        return self.publishing.window
+
+    def remember_message_id(self, topic: Topic, publication: Publication, now: float, expires: float) -> None:
+        """A publication the store holds from the last window: a request repeating its
+        message id is a duplicate until `expires` (refilled after a restart)."""
+        self.publishing.stored(topic, publication, now, expires=expires)
+
+    def layer_status(self) -> dict[str, object]:
+        """The publication layer's own state for the daemon's status: hand-overs in flight
+        and their counters, the publishing counters and message ids remembered, what the
+        ordering holds back and its counters."""
+        return {
+            "handovers_pending": len(self.handover.pending),
+            "handover_counters": Counter(self.handover.counters),
+            "publishing_counters": Counter(self.publishing.counters),
+            "message_ids": self.publishing.remembered(),
+            "order_waiting": self.sequencer.waiting,
+            "order_counters": Counter(self.sequencer.counters),
+        }
+
+    def set_wall_offset(self, offset: float) -> None:
+        """How this core's clock maps to Unix time (retention's max age is wall time)."""
+        self.retention.wall_offset = offset
+
+    def retention_changes(self) -> list[tuple[Topic, Policy, Order]]:
+        """(topic, settings, horizon) of every topic whose retention changed since the last
+        call, for the daemon to make durable (`pubsub.node.retention`)."""
+        return self.retention.drain_changes() if self.retention.changed else []
+
+    def retention_unsaved(self, topic: Topic) -> None:
+        """The daemon could not store a topic's retention change: report it again next time."""
+        self.retention.changed.add(topic)
+
     # ------------------------------------------------------------------ inspection
     def status(self) -> dict[str, object]:
         """JSON-able state: the overlay's, with each topic's publications and retention."""
@@ -448,3 +498,9 @@ class PublicationNode:
                 if retention is not None:
                     entry["retention"] = retention
         return body
+
+
+if TYPE_CHECKING:
+
+    def _hosted(node: PublicationNode) -> HostedNode:  # mypy: PublicationNode fulfils the contract
+        return node
