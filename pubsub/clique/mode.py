@@ -1,6 +1,8 @@
 """The clique overlay's entry in the registry (`pubsub.kernel.registry`): its parts, for
 the shared node and supervisor daemons (``--overlay clique``), `pubsub cluster`, the
-simulator and the tools.  It has no daemons, commands or launcher of its own."""
+simulator and the tools.  It has no daemons, commands or launcher of its own.  Its modules
+are imported when a part is first used (every process reads the registry, few run a
+clique)."""
 
 from __future__ import annotations
 
@@ -8,21 +10,20 @@ import random
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pubsub.clique.admission import node_admits, supervisor_admits
-from pubsub.clique.overlay import CliqueOverlay
-from pubsub.clique.supervisor import CliqueSupervisor
 from pubsub.kernel.contracts import Mode, Overlay
-from pubsub.kernel.message import Ref, kinds_of
+from pubsub.kernel.message import Message, Ref, kinds_of
 from pubsub.kernel.wire import validate_ref
-from pubsub.publications.node import PublicationNode
 
 
 def _register_messages() -> None:
     import pubsub.clique.messages  # noqa: F401 - registers the messages
 
 
-def _node_core(ref: Ref, supervisor: Ref, *, discover_supervisors: bool = False, **options: Any) -> PublicationNode:
+def _node_core(ref: Ref, supervisor: Ref, *, discover_supervisors: bool = False, **options: Any) -> Any:
     """The publication layer over a `CliqueOverlay` (one supervisor: nothing to discover)."""
+    from pubsub.clique.overlay import CliqueOverlay
+    from pubsub.publications.node import PublicationNode
+
     return PublicationNode(ref, CliqueOverlay(ref, supervisor), **options)
 
 
@@ -36,8 +37,10 @@ def _supervisor_core(
     peers: Iterable[str] = (),
     peer_timeout: float | None = None,
     **ignored: Any,
-) -> CliqueSupervisor:
+) -> Any:
     """`CliqueSupervisor`; ValueError with peers: sharded supervisors are the skip ring's."""
+    from pubsub.clique.supervisor import CliqueSupervisor
+
     if list(peers):
         raise ValueError("the clique overlay runs one supervisor: --peers and --join are the skip ring's")
     return CliqueSupervisor(ref, rng=rng, config_budget=config_budget, probe_timeout=probe_timeout, journal=journal)
@@ -50,6 +53,18 @@ def _kinds() -> tuple[str, ...]:
     from pubsub.skipring.admission import KINDS
 
     return tuple(sorted({*KINDS, *kinds_of(messages)}))
+
+
+def _node_admits(msg: Message, role: str, name: str, supervisor: Any) -> str | None:
+    from pubsub.clique.admission import node_admits
+
+    return node_admits(msg, role, name, supervisor)
+
+
+def _supervisor_admits(msg: Message, role: str, name: str) -> str | None:
+    from pubsub.clique.admission import supervisor_admits
+
+    return supervisor_admits(msg, role, name)
 
 
 def _no_faults(app: Any) -> dict[str, Any]:
@@ -85,8 +100,8 @@ OVERLAY = Overlay(
     summary="every member a neighbour of every other: the zero-diameter baseline for small topics",
     node_core=_node_core,
     supervisor_core=_supervisor_core,
-    node_admits=node_admits,
-    supervisor_admits=supervisor_admits,
+    node_admits=_node_admits,
+    supervisor_admits=_supervisor_admits,
     node_faults=_no_faults,
     supervisor_faults=_no_faults,
     kinds=_kinds,

@@ -48,6 +48,15 @@ def get(name: str) -> Mode:
         raise UnknownMode(f"no mode {name!r}; registered: {', '.join(modes)}") from None
 
 
+def daemon_roles() -> tuple[str, ...]:
+    """The roles of the registered modes' daemons, in registry order (what a cluster
+    certificate's OU may name for a daemon, `pubsub.runtime.identity`)."""
+    roles: dict[str, None] = {}
+    for mode in all_modes():
+        roles.update(dict.fromkeys(mode.daemons))
+    return tuple(roles)
+
+
 def overlay_names() -> list[str]:
     """The names of the registered overlays, the default first."""
     return [mode.name for mode in all_modes() if mode.overlay is not None]

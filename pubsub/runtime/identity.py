@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pubsub.kernel import wire
+from pubsub.kernel import registry, wire
 
-#: Roles of daemons: their certificate's CN is their reference.
-DAEMON_ROLES = ("supervisor", "node", "broker")
+#: Roles of daemons, those of the registered modes (the skip ring's supervisor and node, the
+#: SCOT broker): their certificate's CN is their reference.
+DAEMON_ROLES = registry.daemon_roles()
 #: Every role a certificate may name.
 ROLES = (*DAEMON_ROLES, "client", "admin")
 
