@@ -347,8 +347,9 @@ class AntiEntropy:
 
         §4.3: the publisher inserts p and sends PublishNew(p) to all ring and shortcut
         neighbours (`flood_targets`, or the callback given at construction).  With the arc
-        broadcast (`tree`, no `flood_targets`), a `Batched` effect: `spread_own` sends it,
-        with the other publications of the same batch.
+        broadcast (`tree`, no `flood_targets`), a `Batched(SPREAD_OWN, topic, p)` effect: the
+        executor hands it back to the node core with the other publications of the same
+        batch (a `Batch`), and `spread_own` sends them all.
         """
         if not self._valid_publication(publication, key_known=via == LOCAL):
             return []
@@ -371,7 +372,7 @@ class AntiEntropy:
         per neighbour for all of them (several when they exceed `MAX_PUBLICATIONS` or about
         `batch_bytes`), each with its piece of the whole ring but us; or, when we have no
         arc to trust (no label), PublishNew to every neighbour as §4.3 does.
-        `publish_local` returns this as a `Batched` effect, so that the arcs are computed
+        `publish_local` hands this over as a `Batched` effect, so that the arcs are computed
         once per batch of publications, not once per publication."""
         view = self._view()
         if view is None:
