@@ -36,7 +36,7 @@ commit is logged in `log`, so tests can check the order with no network.  Withou
 from __future__ import annotations
 
 import random
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -205,7 +205,7 @@ class Simulation:
         self._pending_unreachable: set[tuple[Ref, Ref]] = set()
         #: Every process's executor (`pubsub.kernel.executor`), the supervisor's included.
         self._clock = _SimClock(self)
-        self._soon: list[Callable[[], None]] = []
+        self._soon: deque[Callable[[], None]] = deque()
         self.executors: dict[Ref, Executor] = {
             SUPERVISOR: Executor(self.supervisor, InstantStore(), self._clock, _SimOutlet(self, SUPERVISOR))
         }
@@ -366,8 +366,7 @@ class Simulation:
             self._send(src, [e for e in effects if isinstance(e, Send)])
         else:
             self._send(src, executor.run(effects))
-        while self._soon:
-            self._soon.pop(0)()
+        self._end_of_pass()
 
     def _send(self, src: Ref, sends: Sequence[Send]) -> None:
         """Put `src`'s sends in flight, each with its own random delay (unless dropped)."""
@@ -406,8 +405,13 @@ class Simulation:
         if self.log is not None:
             self.log.append((self.now, "commit", ref, [(r.topic, r.publication.key) for r in store.unwritten]))
         store.commit()
+        self._end_of_pass()
+
+    def _end_of_pass(self) -> None:
+        """Run what the executors asked to have done at the end of this pass, in order
+        (what that asks for in turn included)."""
         while self._soon:
-            self._soon.pop(0)()
+            self._soon.popleft()()
 
     def _schedule(self, when: float, kind: int, target: Ref, payload: Any) -> None:
         self.events.schedule(when, kind, (target, payload))

@@ -126,16 +126,14 @@ def under_the_simulator(core: NodeCore, members: list[Ref]) -> Log:
     executor = Executor(core, store, clock, Recorder(log))
     for step in inputs(members):  # all at one virtual instant
         log.extend(("send", dest, _shown(msg)) for dest, msg in executor.run(step(core, 0.0)))
-        while sim._soon:
-            sim._soon.pop(0)()
+        sim._end_of_pass()
     pending = list(store.unwritten)
     local = dict(store.local)
     for row in pending:  # the numbers this commit gives, logged as the daemon's store logs them
         local[row.topic] = local.get(row.topic, 0) + 1
         log.append(("row", row.topic, row.publication.key, local[row.topic]))
     store.commit()
-    while sim._soon:
-        sim._soon.pop(0)()
+    sim._end_of_pass()
     return _commits_as_one(log)
 
 
