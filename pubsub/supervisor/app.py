@@ -34,7 +34,7 @@ import uvloop
 
 from pubsub.kernel import registry
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
-from pubsub.kernel.message import Message, Ref, Send
+from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.runtime.connection import split_ref
 from pubsub.runtime.datadir import held_data_dir
 from pubsub.runtime.host import Daemon, host
@@ -46,7 +46,7 @@ from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySet
 from pubsub.runtime.stats import Stats
 from pubsub.runtime.tls import connect_context
 from pubsub.skipring.messages import GetConfiguration, SetData
-from pubsub.skipring.retention import PurgeTopic, SetRetention
+from pubsub.skipring.retention import PurgeTopic, RetentionTable, SetRetention
 from pubsub.skipring.shards import SupervisorsRequest
 from pubsub.supervisor.settings import SupervisorSettings
 from pubsub.supervisor.store import StoreError, SupervisorStore
@@ -56,13 +56,29 @@ log = logging.getLogger(__name__)
 
 
 class SupervisorCoreLike(Protocol):
-    """The part of `pubsub.skipring.supervisor.core.SupervisorCore` the daemon uses."""
+    """What the supervisor daemon hosts: a supervisor core of any overlay (the skip ring's
+    `pubsub.skipring.supervisor.core.SupervisorCore`, the clique's
+    `pubsub.clique.supervisor.CliqueSupervisor`; `Overlay.supervisor_core` builds it).
+
+    Its durable database travels as rows ``(topic, key, ref)``: `load` at start,
+    `drain_changes` after every call (None for a removal).  Retention settings are the
+    shared layer's `RetentionTable`, which the core holds and sends with each
+    configuration; the daemon keeps the table's changes durable."""
+
+    retention: RetentionTable
 
     def handle(self, msg: Message, now: float) -> list[Send]: ...
     def timeout(self, now: float) -> list[Send]: ...
     def peer_unreachable(self, ref: Ref, now: float) -> list[Send]: ...
     def status(self) -> dict[str, object]: ...
     def drain_changes(self) -> list[tuple[str, str, str | None]]: ...
+    def load(self, rows: list[tuple[str, str, str]]) -> None: ...
+    def member_refs(self, topic: Topic) -> list[Ref]: ...
+    def set_retention(
+        self, topic: Topic, max_age_ms: int | None = None, max_count: int | None = None,
+        max_bytes: int | None = None, wall_ms: int | None = None,
+    ) -> list[Send]: ...
+    def purge(self, topic: Topic, wall_ms: int) -> list[Send]: ...
 
 
 class SupervisorApp:
@@ -135,7 +151,7 @@ class SupervisorApp:
         members that join later, also when the topic has none yet; a purge of a topic without
         members is refused (`no_members`) and changes nothing: it would remove nothing now,
         only, later, whatever a rejoining node brings back -- most likely a mistyped topic."""
-        core: Any = self.core
+        core = self.core
         if isinstance(msg, PurgeTopic) and not core.member_refs(msg.topic):
             detail = (
                 f"no member holds {msg.topic}: nothing purged (a purge reaches the topic's members; "
@@ -153,7 +169,8 @@ class SupervisorApp:
             return ErrorReply(code="bad_retention", detail=str(exc)[:200]), []
         try:
             self.store.save_retention(
-                (topic, *policy.as_dict().values()) for topic, policy in core.retention.drain_changes()
+                (topic, p.max_age_ms, p.max_count, p.max_bytes, p.purged_ms)
+                for topic, p in core.retention.drain_changes()
             )
         except StoreError as exc:  # nothing changes: the settings in force stay, nothing is sent
             core.retention.restore(msg.topic, before)
@@ -161,6 +178,7 @@ class SupervisorApp:
             log.error("%s", exc)
             return ErrorReply(code="store_error", detail=str(exc)[:200]), []
         policy = core.retention.get(msg.topic)
+        assert policy is not None  # set and purge always leave the topic a policy (RetentionTable._put)
         members = len({s.dest for s in sends})
         action = "purge" if isinstance(msg, PurgeTopic) else "retention"
         body = {"ok": True, "action": action, "topic": msg.topic, "retention": policy.as_dict(), "members": members}

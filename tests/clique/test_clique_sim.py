@@ -184,3 +184,18 @@ def test_the_simulated_supervisor_is_the_cliques() -> None:
     sim = Simulation(1, overlay="clique")
     assert isinstance(sim.supervisor, CliqueSupervisor) and sim.supervisor.ref == SUPERVISOR
 
+
+
+def test_retention_settings_reach_every_member_and_bound_what_each_keeps() -> None:
+    """The supervisor's retention settings (shared with the skip ring) go to every member;
+    each then keeps the same newest two of six publications."""
+    sim, refs = clique(5, seed=21, dissemination="tree")
+    for i in range(6):
+        sim.publish(refs[i % 5], TOPIC, f"kept or not {i}".encode())
+        sim.run_for(0.5)
+    assert all(len(sim.nodes[r].publications[TOPIC].trie) == 6 for r in refs)
+    sim.carry_out(SUPERVISOR, sim.supervisor.set_retention(TOPIC, max_count=2, wall_ms=int(sim.now * 1000)))
+    sim.run_for(3 * sim.interval)
+    kept = {r: {p.key for p in sim.nodes[r].publications[TOPIC].publications()} for r in refs}
+    assert all(len(keys) == 2 for keys in kept.values())
+    assert len({frozenset(keys) for keys in kept.values()}) == 1  # the same two everywhere
