@@ -38,7 +38,8 @@ import importlib
 import click
 
 from pubsub.cli.common import remember_log_settings
-from pubsub.cli.verbs import add_form
+from pubsub.cli.verbs import add_forms
+from pubsub.kernel.contracts import VerbForm
 from pubsub.modes import all_modes
 from pubsub.runtime.logsetup import configure as configure_logging
 
@@ -151,9 +152,12 @@ def _assemble(group: click.Group) -> None:
     for mode in all_modes():
         for command in mode.commands():
             group.add_command(command)
+    forms: dict[str, list[VerbForm]] = {}
     for mode in all_modes():
         for form in mode.verb_forms():
-            add_form(group.commands[form.verb], form)
+            forms.setdefault(form.verb, []).append(form)
+    for verb, of_verb in forms.items():
+        add_forms(group.commands[verb], of_verb)
 
 
 _assemble(main)
