@@ -7,9 +7,9 @@ Run as ``python -m pubsub.ops.demo [--workdir DIR]``.  The demo
    address of the supervisor's web view (``--web-listen``: the rings drawn live);
 2. subscribes all 8 nodes to "news" and 5 of them to "sports";
 3. waits, under a deadline, until both rings agree with the supervisor and stay so between
-   two looks (`pubsub.ops.localcluster.ring_problems`: labels as the supervisor assigned them,
-   left/right/ring following the supervisor's order, every shortcut resolved to the node
-   holding that label);
+   two looks (the overlay's own check; for the skip ring `pubsub.ops.ringview.ring_problems`:
+   labels as the supervisor assigned them, left/right/ring following the supervisor's
+   order, every shortcut resolved to the node holding that label);
 4. prints each ring in ring order: label, r(label) as a fraction, node, reference and
    shortcuts, and what the web view says of it (``/api/rings``);
 5. publishes a few messages on each topic from different nodes, one of them through a
