@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgpack
@@ -235,6 +235,68 @@ def check_node(core: NodeCore, limit: int, ordered: bool) -> None:
     require(core.next_seq >= 0, "negative sequence number")
 
 
+class _NodeInputs:
+    """What a node core is given, step by step, as the runtime and the executor would give
+    it: decoded messages of `kinds` from arbitrary senders, Timeouts, joins and leaves,
+    client publish requests, write outcomes, unreachable peers, time passing.  Shared by
+    the skip ring's node target and every other overlay's."""
+
+    def __init__(self, core: Any, src: Source, world: World, kinds: Sequence[str]) -> None:
+        self.core, self.src, self.world, self.kinds = core, src, world, kinds
+        self.now = 0.0
+        self.handled = 0
+        self.tokens: list[int] = []  # Persists whose outcome the core waits to hear
+
+    def step(self) -> tuple[int, list[Any]] | None:
+        """One input: (which, the effects); None when the codec refused the message."""
+        core, src, now = self.core, self.src, self.now
+        action = src.below(20)
+        effects: list[Any] = []
+        if action < 12:
+            msg = decoded(src, self.world, self.kinds)
+            if msg is None:
+                return None
+            effects = list(core.handle(msg, now))
+            self.handled += 1
+        elif action < 14:
+            self.now += src.choice((0.1, 1.0, 5.0, 200.0))
+            effects = list(core.timeout(self.now))
+        elif action == 14:
+            t = Topic(src.choice(TOPICS))
+            effects = core.leave(t) if src.flag() else core.join(t)
+        elif action < 17:
+            req = decoded(src, self.world, ("publish_request",))
+            if isinstance(req, PublishRequest):
+                effects = core.publish_request(src.below(4), req, src.below(10), now)
+                self.handled += 1
+        elif action == 17 and self.tokens:
+            token = self.tokens.pop(src.below(len(self.tokens)))
+            effects = list(core.handle(Committed((token,), src.flag(80), {}), now))
+        elif action == 18:
+            effects = core.peer_unreachable(Ref(src.choice(self.world.refs)), now)
+        else:
+            self.now += src.choice((0.5, 3.0, 130.0))
+        return action, effects
+
+    def carry_out(self, effects: list[Any]) -> None:
+        """Check the effects and do what an executor would: remember the Persists' tokens,
+        hand each Batched item back alone, and let the stored rows feed later messages."""
+        check_effects(effects)
+        batched: list[Batched] = []
+        for effect in effects:
+            if isinstance(effect, Persist):
+                if effect.token is not None:
+                    self.tokens.append(effect.token)
+                batched += [e for e in (*effect.then, *effect.otherwise) if isinstance(e, Batched)]
+                for row in effect.rows:
+                    self.world.publications.append(shapes.wire_publication(row.publication))
+                    del self.world.publications[:-64]
+            elif isinstance(effect, Batched):
+                batched.append(effect)
+        for item in batched:
+            check_effects(self.core.handle(Batch(item.work, item.topic, (item.item,)), self.now))
+
+
 def node(data: bytes) -> int:
     """A NodeCore under a sequence of inputs (module docstring)."""
     src = Source(data)
@@ -248,53 +310,17 @@ def node(data: bytes) -> int:
         dedupe_limit=limit,
         handover_attempts=src.choice((1, 2, 3)),
     )
-    now = 0.0
-    notify: list[int] = []
-    handled = 0
+    inputs = _NodeInputs(core, src, world, NODE_KINDS)
     for t in TOPICS[:2]:
         check_effects(core.join(Topic(t)))
     for _ in range(src.between(1, 48)):
         if not src.left:
             break
-        action = src.below(20)
-        effects: list[Any] = []
-        if action < 12:
-            msg = decoded(src, world, NODE_KINDS)
-            if msg is None:
-                continue
-            effects = list(core.handle(msg, now))
-            handled += 1
-        elif action < 14:
-            now += src.choice((0.1, 1.0, 5.0, 200.0))
-            effects = core.timeout(now)
-        elif action == 14:
-            t = Topic(src.choice(TOPICS))
-            effects = core.leave(t) if src.flag() else core.join(t)
-        elif action < 17:
-            req = decoded(src, world, ("publish_request",))
-            if isinstance(req, PublishRequest):
-                effects = core.publish_request(src.below(4), req, src.below(10), now)
-                handled += 1
-        elif action == 17 and notify:
-            effects = list(core.handle(Committed((notify.pop(src.below(len(notify))),), src.flag(80), {}), now))
-        elif action == 18:
-            effects = core.peer_unreachable(Ref(src.choice(world.refs)), now)
-        else:
-            now += src.choice((0.5, 3.0, 130.0))
-        check_effects(effects)
-        batched: list[Batched] = []
-        for effect in effects:
-            if isinstance(effect, Persist):
-                if effect.token is not None:
-                    notify.append(effect.token)
-                batched += [e for e in (*effect.then, *effect.otherwise) if isinstance(e, Batched)]
-                for row in effect.rows:
-                    world.publications.append(shapes.wire_publication(row.publication))
-                    del world.publications[:-64]
-            elif isinstance(effect, Batched):
-                batched.append(effect)
-        for item in batched:  # as an executor would, each item alone
-            check_effects(core.handle(Batch(item.work, item.topic, (item.item,)), now))
+        step = inputs.step()
+        if step is None:
+            continue
+        action, effects = step
+        inputs.carry_out(effects)
         for ae in core.publications.values():
             root = ae.trie.root_node()
             if root is not None and len(world.digests) < 256:
@@ -302,7 +328,7 @@ def node(data: bytes) -> int:
                 for child in root.children or ():
                     world.digests.append([child.label.bits, child.hash])
         check_node(core, limit, ordered=12 <= action < 14)
-    return handled
+    return inputs.handled
 
 
 # --- supervisor ------------------------------------------------------------------------------
@@ -494,45 +520,18 @@ def _overlay_node(name: str, data: bytes) -> int:
         dissemination=src.choice(("tree", "flood", "off")),
         handover_attempts=src.choice((1, 2, 3)),
     )
-    now = 0.0
-    tokens: list[int] = []
-    handled = 0
+    inputs = _NodeInputs(core, src, world, kinds)
     for t in TOPICS[:2]:
         check_effects(core.join(Topic(t)))
     for _ in range(src.between(1, 48)):
         if not src.left:
             break
-        action = src.below(20)
-        effects: list[Any] = []
-        if action < 12:
-            msg = decoded(src, world, kinds)
-            if msg is None:
-                continue
-            effects = list(core.handle(msg, now))
-            handled += 1
-        elif action < 14:
-            now += src.choice((0.1, 1.0, 5.0, 200.0))
-            effects = list(core.timeout(now))
-        elif action == 14:
-            t = Topic(src.choice(TOPICS))
-            effects = core.leave(t) if src.flag() else core.join(t)
-        elif action < 17:
-            req = decoded(src, world, ("publish_request",))
-            if isinstance(req, PublishRequest):
-                effects = core.publish_request(src.below(4), req, src.below(10), now)
-                handled += 1
-        elif action == 17 and tokens:
-            effects = list(core.handle(Committed((tokens.pop(src.below(len(tokens))),), src.flag(80), {}), now))
-        else:
-            effects = core.peer_unreachable(Ref(src.choice(world.refs)), now)
-        check_effects(effects)
-        for effect in effects:
-            if isinstance(effect, Persist) and effect.token is not None:
-                tokens.append(effect.token)
-            if isinstance(effect, Batched):
-                check_effects(core.handle(Batch(effect.work, effect.topic, (effect.item,)), now))
+        step = inputs.step()
+        if step is None:
+            continue
+        inputs.carry_out(step[1])
         json.dumps(core.status())
-    return handled
+    return inputs.handled
 
 
 def _overlay_supervisor(name: str, data: bytes) -> int:
