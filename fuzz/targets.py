@@ -371,6 +371,43 @@ def check_supervisor(core: SupervisorCore, clean: bool, journal: dict[tuple[str,
         require(len(urgent) == len(set(urgent)), "a subscriber queued twice")
 
 
+class _SupervisorInputs:
+    """What a supervisor core is given, step by step: decoded messages of `kinds` from
+    subscribers, Timeouts, unreachable peers; its effects are checked and its reported
+    changes applied to `journal` (what its daemon would have stored).  Shared by the skip
+    ring's supervisor target and every other overlay's."""
+
+    def __init__(
+        self, core: Any, src: Source, world: World, kinds: Sequence[str], journal: dict[tuple[str, str], str]
+    ) -> None:
+        self.core, self.src, self.world, self.kinds, self.journal = core, src, world, kinds, journal
+        self.now = 0.0
+        self.handled = 0
+
+    def step(self) -> bool:
+        """One input, carried out; False when the codec refused the message."""
+        core, src = self.core, self.src
+        action = src.below(16)
+        if action < 11:
+            msg = decoded(src, self.world, self.kinds)
+            if msg is None:
+                return False
+            effects = core.handle(msg, self.now)
+            self.handled += 1
+        elif action < 14:
+            self.now += src.choice((0.1, 1.0, 3.0))
+            effects = core.timeout(self.now)
+        else:
+            effects = core.peer_unreachable(Ref(src.choice(self.world.refs)), self.now)
+        check_effects(effects)
+        for topic, key, ref in core.drain_changes():
+            if ref is None:
+                self.journal.pop((topic, key), None)
+            else:
+                self.journal[(topic, key)] = ref
+        return True
+
+
 def supervisor(data: bytes) -> int:
     """A SupervisorCore under a sequence of inputs (module docstring)."""
     src = Source(data)
@@ -393,32 +430,13 @@ def supervisor(data: bytes) -> int:
         for lab, ref in db.by_label.items():
             if ref is not None:
                 journal[(topic, lab.bits)] = ref
-    now = 0.0
-    handled = 0
+    inputs = _SupervisorInputs(core, src, world, SUPERVISOR_KINDS, journal)
     for _ in range(src.between(1, 48)):
         if not src.left:
             break
-        action = src.below(16)
-        effects: list[Any] = []
-        if action < 11:
-            msg = decoded(src, world, SUPERVISOR_KINDS)
-            if msg is None:
-                continue
-            effects = core.handle(msg, now)
-            handled += 1
-        elif action < 14:
-            now += src.choice((0.1, 1.0, 3.0))
-            effects = core.timeout(now)
-        else:
-            effects = core.peer_unreachable(Ref(src.choice(world.refs)), now)
-        check_effects(effects)
-        for name, bits, ref in core.drain_changes():
-            if ref is None:
-                journal.pop((name, bits), None)
-            else:
-                journal[(name, bits)] = ref
-        check_supervisor(core, clean, journal)
-    return handled
+        if inputs.step():
+            check_supervisor(core, clean, journal)
+    return inputs.handled
 
 
 # --- brokers ---------------------------------------------------------------------------------
@@ -542,35 +560,17 @@ def _overlay_supervisor(name: str, data: bytes) -> int:
     kinds = overlay.kinds()
     core = overlay.supervisor_core(Ref(SUPERVISOR), rng=random.Random(src.byte()), config_budget=src.choice((1, 2)))
     stored: dict[tuple[str, str], str] = {}
-    now = 0.0
-    handled = 0
+    inputs = _SupervisorInputs(core, src, world, kinds, stored)
     for _ in range(src.between(1, 48)):
         if not src.left:
             break
-        action = src.below(16)
-        if action < 11:
-            msg = decoded(src, world, kinds)
-            if msg is None:
-                continue
-            effects = core.handle(msg, now)
-            handled += 1
-        elif action < 14:
-            now += src.choice((0.1, 1.0, 3.0))
-            effects = core.timeout(now)
-        else:
-            effects = core.peer_unreachable(Ref(src.choice(world.refs)), now)
-        check_effects(effects)
-        for topic, key, ref in core.drain_changes():
-            if ref is None:
-                stored.pop((topic, key), None)
-            else:
-                stored[(topic, key)] = ref
-        json.dumps(core.status())
+        if inputs.step():
+            json.dumps(core.status())
     again = overlay.supervisor_core(Ref(SUPERVISOR), rng=random.Random(0))
     again.load([(topic, key, ref) for (topic, key), ref in stored.items()])
     require(_memberships(again.status()) == _memberships(core.status()),
             "the stored changes do not rebuild the supervisor's membership")
-    return handled
+    return inputs.handled
 
 
 def _memberships(status: dict[str, Any]) -> dict[str, list[str]]:
