@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import msgpack
@@ -247,6 +247,17 @@ class _NodeInputs:
         self.handled = 0
         self.tokens: list[int] = []  # Persists whose outcome the core waits to hear
 
+    def steps(self) -> Iterator[int]:
+        """Up to 48 inputs while the data lasts, each carried out; yields which input it was
+        (those the codec refused are skipped)."""
+        for _ in range(self.src.between(1, 48)):
+            if not self.src.left:
+                return
+            step = self.step()
+            if step is not None:
+                self.carry_out(step[1])
+                yield step[0]
+
     def step(self) -> tuple[int, list[Any]] | None:
         """One input: (which, the effects); None when the codec refused the message."""
         core, src, now = self.core, self.src, self.now
@@ -313,14 +324,7 @@ def node(data: bytes) -> int:
     inputs = _NodeInputs(core, src, world, NODE_KINDS)
     for t in TOPICS[:2]:
         check_effects(core.join(Topic(t)))
-    for _ in range(src.between(1, 48)):
-        if not src.left:
-            break
-        step = inputs.step()
-        if step is None:
-            continue
-        action, effects = step
-        inputs.carry_out(effects)
+    for action in inputs.steps():
         for ae in core.publications.values():
             root = ae.trie.root_node()
             if root is not None and len(world.digests) < 256:
@@ -384,6 +388,15 @@ class _SupervisorInputs:
         self.now = 0.0
         self.handled = 0
 
+    def steps(self) -> Iterator[None]:
+        """Up to 48 inputs while the data lasts, each carried out (those the codec refused
+        are skipped)."""
+        for _ in range(self.src.between(1, 48)):
+            if not self.src.left:
+                return
+            if self.step():
+                yield None
+
     def step(self) -> bool:
         """One input, carried out; False when the codec refused the message."""
         core, src = self.core, self.src
@@ -431,11 +444,8 @@ def supervisor(data: bytes) -> int:
             if ref is not None:
                 journal[(topic, lab.bits)] = ref
     inputs = _SupervisorInputs(core, src, world, SUPERVISOR_KINDS, journal)
-    for _ in range(src.between(1, 48)):
-        if not src.left:
-            break
-        if inputs.step():
-            check_supervisor(core, clean, journal)
+    for _ in inputs.steps():
+        check_supervisor(core, clean, journal)
     return inputs.handled
 
 
@@ -541,13 +551,7 @@ def _overlay_node(name: str, data: bytes) -> int:
     inputs = _NodeInputs(core, src, world, kinds)
     for t in TOPICS[:2]:
         check_effects(core.join(Topic(t)))
-    for _ in range(src.between(1, 48)):
-        if not src.left:
-            break
-        step = inputs.step()
-        if step is None:
-            continue
-        inputs.carry_out(step[1])
+    for _ in inputs.steps():
         json.dumps(core.status())
     return inputs.handled
 
@@ -561,11 +565,8 @@ def _overlay_supervisor(name: str, data: bytes) -> int:
     core = overlay.supervisor_core(Ref(SUPERVISOR), rng=random.Random(src.byte()), config_budget=src.choice((1, 2)))
     stored: dict[tuple[str, str], str] = {}
     inputs = _SupervisorInputs(core, src, world, kinds, stored)
-    for _ in range(src.between(1, 48)):
-        if not src.left:
-            break
-        if inputs.step():
-            json.dumps(core.status())
+    for _ in inputs.steps():
+        json.dumps(core.status())
     again = overlay.supervisor_core(Ref(SUPERVISOR), rng=random.Random(0))
     again.load([(topic, key, ref) for (topic, key), ref in stored.items()])
     require(_memberships(again.status()) == _memberships(core.status()),
