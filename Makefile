@@ -8,15 +8,15 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
-# The install compiles the trie and the hot path's decoders (setup.py: pubsub/skipring/_ctrie.pyx
+# The install compiles the trie and the hot path's decoders (setup.py: pubsub/publications/_ctrie.pyx
 # and _chotpath.pyx) with the C compiler, installed with apt when missing and this machine can;
-# without one they stay in Python (pubsub.skipring.pytrie, hotpath) and `make test` says so.
-$(STAMP): pyproject.toml setup.py pubsub/skipring/_ctrie.pyx pubsub/skipring/_chotpath.pyx
+# without one they stay in Python (pubsub.publications.pytrie, hotpath) and `make test` says so.
+$(STAMP): pyproject.toml setup.py pubsub/publications/_ctrie.pyx pubsub/publications/_chotpath.pyx
 	@command -v cc >/dev/null 2>&1 || { echo "no C compiler (cc): installing gcc with apt for the compiled trie and decoders" >&2; \
 	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	    apt-get -o DPkg::Lock::Timeout=600 update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq gcc >/dev/null; } || \
-	  echo "could not install gcc: the trie and decoders stay in Python and tests/skipring/test_ctrie.py and test_hotpath.py will fail" >&2; }
+	  echo "could not install gcc: the trie and decoders stay in Python and tests/publications/test_ctrie.py and test_hotpath.py will fail" >&2; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,analysis,bench]'
@@ -90,5 +90,5 @@ podman-setup: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
-	rm -f pubsub/skipring/_ctrie.c pubsub/skipring/_ctrie.*.so pubsub/skipring/_chotpath.c pubsub/skipring/_chotpath.*.so
+	rm -f pubsub/publications/_ctrie.c pubsub/publications/_ctrie.*.so pubsub/publications/_chotpath.c pubsub/publications/_chotpath.*.so
 	find pubsub broker bench fuzz tests -name __pycache__ -type d -prune -exec rm -rf {} +

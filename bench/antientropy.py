@@ -58,9 +58,9 @@ from pathlib import Path
 from bench.machine import machine
 from pubsub.kernel import wire
 from pubsub.kernel.message import Ref, Send, Topic
-from pubsub.skipring.antientropy import AntiEntropy, make_publication
-from pubsub.skipring.messages import CheckAndPublish, Publication, Publish
-from pubsub.skipring.trie import EMPTY_LABEL
+from pubsub.publications.antientropy import AntiEntropy, make_publication
+from pubsub.publications.messages import CheckAndPublish, Publication, Publish
+from pubsub.publications.trie import EMPTY_LABEL
 
 TOPIC = Topic("bench")
 U = Ref("10.0.1.1:7000")

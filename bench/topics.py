@@ -55,8 +55,8 @@ from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Topic
 from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.ringview import members_of
+from pubsub.publications.messages import JoinTopic
 from pubsub.runtime.client import request
-from pubsub.skipring.messages import JoinTopic
 
 RESULTS = Path("bench-results")
 DEFAULT_TOPICS = [1, 10, 100, 1000]

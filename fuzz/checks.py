@@ -14,7 +14,7 @@ from pubsub.kernel import wire
 from pubsub.kernel.effects import Answer, Batched, Persist
 from pubsub.kernel.message import Message, Send
 from pubsub.kernel.wire import WireError
-from pubsub.skipring.trie import PatriciaTrie, TrieNode
+from pubsub.publications.trie import PatriciaTrie, TrieNode
 
 
 class Broken(AssertionError):

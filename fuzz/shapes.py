@@ -34,18 +34,10 @@ from fuzz.source import Source
 from pubsub.kernel import wire
 from pubsub.kernel.message import MESSAGE_TYPES, Message, Ref, Topic
 from pubsub.kernel.wire import WireError
+from pubsub.publications.messages import MsgId, NodeDigest, NodeHash, Payload, Position, Publication, PublicationKey
+from pubsub.publications.trie import KEY_BITS, TrieLabel, publication_key
 from pubsub.skipring.labels import Label
-from pubsub.skipring.messages import (
-    Contact,
-    MsgId,
-    NodeDigest,
-    NodeHash,
-    Payload,
-    Position,
-    Publication,
-    PublicationKey,
-)
-from pubsub.skipring.trie import KEY_BITS, TrieLabel, publication_key
+from pubsub.skipring.messages import Contact
 
 #: The supervisor every node core is configured with.
 SUPERVISOR = "sup.test:7000"

@@ -10,7 +10,7 @@ target         what one input is, and what must hold
 ``codec``      one frame payload (raw bytes, or a body of any registered kind):
                `wire.decode` accepts it or raises `WireError`, nothing else; what it
                accepts re-encodes and decodes to the same bytes; the fast decoders
-               (`pubsub.skipring.hotpath` and their compiled twins) accept nothing the
+               (`pubsub.publications.hotpath` and their compiled twins) accept nothing the
                generic decoder refuses and decode what they accept identically, every
                field; a Bundle's payloads decode the same way.
 ``node``       a `NodeCore` (BuildSR per topic, anti-entropy, publishing, hand-over) driven
@@ -54,14 +54,14 @@ from pubsub.kernel.effects import Batch, Batched, Committed, Persist
 from pubsub.kernel.framing import FrameDecoder
 from pubsub.kernel.message import MESSAGE_TYPES, Message, Ref, Topic
 from pubsub.kernel.wire import HEADER, WireError
-from pubsub.skipring import hotpath
+from pubsub.publications import hotpath
+from pubsub.publications.messages import PublishRequest
+from pubsub.publications.trie import publication_key
 from pubsub.skipring.buildsr import SkipRingNode
 from pubsub.skipring.labels import MAX_LABEL_BITS, Label
-from pubsub.skipring.messages import PublishRequest
 from pubsub.skipring.nodecore import NodeCore
 from pubsub.skipring.supervisor.core import SupervisorCore
 from pubsub.skipring.supervisor.database import TopicDatabase
-from pubsub.skipring.trie import publication_key
 
 Target = Callable[[bytes], int]
 
@@ -135,7 +135,7 @@ def _generic_decode(payload: bytes) -> Message:
         wire._FAST[:] = saved  # noqa: SLF001
 
 
-#: Every fast decoder: `pubsub.skipring.hotpath`'s Python ones, and the ones it gives the
+#: Every fast decoder: `pubsub.publications.hotpath`'s Python ones, and the ones it gives the
 #: codec (their compiled twins where built).
 FAST_DECODERS: list[Callable[[bytes], Message | None]] = [
     hotpath.decode_spread, hotpath.decode_delivery, hotpath.decode_publish_request, hotpath.decode_publish_ack,

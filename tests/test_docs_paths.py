@@ -200,7 +200,7 @@ def test_every_backticked_path_in_the_docs_exists() -> None:
 
 
 @pytest.mark.parametrize(("span", "expected"), [
-    ("pubsub.skipring.trie", [("module", "pubsub.skipring.trie")]),
+    ("pubsub.publications.trie", [("module", "pubsub.publications.trie")]),
     ("`broker.cli.COMMANDS`", [("module", "broker.cli.COMMANDS")]),
     ("pubsub.node.app.serve_node(...)", [("module", "pubsub.node.app.serve_node")]),
     ('"pubsub.modes.skipring"', [("module", "pubsub.modes.skipring")]),
@@ -211,7 +211,7 @@ def test_every_backticked_path_in_the_docs_exists() -> None:
     ("wire.decode", []),  # not rooted at a project package
     ("since=sub.cursor", []),
     ("pubsub.kernel.*", []),
-    ("pubsub/skipring/_ctrie.pyx", [("file", "pubsub/skipring/_ctrie.pyx")]),
+    ("pubsub/publications/_ctrie.pyx", [("file", "pubsub/publications/_ctrie.pyx")]),
     ("tests/kernel", [("file", "tests/kernel")]),
     ("deploy/Dockerfile", [("file", "deploy/Dockerfile")]),
     ("docs/nowhere.md", [("file", "docs/nowhere.md")]),
@@ -240,7 +240,7 @@ def test_code_spans_cross_lines_and_skip_fenced_blocks() -> None:
 
 
 def test_an_unresolvable_reference_is_reported() -> None:
-    assert module_problem("pubsub.skipring.trie") is None
+    assert module_problem("pubsub.publications.trie") is None
     assert module_problem("pubsub.kernel.wire.register_field_type") is None
     assert module_problem("pubsub.node.app.NodeApp.handle") is None
     assert module_problem("pubsub.kernel.wire.no_such_function") is not None

@@ -19,7 +19,7 @@ prints ``ready``.  A connection starts with one byte: ``R`` (a relay's frames), 
 publisher's frames: each is acknowledged with one byte ``A``, in order) or ``S`` (a
 subscriber: it gets ``K`` once registered, then every frame).  A frame is a 4-byte
 big-endian length, a 2-byte arc length and the payload; the arc is the interval broadcast
-of El-Ansary et al. as pubsub's `pubsub.skipring.arcs` uses it: relay i with arc length L
+of El-Ansary et al. as pubsub's `pubsub.publications.arcs` uses it: relay i with arc length L
 hands each neighbour at clockwise offset o < L (sorted) the arc up to the next such
 neighbour (or to L).  Only the benchmark starts these processes, on 127.0.0.1.
 """

@@ -54,6 +54,7 @@ import click
 from pubsub.cli.common import overlay_option
 from pubsub.kernel import registry
 from pubsub.kernel.control import Reply, StatusRequest
+from pubsub.kernel.shards import merged_topics
 from pubsub.kernel.wire import WireError, validate_topic
 from pubsub.ops.detached import (
     MANIFEST,
@@ -69,7 +70,6 @@ from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import ClusterError
 from pubsub.ops.ringview import members_of
 from pubsub.runtime.client import RequestError, request
-from pubsub.skipring.shards import merged_topics
 
 DEFAULT_DIR = ".pubsub-cluster"
 #: Seconds one status request may take in `status`.

@@ -25,7 +25,7 @@ import click
 from pubsub.cli.formats import format_delivery
 from pubsub.client.library import Client, ClientError, ConnectionLost, Subscription
 from pubsub.kernel.message import Ref
-from pubsub.skipring.messages import Delivery
+from pubsub.publications.messages import Delivery
 
 #: Deliveries read ahead of the terminal (the streams wait beyond that: backpressure).
 QUEUE_BOUND = 256

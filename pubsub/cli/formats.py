@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from pubsub.client.library import Ack
+from pubsub.publications.messages import Delivery
 from pubsub.skipring.labels import Label, LabelError
-from pubsub.skipring.messages import Delivery
 
 #: How a text line marks a payload shown in base64 (`format_delivery`).
 BASE64_PREFIX = "base64:"
@@ -212,7 +212,7 @@ def utc_ms_text(ms: int) -> str:
 
 
 def retention_limits_text(settings: dict[str, Any]) -> str:
-    """A topic's retention limits (`pubsub.skipring.retention.Policy` as a status or the
+    """A topic's retention limits (`pubsub.publications.retention.Policy` as a status or the
     supervisor reports it) in one line: ``max-age 1d, max-count 2, max-bytes 10MiB``."""
     age, count, size = settings.get("max_age_ms"), settings.get("max_count"), settings.get("max_bytes")
     parts = [

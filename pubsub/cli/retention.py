@@ -1,4 +1,4 @@
-"""Operator commands for retention (`pubsub.skipring.retention`), answered by the supervisor:
+"""Operator commands for retention (`pubsub.publications.retention`), answered by the supervisor:
 
     pubsub retention set TOPIC --supervisor ADDR [--max-age 1h] [--max-count N] [--max-bytes 10MiB]
     pubsub retention show [TOPIC] --supervisor ADDR [--json]
@@ -24,7 +24,7 @@ from pubsub.cli.formats import DURATION_MS, retention_limits_text, utc_ms_text
 from pubsub.client.library import ClientError
 from pubsub.client.supervisors import supervisor_for, supervisor_statuses
 from pubsub.kernel.message import Ref, Topic
-from pubsub.skipring.retention import MAX_LIMIT, PurgeTopic, SetRetention
+from pubsub.publications.retention import MAX_LIMIT, PurgeTopic, SetRetention
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?")
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?", re.IGNORECASE)

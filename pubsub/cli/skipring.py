@@ -45,8 +45,8 @@ from pubsub.client.run import publish_pipelined
 from pubsub.client.supervisors import supervisor_topics
 from pubsub.kernel.message import Ref, Topic
 from pubsub.kernel.wire import WireError
-from pubsub.skipring.fields import MAX_MSG_ID_CHARS, validate_msg_id
-from pubsub.skipring.messages import JoinTopic, LeaveTopic
+from pubsub.publications.fields import MAX_MSG_ID_CHARS, validate_msg_id
+from pubsub.publications.messages import JoinTopic, LeaveTopic
 
 if TYPE_CHECKING:  # the daemons' settings (pydantic): imported when a daemon command runs
     from pubsub.runtime.settings import AdminSettings, TelemetrySettings

@@ -6,7 +6,7 @@ Everything is asynchronous (asyncio)::
         await client.join("news")                       # the node subscribes to the topic
         ack = await client.publish("news", b"hello")    # durable at a member when it returns
         async with client.subscribe("news", since=0) as sub:
-            async for delivery in sub:                  # pubsub.skipring.messages.Delivery
+            async for delivery in sub:                  # pubsub.publications.messages.Delivery
                 print(delivery.local_seq, delivery.payload)
                 if delivery.local_seq == ack.local_seq:  # a live stream never ends by itself
                     break
@@ -60,13 +60,8 @@ from pubsub.client.roles import role_problem
 from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Hello, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref, Topic
-from pubsub.runtime import receiving
-from pubsub.runtime.client import HANDSHAKE_TIMEOUT, HandshakeTimeout, RequestError, read_first, request
-from pubsub.runtime.clienttls import TlsError, client_context, closed_hint, handshake_failure
-from pubsub.runtime.connection import split_ref
-from pubsub.runtime.streams import ReceivedMessages
-from pubsub.skipring.fields import validate_msg_id
-from pubsub.skipring.messages import (
+from pubsub.publications.fields import validate_msg_id
+from pubsub.publications.messages import (
     Delivery,
     Follow,
     JoinTopic,
@@ -77,6 +72,11 @@ from pubsub.skipring.messages import (
     PublishFailed,
     PublishRequest,
 )
+from pubsub.runtime import receiving
+from pubsub.runtime.client import HANDSHAKE_TIMEOUT, HandshakeTimeout, RequestError, read_first, request
+from pubsub.runtime.clienttls import TlsError, client_context, closed_hint, handshake_failure
+from pubsub.runtime.connection import split_ref
+from pubsub.runtime.streams import ReceivedMessages
 
 #: Seconds a request (join, status, ...) may take.
 DEFAULT_TIMEOUT = 5.0

@@ -1,5 +1,5 @@
 """Finding a topic's supervisor from one supervisor address (sharded supervisors,
-`pubsub.skipring.shards`).
+`pubsub.kernel.shards`).
 
 Any supervisor answers `SupervisorsRequest` with the live supervisor set; a topic belongs
 to the one the hash ring of that set assigns.  One address is all a client needs::
@@ -20,8 +20,8 @@ from typing import Any
 from pubsub.client.library import ClientError
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Ref
+from pubsub.kernel.shards import SupervisorsRequest, owner
 from pubsub.runtime.client import RequestError, request
-from pubsub.skipring.shards import SupervisorsRequest, owner
 
 DEFAULT_TIMEOUT = 5.0
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from pubsub.clique.messages import CliqueJoin, CliqueLeave, CliqueMembers, CliquePing, CliquePong, CliqueSuspect
 from pubsub.kernel.message import Message
-from pubsub.skipring.messages import MemberIs
-from pubsub.skipring.retention import Retention
+from pubsub.publications.messages import MemberIs
+from pubsub.publications.retention import Retention
 
 #: Messages a node accepts from its supervisor only.
 FROM_SUPERVISOR = (CliqueMembers, CliquePing, MemberIs, Retention)

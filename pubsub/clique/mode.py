@@ -47,12 +47,11 @@ def _supervisor_core(
 
 
 def _kinds() -> tuple[str, ...]:
-    """The kernel's and the shared publication layer's kinds (with the skip ring's, which
-    share their modules for now: `pubsub.skipring.admission.KINDS`), and the clique's."""
+    """The kinds every overlay speaks (`pubsub.publications.kinds`) and the clique's own."""
     from pubsub.clique import messages
-    from pubsub.skipring.admission import KINDS
+    from pubsub.publications.kinds import SHARED_KINDS
 
-    return tuple(sorted({*KINDS, *kinds_of(messages)}))
+    return tuple(sorted({*SHARED_KINDS, *kinds_of(messages)}))
 
 
 def _node_admits(msg: Message, role: str, name: str, supervisor: Any) -> str | None:

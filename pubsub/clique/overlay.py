@@ -37,8 +37,8 @@ from pubsub.clique.messages import (
 )
 from pubsub.kernel.effects import Effect
 from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.publications.arcs import POSITION_BITS, ArcView
 from pubsub.publications.overlay import Released
-from pubsub.skipring.arcs import POSITION_BITS, ArcView
 
 
 @dataclass(slots=True)

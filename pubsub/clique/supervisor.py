@@ -14,7 +14,7 @@ own runtime could not reach, is probed (`CliquePing`); one that has not answered
 
 Publishing from a node that does not run a topic: GetMember is answered with MemberIs, a
 member chosen at random (one under suspicion, or `avoid`, only if there is nobody else).
-Retention settings (`pubsub.skipring.retention.RetentionTable`) go to every member with
+Retention settings (`pubsub.publications.retention.RetentionTable`) go to every member with
 its configuration and to all members when they change, as the skip ring's supervisor
 sends them.
 """
@@ -36,8 +36,8 @@ from pubsub.clique.messages import (
     Members,
 )
 from pubsub.kernel.message import Message, Ref, Send, Topic
-from pubsub.skipring.messages import GetMember, MemberIs
-from pubsub.skipring.retention import RetentionTable
+from pubsub.publications.messages import GetMember, MemberIs
+from pubsub.publications.retention import RetentionTable
 
 
 class CliqueSupervisor:

@@ -17,8 +17,8 @@ from pubsub.kernel.message import Message, Ref
 
 
 def _register_messages() -> None:
+    import pubsub.publications.retention  # noqa: F401 - registers the retention messages
     import pubsub.skipring.messages  # noqa: F401 - registers the messages and field types
-    import pubsub.skipring.retention  # noqa: F401 - registers the retention messages
 
 
 def _make_core(role: str, *args: Any, **kwargs: Any) -> Core:

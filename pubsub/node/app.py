@@ -39,7 +39,7 @@ node continues at the reservation, so it never issues a (publisher, seq) pair tw
 for a publication that left the node (by anti-entropy) before its commit.
 
 Publishing.  The core decides (`PublicationNode.publish_request`, hand-overs in
-`pubsub.skipring.handover`) and states the order as effects (`pubsub.kernel.effects`),
+`pubsub.publications.handover`) and states the order as effects (`pubsub.kernel.effects`),
 which the one executor (`pubsub.kernel.executor`) carries out against the group commit:
 a `Persist`'s rows join the next commit, and what waits for it runs afterwards (the core
 hears `Committed` with the store's local numbers and answers; then the acknowledgements
@@ -77,7 +77,10 @@ from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
 from pubsub.node.telemetry import node_instrument
 from pubsub.node.topicfile import TopicFile, TopicFileError
 from pubsub.node.writer import StoreThread
+from pubsub.publications.antientropy import DEFAULT_BATCH_BYTES
+from pubsub.publications.fields import MAX_PUBLICATIONS
 from pubsub.publications.hosted import HostedNode
+from pubsub.publications.messages import Follow, JoinTopic, LeaveTopic, PublishAck, PublishFailed, PublishRequest
 from pubsub.runtime.connection import ClientSession
 from pubsub.runtime.datadir import held_data_dir
 from pubsub.runtime.host import Daemon, host
@@ -88,16 +91,6 @@ from pubsub.runtime.permissions import Authority
 from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
 from pubsub.runtime.stats import LogLimiter, Stats
 from pubsub.runtime.tls import server_context
-from pubsub.skipring.antientropy import DEFAULT_BATCH_BYTES
-from pubsub.skipring.fields import MAX_PUBLICATIONS
-from pubsub.skipring.messages import (
-    Follow,
-    JoinTopic,
-    LeaveTopic,
-    PublishAck,
-    PublishFailed,
-    PublishRequest,
-)
 
 if TYPE_CHECKING:
     from pubsub.node.signing import Signing
@@ -489,7 +482,7 @@ class NodeApp:
 
     def _refill_message_ids(self) -> None:
         """After a restart, the message ids of what the store holds from the last window
-        are duplicates again (`pubsub.skipring.publishing`)."""
+        are duplicates again (`pubsub.publications.publishing`)."""
         window = self.core.dedupe_window
         if not self.store.durable or window <= 0:
             return
@@ -676,7 +669,7 @@ async def _serve_node(
             dedupe_window=settings.dedupe_window,
             order_wait=settings.order_wait,
             order_max_wait=settings.order_max_wait,
-            discover_supervisors=True,  # sharded supervisors (`pubsub.skipring.shards`)
+            discover_supervisors=True,  # sharded supervisors (`pubsub.kernel.shards`)
         )
         stats = Stats()
         app = NodeApp(

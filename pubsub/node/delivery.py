@@ -72,9 +72,9 @@ from pubsub.kernel.message import Topic
 from pubsub.kernel.wire import UNENCODABLE
 from pubsub.node.store import PublicationStore, Stored, StoreError
 from pubsub.node.writer import StoreThread
+from pubsub.publications.hotpath import delivery_payload
+from pubsub.publications.messages import Delivery, Follow, MsgId
 from pubsub.runtime.connection import ClientSession
-from pubsub.skipring.hotpath import delivery_payload
-from pubsub.skipring.messages import Delivery, Follow, MsgId
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ client's requests go after the connection's own checks (then `NodeApp.session_re
 handler reads instead of to a socket.  Publishing,
 de-duplication by message id, hand-overs, cursors and delivery order are therefore exactly
 those of the TCP protocol; this module only validates input (topic names with
-`pubsub.kernel.wire.validate_topic`, message ids with `pubsub.skipring.fields.validate_msg_id`,
+`pubsub.kernel.wire.validate_topic`, message ids with `pubsub.publications.fields.validate_msg_id`,
 cursors, base64) and translates answers.
 
 Errors are JSON objects ``{"code", "detail"}`` with the node's own codes, mapped to HTTP
@@ -55,14 +55,9 @@ from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Send, Topic
 from pubsub.node.openapi import openapi_document
 from pubsub.node.permits import refusal as client_refusal
+from pubsub.publications.fields import validate_msg_id
 from pubsub.publications.hosted import HostedNode
-from pubsub.runtime.connection import ClientSession
-from pubsub.runtime.local import QueuedSession
-from pubsub.runtime.net import Runtime
-from pubsub.runtime.permissions import DENIED
-from pubsub.runtime.tls import peer_identity
-from pubsub.skipring.fields import validate_msg_id
-from pubsub.skipring.messages import (
+from pubsub.publications.messages import (
     Delivery,
     Follow,
     JoinTopic,
@@ -73,6 +68,11 @@ from pubsub.skipring.messages import (
     PublishFailed,
     PublishRequest,
 )
+from pubsub.runtime.connection import ClientSession
+from pubsub.runtime.local import QueuedSession
+from pubsub.runtime.net import Runtime
+from pubsub.runtime.permissions import DENIED
+from pubsub.runtime.tls import peer_identity
 
 log = logging.getLogger(__name__)
 

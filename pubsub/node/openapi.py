@@ -8,7 +8,7 @@ import copy
 from typing import Any
 
 from pubsub.kernel.wire import MAX_TOPIC_CHARS
-from pubsub.skipring.fields import MAX_MSG_ID_CHARS
+from pubsub.publications.fields import MAX_MSG_ID_CHARS
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
 _CURSOR_PATTERN = "^([0-9a-f]{1,64}:)?[0-9]{1,18}$"

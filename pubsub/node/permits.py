@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pubsub.kernel.control import ErrorReply
 from pubsub.kernel.message import Message
+from pubsub.publications.messages import Follow, JoinTopic, LeaveTopic, PublishFailed, PublishRequest
 from pubsub.runtime.identity import Identity
 from pubsub.runtime.permissions import DENIED, Authority
-from pubsub.skipring.messages import Follow, JoinTopic, LeaveTopic, PublishFailed, PublishRequest
 
 
 def needed(msg: Message) -> tuple[str, str] | None:

@@ -6,7 +6,7 @@ client requests are publications and how big, and the answer to one refused by a
 from __future__ import annotations
 
 from pubsub.kernel.message import Message
-from pubsub.skipring.messages import PublishFailed, PublishRequest
+from pubsub.publications.messages import PublishFailed, PublishRequest
 
 
 def publication_size(msg: Message) -> int | None:

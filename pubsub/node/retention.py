@@ -1,6 +1,6 @@
 """A node's retention on disk: what the core's windows removed leaves the store too.
 
-The core decides (`pubsub.skipring.retention`: settings from the supervisor, a horizon per
+The core decides (`pubsub.publications.retention`: settings from the supervisor, a horizon per
 topic that only moves forward); this module makes it durable, in the node's publication
 store (`pubsub.node.store`), one more table in the same SQLite file::
 
@@ -9,7 +9,7 @@ store (`pubsub.node.store`), one more table in the same SQLite file::
 
 * **Pruning.**  When a topic's settings or horizon change, the publications at or before
   the horizon -- ``published_ms < through_ms``, or equal with ``key <= through_key``, the
-  order of `pubsub.skipring.retention` -- are deleted (`PublicationStore.remove_at_or_before`)
+  order of `pubsub.publications.retention` -- are deleted (`PublicationStore.remove_at_or_before`)
   and the topic's row is written, in one transaction.  It runs after the group commit that
   holds every row queued so far (`pubsub.node.commits`), so a publication stored just
   before it expired is written and then deleted, never left behind.
@@ -37,7 +37,7 @@ from pubsub.node.commits import GroupCommit, Written
 from pubsub.node.store import PublicationStore, StoreError
 from pubsub.node.writer import StoreThread
 from pubsub.publications.hosted import HostedNode
-from pubsub.skipring.retention import Order, Policy
+from pubsub.publications.retention import Order, Policy
 
 log = logging.getLogger(__name__)
 

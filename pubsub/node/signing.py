@@ -3,12 +3,12 @@
 Issue 13, item 4.  With TLS on, every publication a node issues is signed and every node
 checks every publication before storing, forwarding or delivering it; a cluster without TLS
 stays unsigned (nothing here runs).  The batch signatures and their check are
-`pubsub.skipring.signatures`; this module is the daemon's side:
+`pubsub.publications.signatures`; this module is the daemon's side:
 
 * **The key is the TLS key.**  A node's certificate (``--tls-cert``, `pubsub certs`) carries
   an Ed25519 key; the node signs with the matching ``--tls-key``.  A key is named by its
   *fingerprint*, the hex SHA-256 of its 32 raw bytes (``pubsub certs fingerprint CERT``); the
-  key id in a proof is its first 16 bytes (`pubsub.skipring.signatures.key_id_of`).  A node
+  key id in a proof is its first 16 bytes (`pubsub.publications.signatures.key_id_of`).  A node
   with a key of another kind does not start.
 * **One signature per batch.**  The group commit (`pubsub.node.commits`) hands each batch's
   rows to `Signing.sign_rows` just before writing them: the publications this node issued
@@ -27,7 +27,7 @@ stays unsigned (nothing here runs).  The batch signatures and their check are
   (`KeyRequest`, at most once a second per key and peer); anti-entropy brings them back.
   With a data directory the certificates are kept in ``<data>/keys/<key id>.der``
   (the fingerprint's first 32 hex digits) beside the store, so that a restarted node can still vouch for what it stores.
-* **Refusals** are counted by reason (`pubsub.skipring.signatures.REASONS`), shown in the
+* **Refusals** are counted by reason (`pubsub.publications.signatures.REASONS`), shown in the
   status (``publications.signatures``) and as ``pubsub_signature_rejections_total``.  A
   HandOver whose publication is refused is answered ``bad_signature``.
 * **Key rotation.**  A node restarted with a new certificate signs with the new key; its
@@ -65,11 +65,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.node.store import NewRow
-from pubsub.runtime.certificates import fingerprint, identity_of
-from pubsub.runtime.clienttls import TlsError
-from pubsub.runtime.identity import IdentityError
-from pubsub.runtime.settings import RuntimeSettings
-from pubsub.skipring.messages import (
+from pubsub.publications.messages import (
     CertificateDer,
     HandOver,
     HandOverAck,
@@ -82,7 +78,11 @@ from pubsub.skipring.messages import (
     PublishNew,
     Spread,
 )
-from pubsub.skipring.signatures import MAX_BATCH, REASONS, SALT, Verifier, key_id_of, key_of, sign_batch
+from pubsub.publications.signatures import MAX_BATCH, REASONS, SALT, Verifier, key_id_of, key_of, sign_batch
+from pubsub.runtime.certificates import fingerprint, identity_of
+from pubsub.runtime.clienttls import TlsError
+from pubsub.runtime.identity import IdentityError
+from pubsub.runtime.settings import RuntimeSettings
 
 log = logging.getLogger(__name__)
 

@@ -99,10 +99,10 @@ import msgpack
 from pubsub.kernel.message import Ref, Topic
 from pubsub.kernel.wire import WireError, pack, validate_ref, validate_topic
 from pubsub.node.journal import Journal, JournalError
+from pubsub.publications.antientropy import NewRow  # the rows of the core's Persists
+from pubsub.publications.messages import Payload, Publication, PublicationKey
+from pubsub.publications.trie import HASH_BYTES
 from pubsub.runtime.datadir import StoreError, prepare_data_dir
-from pubsub.skipring.antientropy import NewRow  # the rows of the core's Persists
-from pubsub.skipring.messages import Payload, Publication, PublicationKey
-from pubsub.skipring.trie import HASH_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -522,7 +522,7 @@ class PublicationStore:
 
     def remove_at_or_before(self, topic: Topic, ms: int, key: bytes) -> tuple[int, int]:
         """Delete the publications of `topic` published before `ms`, or at `ms` with a key
-        up to `key` (the order of `pubsub.skipring.retention`), inside the caller's
+        up to `key` (the order of `pubsub.publications.retention`), inside the caller's
         transaction on the writing connection: how many went and the highest local number
         among them (0: none).  A caller whose transaction fails calls `drop_keys`."""
         if self._waiting(topic):

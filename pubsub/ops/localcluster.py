@@ -1,6 +1,6 @@
 """A local cluster of real daemons: one supervisor and N subscriber nodes as OS processes.
 
-With ``supervisors=K`` it runs K sharded supervisors (`pubsub.skipring.shards`) instead of
+With ``supervisors=K`` it runs K sharded supervisors (`pubsub.kernel.shards`) instead of
 one; the nodes are given the first one's address only and find the rest themselves.
 
 `LocalCluster` is what the integration tests, ``make demo`` (`pubsub.ops.demo`) and, later,
@@ -71,6 +71,7 @@ from pubsub.client.library import Ack, Client, ClientError
 from pubsub.kernel import registry
 from pubsub.kernel.control import ErrorReply, Reply
 from pubsub.kernel.message import Message, Topic
+from pubsub.kernel.shards import merged_topics
 from pubsub.ops.daemongroup import DaemonGroup
 from pubsub.ops.processes import (
     HOST,
@@ -83,9 +84,8 @@ from pubsub.ops.processes import (
 )
 from pubsub.ops.ringview import members_of
 from pubsub.ops.tlsfiles import ClusterCerts
+from pubsub.publications.messages import JoinTopic, LeaveTopic
 from pubsub.runtime.client import RequestError, request
-from pubsub.skipring.messages import JoinTopic, LeaveTopic
-from pubsub.skipring.shards import merged_topics
 
 
 # --- the cluster ---------------------------------------------------------------------------------
@@ -148,7 +148,7 @@ class LocalCluster(DaemonGroup):
         process's ``PUBSUB_TLS_*`` environment (for the queries and `cli`).  `node_args` adds
         command-line arguments to the nodes it names by index (e.g. ``{0: ["--http-listen",
         "127.0.0.1:PORT"]}``).  `supervisors` > 1 starts that many sharded supervisors
-        (`pubsub.skipring.shards`), each given the others with ``--peers`` (and
+        (`pubsub.kernel.shards`), each given the others with ``--peers`` (and
         ``--peer-timeout`` if `peer_timeout` is set); the first is `supervisor`, every node is
         given its address only; with `base_port`, supervisor j > 0 listens on
         base_port + n_nodes + j.

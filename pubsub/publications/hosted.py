@@ -15,8 +15,8 @@ from typing import Protocol
 
 from pubsub.kernel.effects import Effect
 from pubsub.kernel.message import Message, Ref, Send, Topic
-from pubsub.skipring.messages import Publication, PublishRequest
-from pubsub.skipring.retention import Order, Policy
+from pubsub.publications.messages import Publication, PublishRequest
+from pubsub.publications.retention import Order, Policy
 
 
 class HostedNode(Protocol):

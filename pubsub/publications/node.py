@@ -7,7 +7,7 @@ joined and dropped when the overlay lets go of it (`Released`).  Everything the 
 knows -- who the neighbours are, the arc view, the anti-entropy partners, the supervisor
 of a topic -- it asks the overlay; every message that is not a publication message goes
 to the overlay.  `dissemination` chooses how new publications spread besides
-anti-entropy: ``tree`` (the arc broadcast, `pubsub.skipring.arcs`; the default), ``flood``
+anti-entropy: ``tree`` (the arc broadcast, `pubsub.publications.arcs`; the default), ``flood``
 (the paper's flooding, §4.3) or ``off``.
 
 Publishing for clients (`publish_request`) and the hand-over are decided here too, and so is
@@ -18,14 +18,14 @@ GetMember to the supervisor, HandOver to the member, whose HandOverAck comes aft
 Persist), then answers the client once a member holds it durably or the attempts are
 exhausted.  Answers to clients are `Answer` effects tagged with the client's token.
 Whatever a call stored leaves at the head of its effects as the rows of a `Persist`, in
-each publisher's order (`pubsub.skipring.ordering`); how the write ended comes back as
+each publisher's order (`pubsub.publications.ordering`); how the write ended comes back as
 `Committed`, and the `Batched` arc broadcasts of our own publications as `Batch`
 (`pubsub.kernel.effects`).  `issue` numbers a publication without storing it,
 `publish_publication` stores and spreads an issued or handed-over publication, and
 `restore` refills a topic's trie from durable storage without reporting the publications
 as new.
 
-Retention (`pubsub.skipring.retention`): a topic's settings arrive from the supervisor as
+Retention (`pubsub.publications.retention`): a topic's settings arrive from the supervisor as
 `Retention`; every Timeout -- before the anti-entropy round -- and every publication message
 that finds a step of the max-age horizon due applies them to the topic's trie, and what
 lies at or before the horizon is refused from then on.  `retention.drain_changes` tells the
@@ -47,7 +47,7 @@ from pubsub.publications.overlay import NodeOverlay, Released
 
 if TYPE_CHECKING:
     from pubsub.publications.hosted import HostedNode
-from pubsub.skipring.antientropy import (
+from pubsub.publications.antientropy import (
     DEFAULT_BATCH_BYTES,
     HANDOVER,
     LOCAL,
@@ -57,9 +57,9 @@ from pubsub.skipring.antientropy import (
     NewRow,
     make_publication,
 )
-from pubsub.skipring.arcs import ArcView
-from pubsub.skipring.handover import DEFAULT_ATTEMPTS, DEFAULT_STEP_TIMEOUT, HandOverClient
-from pubsub.skipring.messages import (
+from pubsub.publications.arcs import ArcView
+from pubsub.publications.handover import DEFAULT_ATTEMPTS, DEFAULT_STEP_TIMEOUT, HandOverClient
+from pubsub.publications.messages import (
     PUBLICATION_MESSAGES,
     HandOver,
     HandOverAck,
@@ -67,9 +67,9 @@ from pubsub.skipring.messages import (
     Publication,
     PublishRequest,
 )
-from pubsub.skipring.ordering import DEFAULT_MAX_WAIT, DEFAULT_WAIT, Sequencer
-from pubsub.skipring.publishing import DEFAULT_LIMIT, DEFAULT_WINDOW, Publishing
-from pubsub.skipring.retention import NodeRetention, Order, Policy, Retention
+from pubsub.publications.ordering import DEFAULT_MAX_WAIT, DEFAULT_WAIT, Sequencer
+from pubsub.publications.publishing import DEFAULT_LIMIT, DEFAULT_WINDOW, Publishing
+from pubsub.publications.retention import NodeRetention, Order, Policy, Retention
 
 #: How new publications may spread besides anti-entropy.
 DISSEMINATIONS = ("tree", "flood", "off")
@@ -125,7 +125,7 @@ class PublicationNode:
         )
         #: Each publisher's publications stored in order (`_stored` with a time).
         self.sequencer = Sequencer(wait=order_wait, max_wait=order_max_wait)
-        #: Per-topic retention windows (`pubsub.skipring.retention`).
+        #: Per-topic retention windows (`pubsub.publications.retention`).
         self.retention = NodeRetention()
         #: Publication cores of topics left, kept until `RETIRED_KEEP` seconds after, for
         #: the `Batch` of their own publications still waiting for a commit.
@@ -220,7 +220,7 @@ class PublicationNode:
         self._retired[released.topic] = (retired, now + RETIRED_KEEP)
 
     def _configure_retention(self, msg: Retention, now: float) -> list[Send]:
-        """The supervisor's retention settings for a topic (`pubsub.skipring.retention`):
+        """The supervisor's retention settings for a topic (`pubsub.publications.retention`):
         adopted, and applied at once to the topic's trie if we run it."""
         window = self.retention.configure(msg)
         core = self.publications.get(msg.topic)
@@ -340,7 +340,7 @@ class PublicationNode:
     def publish_request(
         self, client: int, request: PublishRequest, published_ms: int, now: float
     ) -> list[Effect]:
-        """A client (token `client`) asks to publish (`pubsub.skipring.publishing`);
+        """A client (token `client`) asks to publish (`pubsub.publications.publishing`);
         `published_ms` is the wall clock the daemon read."""
         return self._persisting(self.publishing.request(client, request, published_ms, now), now)
 
@@ -402,7 +402,7 @@ class PublicationNode:
 
     def _stored(self, now: float | None) -> list[NewRow]:
         """Publications stored since the last call, as rows.  With `now`, in each
-        publisher's order (`pubsub.skipring.ordering`: a publication whose predecessor has
+        publisher's order (`pubsub.publications.ordering`: a publication whose predecessor has
         not come waits while its publisher's publications keep arriving, `order_wait` of
         quiet and `order_max_wait` at most); without (`publish`, which a test or benchmark
         calls without a clock), in arrival order."""
@@ -450,7 +450,7 @@ class PublicationNode:
 
     @property
     def dedupe_window(self) -> float:
-        """Seconds a message id is remembered (`pubsub.skipring.publishing`)."""
+        """Seconds a message id is remembered (`pubsub.publications.publishing`)."""
         return self.publishing.window
 
     def remember_message_id(self, topic: Topic, publication: Publication, now: float, expires: float) -> None:

@@ -22,7 +22,7 @@ from typing import NamedTuple, Protocol
 
 from pubsub.kernel.effects import Effect
 from pubsub.kernel.message import Message, Ref, Send, Topic
-from pubsub.skipring.arcs import ArcView
+from pubsub.publications.arcs import ArcView
 
 
 class Released(NamedTuple):
@@ -78,7 +78,7 @@ class NodeOverlay(Protocol):
 
     def arc_view(self, topic: Topic) -> ArcView | None:
         """This node and its neighbours on the topic's ring of positions, for the arc
-        broadcast (`pubsub.skipring.arcs`); None while the overlay cannot say (the
+        broadcast (`pubsub.publications.arcs`); None while the overlay cannot say (the
         publication layer floods then)."""
         ...
 

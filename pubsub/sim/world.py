@@ -15,7 +15,7 @@ into `nodes[ref].publications[topic]` (the topic's `AntiEntropy` core and its tr
 publications; `publish` issues one, and `flooding` switches §4.3's flooding for every node.
 `dissemination` chooses how new publications spread: "flood" (the paper's flooding, the
 simulator's default, which the paper's claims are checked with), "tree" (the daemons'
-default, the arc broadcast of `pubsub.skipring.arcs`) or "off" (anti-entropy alone, also
+default, the arc broadcast of `pubsub.publications.arcs`) or "off" (anti-entropy alone, also
 ``flooding=False``).
 
 Publishing as a client does it (`publish_request`) runs the node's own decisions: the
@@ -45,9 +45,9 @@ from pubsub.kernel import registry
 from pubsub.kernel.effects import Answer, Effect
 from pubsub.kernel.executor import Executor, LocalSeqs
 from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.publications.antientropy import Arrival, NewRow
+from pubsub.publications.messages import MsgId, Payload, PublishRequest
 from pubsub.sim.engine import EventQueue
-from pubsub.skipring.antientropy import Arrival, NewRow
-from pubsub.skipring.messages import MsgId, Payload, PublishRequest
 
 SUPERVISOR = Ref("supervisor")
 

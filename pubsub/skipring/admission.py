@@ -10,7 +10,7 @@ before handling each message.  These are the skip ring's answers:
 * at the supervisor, everything comes from nodes only, and what names its sender
   (``Subscribe`` / ``Unsubscribe`` / ``Pong`` / ``GetSupervisors`` for ``ref``) only from
   that node: only the holder of a node certificate joins a ring, and only X unsubscribes X;
-* sharded supervisors (`pubsub.skipring.shards`): a ``SupervisorBeat`` only from the
+* sharded supervisors (`pubsub.kernel.shards`): a ``SupervisorBeat`` only from the
   supervisor it names, and at a node the live set (``Supervisors``) only from the
   supervisor it names.  "The node's own supervisor" above is then the topic's owner (for
   ``Ping``, which names no topic: any live supervisor), `NodeCore.admitted_supervisor`.
@@ -20,18 +20,19 @@ Pure functions of (message, role, name): tested directly (tests/runtime/test_ide
 
 from __future__ import annotations
 
-from pubsub.kernel import control
 from pubsub.kernel.message import Message, kinds_of
-from pubsub.skipring import messages, retention, shards
-from pubsub.skipring.messages import MemberIs, Ping, Pong, SetData, Subscribe, Unsubscribe
-from pubsub.skipring.retention import Retention
-from pubsub.skipring.shards import GetSupervisors, SupervisorBeat, Supervisors
+from pubsub.kernel.shards import GetSupervisors, SupervisorBeat, Supervisors
+from pubsub.publications.kinds import SHARED_KINDS
+from pubsub.publications.messages import MemberIs
+from pubsub.publications.retention import Retention
+from pubsub.skipring import messages
+from pubsub.skipring.messages import Ping, Pong, SetData, Subscribe, Unsubscribe
 
-#: Every message kind of the skip ring's daemons (nodes and supervisors): the kernel's control
-#: messages and the skip ring's.  Their runtime's message and byte counters report each from
+#: Every message kind of the skip ring's daemons (nodes and supervisors): those every overlay
+#: speaks (`pubsub.publications.kinds`) and BuildSR's.  Their runtime's message and byte counters report each from
 #: the start (`pubsub.runtime.host.Instruments`); tests/telemetry/test_metrics.py checks that
 #: every ``@message`` of pubsub/ is here.
-KINDS = kinds_of(control, messages, retention, shards)
+KINDS = tuple(sorted({*SHARED_KINDS, *kinds_of(messages)}))
 
 #: Messages a node accepts from its supervisor only.
 FROM_SUPERVISOR = (SetData, Ping, MemberIs, Retention)

@@ -37,7 +37,7 @@ class Label:
         self.numerator = int(bits, 2)
         self.length = len(bits)
         #: r(y) in units of 2^-64: where the label sits on the ring, as arc broadcasts
-        #: (`pubsub.skipring.arcs`) name positions.
+        #: (`pubsub.publications.arcs`) name positions.
         self.position = self.numerator << (MAX_LABEL_BITS - self.length)
         self._hash = hash(bits)
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from pubsub.kernel.message import Ref, Send, Topic
+from pubsub.kernel.shards import Supervisors
+from pubsub.publications.arcs import ArcView
 from pubsub.publications.node import DISSEMINATIONS, PublicationNode
-from pubsub.skipring.arcs import ArcView
 from pubsub.skipring.buildsr import SkipRingNode
 from pubsub.skipring.overlay import POLL_EVERY, POLL_MAX, SkipRingOverlay
-from pubsub.skipring.shards import Supervisors
 
 __all__ = ["DISSEMINATIONS", "POLL_EVERY", "POLL_MAX", "NodeCore"]
 

@@ -16,10 +16,10 @@ ring:
   supervisor, which verifies the report before removing anyone (§3.3);
 * what publications travel on: the flood targets are the instance's contacts (ring
   neighbours and shortcuts, E_R and E_S, §4.3), the arc view is the ring of labels
-  (`pubsub.skipring.arcs`), and anti-entropy's partners are chosen by
+  (`pubsub.publications.arcs`), and anti-entropy's partners are chosen by
   `pubsub.skipring.partners` (a level partner or a ring neighbour).
 
-Sharded supervisors (`pubsub.skipring.shards`, issue 14 item 4): with
+Sharded supervisors (`pubsub.kernel.shards`, issue 14 item 4): with
 ``discover_supervisors`` the node asks a supervisor for the live supervisor set
 (`GetSupervisors`) at its first Timeout and then at gaps that double from `POLL_EVERY` to
 `POLL_MAX` Timeouts (back to `POLL_EVERY` when the set changes or a supervisor is
@@ -40,13 +40,13 @@ from collections.abc import Iterator, Sequence
 
 from pubsub.kernel.effects import Effect
 from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.kernel.shards import GetSupervisors, HashRing, Supervisors, ring_of
+from pubsub.publications.arcs import ArcView
+from pubsub.publications.messages import CheckAndPublish, CheckTrie
 from pubsub.publications.overlay import Released
-from pubsub.skipring.arcs import ArcView
 from pubsub.skipring.buildsr import SkipRingNode
 from pubsub.skipring.messages import (
     Check,
-    CheckAndPublish,
-    CheckTrie,
     Delegate,
     Introduce,
     IntroduceShortcut,
@@ -60,7 +60,6 @@ from pubsub.skipring.messages import (
     Unsubscribe,
 )
 from pubsub.skipring.partners import anti_entropy_targets
-from pubsub.skipring.shards import GetSupervisors, HashRing, Supervisors, ring_of
 
 #: With supervisor discovery: Timeouts between two questions for the live supervisor set,
 #: at first and again after the set changed or a supervisor became unreachable; every
@@ -91,7 +90,7 @@ class SkipRingOverlay:
         #: The one supervisor address we were given (every topic's owner until we learn
         #: the live supervisor set, module docstring).
         self.supervisor = supervisor
-        #: Whether we ask for the live supervisor set (`pubsub.skipring.shards`).
+        #: Whether we ask for the live supervisor set (`pubsub.kernel.shards`).
         self.discover_supervisors = discover_supervisors
         #: The live supervisor set as last heard, and its hash ring (None: not heard yet).
         self.supervisors: tuple[Ref, ...] = (supervisor,)

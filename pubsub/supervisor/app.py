@@ -10,7 +10,7 @@ after the next call; the failure is counted as ``store_error`` and logged.
 Clients may ask for status (StatusRequest): the core's status plus the runtime's counters
 under "stats".  An operator may change a topic's retention settings (SetRetention) or purge
 it (PurgeTopic, stamped with this daemon's wall clock); the settings are written to the
-database before the reply and before they go to the members (`pubsub.skipring.retention`).
+database before the reply and before they go to the members (`pubsub.publications.retention`).
 A client may ask for the live supervisor set (SupervisorsRequest: the sharded supervisors of
 `pubsub.skipring.supervisor.sharding`, this one alone without peers).  Nothing else is accepted from clients.
 
@@ -35,6 +35,8 @@ import uvloop
 from pubsub.kernel import registry
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.kernel.shards import SupervisorsRequest
+from pubsub.publications.retention import PurgeTopic, RetentionTable, SetRetention
 from pubsub.runtime.connection import split_ref
 from pubsub.runtime.datadir import held_data_dir
 from pubsub.runtime.host import Daemon, host
@@ -46,8 +48,6 @@ from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySet
 from pubsub.runtime.stats import Stats
 from pubsub.runtime.tls import connect_context
 from pubsub.skipring.messages import GetConfiguration, SetData
-from pubsub.skipring.retention import PurgeTopic, RetentionTable, SetRetention
-from pubsub.skipring.shards import SupervisorsRequest
 from pubsub.supervisor.settings import SupervisorSettings
 from pubsub.supervisor.store import StoreError, SupervisorStore
 from pubsub.supervisor.telemetry import supervisor_instrument

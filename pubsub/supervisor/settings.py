@@ -30,7 +30,7 @@ class SupervisorSettings(BaseSettings):
     peers: str = Field(
         "",
         description="the other supervisors, HOST:PORT,... (sharded supervisors, "
-        "`pubsub.skipring.shards`); one of them is enough, the rest is discovered",
+        "`pubsub.kernel.shards`); one of them is enough, the rest is discovered",
     )
     peer_timeout: float = Field(
         3.0, gt=0, description="seconds without a beat after which a peer supervisor is dead"

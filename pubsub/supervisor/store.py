@@ -5,7 +5,7 @@ One SQLite file (WAL mode) in the data directory, one table::
     members(topic TEXT, label TEXT, ref TEXT, PRIMARY KEY (topic, label))
     retention(topic TEXT PRIMARY KEY, max_age_ms, max_count, max_bytes, purged_ms)
 
-``retention`` keeps each topic's retention settings (`pubsub.skipring.retention`), written
+``retention`` keeps each topic's retention settings (`pubsub.publications.retention`), written
 when an operator changes them (`save_retention`), loaded at start (`load_retention`).
 
 The supervisor daemon loads the rows at start (`load`) and, after every call into its core,

@@ -24,8 +24,8 @@ from bench.antientropy import (
     same_keys,
 )
 from pubsub.kernel import wire
-from pubsub.skipring.messages import Publish
-from pubsub.skipring.trie import publication_key
+from pubsub.publications.messages import Publish
+from pubsub.publications.trie import publication_key
 
 N = 1000
 

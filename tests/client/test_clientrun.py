@@ -18,9 +18,9 @@ from pubsub.client.library import Ack, Client
 from pubsub.client.run import publish_pipelined
 from pubsub.kernel import wire
 from pubsub.kernel.message import Ref
+from pubsub.publications.messages import PublicationKey, PublishAck, PublishRequest
 from pubsub.runtime import receiving
 from pubsub.runtime.streams import MessageReader, ReceivedMessages
-from pubsub.skipring.messages import PublicationKey, PublishAck, PublishRequest
 from tests.client.scripted import scripted_node
 
 

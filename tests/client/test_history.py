@@ -17,8 +17,8 @@ from pubsub.client.library import HISTORY_ATTEMPTS, Client, ClientError
 from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Reply
 from pubsub.kernel.message import Message, Ref, Topic
+from pubsub.publications.messages import Delivery, Follow, MsgId, Payload, PublicationKey
 from pubsub.runtime.streams import MessageReader
-from pubsub.skipring.messages import Delivery, Follow, MsgId, Payload, PublicationKey
 from tests.client.scripted import scripted_node
 
 T = Topic("ret")

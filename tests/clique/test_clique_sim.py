@@ -21,9 +21,9 @@ from pubsub.kernel import wire
 from pubsub.kernel.effects import Answer
 from pubsub.kernel.message import Ref, Topic
 from pubsub.kernel.wire import WireError
+from pubsub.publications.messages import PublishAck
 from pubsub.sim.scenarios import fresh_start
 from pubsub.sim.world import SUPERVISOR, Simulation
-from pubsub.skipring.messages import PublishAck
 
 TOPIC = Topic("t")
 

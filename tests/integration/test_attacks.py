@@ -52,21 +52,11 @@ from pubsub.kernel.message import Message, Ref, Topic
 from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import pick_free_ports, poll
 from pubsub.ops.ringview import ring_problems
+from pubsub.publications.messages import LeaveTopic, Payload, Publication, PublicationKey, Publish
+from pubsub.publications.trie import publication_key
 from pubsub.runtime.client import request
 from pubsub.skipring.labels import Label
-from pubsub.skipring.messages import (
-    LeaveTopic,
-    Payload,
-    Ping,
-    Pong,
-    Publication,
-    PublicationKey,
-    Publish,
-    SetData,
-    Subscribe,
-    Unsubscribe,
-)
-from pubsub.skipring.trie import publication_key
+from pubsub.skipring.messages import Ping, Pong, SetData, Subscribe, Unsubscribe
 from tests.attackers import Listener, codes, contiguous_base_port, exchange, own_node_identity, tls_context
 
 pytestmark = pytest.mark.integration

@@ -25,11 +25,11 @@ from pubsub.kernel.control import Reply, StatusRequest
 from pubsub.kernel.message import Ref, Topic
 from pubsub.node.app import NodeApp
 from pubsub.node.topicfile import TopicFile, TopicFileError
+from pubsub.publications.messages import JoinTopic, LeaveTopic
 from pubsub.runtime.client import request
 from pubsub.runtime.net import Runtime
 from pubsub.runtime.settings import RuntimeSettings
 from pubsub.runtime.stats import Stats
-from pubsub.skipring.messages import JoinTopic, LeaveTopic
 from pubsub.skipring.nodecore import NodeCore
 from pubsub.skipring.supervisor.core import SupervisorCore
 from pubsub.supervisor.app import SupervisorApp

@@ -26,8 +26,8 @@ from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import pick_free_ports
 from pubsub.ops.ringview import ring_problems
 from pubsub.ops.tlsfiles import CLIENT_NAME
+from pubsub.publications.messages import Delivery
 from pubsub.runtime.settings import RuntimeSettings
-from pubsub.skipring.messages import Delivery
 
 pytestmark = pytest.mark.integration
 

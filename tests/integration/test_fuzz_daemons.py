@@ -44,7 +44,7 @@ from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Hello, StatusRequest
 from pubsub.kernel.message import Ref, Topic
 from pubsub.ops.localcluster import LocalCluster
-from pubsub.skipring import fields
+from pubsub.skipring import fields as skipring_fields
 from pubsub.skipring.messages import Introduce, Ping
 from tests.cluster_checks import ring_problems
 
@@ -285,7 +285,7 @@ def make_cases(rng: random.Random, target: str, count: int, is_node: bool) -> li
         # for; a node answers a Ping (negative nonces are valid int64) and tells the
         # claimed sender of a message for a topic it does not run to forget it.
         if is_node:
-            stranger = Introduce(Topic("no-such-topic"), fields.validate_contact(OK_CONTACT), "LIN")
+            stranger = Introduce(Topic("no-such-topic"), skipring_fields.validate_contact(OK_CONTACT), "LIN")
             ping = Ping(nonce=-rng.randrange(1, 1 << 62))
             data = HELLO_PEER + wire.encode(rng.choice([ping, stranger]))
         else:

@@ -39,7 +39,7 @@ from pubsub.kernel.control import ErrorReply, Hello
 from pubsub.kernel.framing import FrameDecoder
 from pubsub.kernel.message import Topic
 from pubsub.ops.localcluster import LocalCluster
-from pubsub.skipring.messages import MsgId, Payload, PublishAck, PublishFailed, PublishRequest
+from pubsub.publications.messages import MsgId, Payload, PublishAck, PublishFailed, PublishRequest
 from tests.cluster_checks import ring_problems
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

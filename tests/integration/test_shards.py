@@ -1,4 +1,4 @@
-"""Sharded supervisors with real processes (issue 14, item 4; `pubsub.skipring.shards`).
+"""Sharded supervisors with real processes (issue 14, item 4; `pubsub.kernel.shards`).
 
 Three supervisors, many topics, the nodes given the first supervisor's address only:
 
@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
+from pubsub.kernel.shards import HashRing
 from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import ClusterError
-from pubsub.skipring.shards import HashRing
 from tests.cluster_checks import ring_problems
 
 pytestmark = [pytest.mark.integration]

@@ -19,26 +19,24 @@ from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Hello, Reply
 from pubsub.kernel.message import MESSAGE_TYPES, Message, Ref, Topic
 from pubsub.kernel.wire import WireError, decode, encode
-from pubsub.skipring import fields
-from pubsub.skipring.labels import Label
-from pubsub.skipring.messages import (
+from pubsub.publications import fields
+from pubsub.publications.messages import (
     CertificateDer,
     CheckAndPublish,
     CheckTrie,
-    Contact,
     KeyId,
     MsgId,
     NodeDigest,
     Payload,
-    Ping,
     Position,
     Publication,
     PublicationKey,
     Publish,
     PublishNew,
-    SetData,
 )
-from pubsub.skipring.trie import TrieLabel, publication_key
+from pubsub.publications.trie import TrieLabel, publication_key
+from pubsub.skipring.labels import Label
+from pubsub.skipring.messages import Contact, Ping, SetData
 
 # --- strategies derived from the message annotations -------------------------------------------
 topics = st.text(

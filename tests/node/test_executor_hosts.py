@@ -23,10 +23,10 @@ from pubsub.node.app import _LoopClock
 from pubsub.node.commits import GroupCommit
 from pubsub.node.store import PublicationStore, Stored
 from pubsub.node.writer import StoreThread
+from pubsub.publications.antientropy import make_publication
+from pubsub.publications.messages import HandOver, MsgId, Payload, PublicationList, PublishRequest, Spread
 from pubsub.sim.scenarios import legitimate_start
 from pubsub.sim.world import SimStore, Simulation, _SimClock
-from pubsub.skipring.antientropy import make_publication
-from pubsub.skipring.messages import HandOver, MsgId, Payload, PublicationList, PublishRequest, Spread
 from pubsub.skipring.nodecore import NodeCore
 
 TOPIC = Topic("t")

@@ -16,9 +16,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from pubsub.kernel.message import Message, Ref, Send
 from pubsub.node.http import NodeHttpApi, http_application
 from pubsub.ops.processes import pick_free_ports
+from pubsub.publications.messages import Follow, PublishRequest
 from pubsub.runtime.connection import ClientSession
 from pubsub.runtime.net import Runtime
-from pubsub.skipring.messages import Follow, PublishRequest
 
 
 class FaultyNode:

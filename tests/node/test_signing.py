@@ -13,11 +13,7 @@ from cryptography.hazmat.primitives import serialization
 from pubsub.kernel.message import Ref, Send, Topic
 from pubsub.node.signing import Signing, SigningError, parse_fingerprints
 from pubsub.node.store import NewRow
-from pubsub.runtime.certificates import fingerprint, issue, make_ca
-from pubsub.skipring.labels import Label
-from pubsub.skipring.messages import (
-    Check,
-    Contact,
+from pubsub.publications.messages import (
     HandOver,
     HandOverAck,
     KeyCertificate,
@@ -27,7 +23,10 @@ from pubsub.skipring.messages import (
     Publish,
     Spread,
 )
-from pubsub.skipring.trie import publication_key
+from pubsub.publications.trie import publication_key
+from pubsub.runtime.certificates import fingerprint, issue, make_ca
+from pubsub.skipring.labels import Label
+from pubsub.skipring.messages import Check, Contact
 
 T = Topic("news")
 A, B, C = Ref("127.0.0.1:2001"), Ref("127.0.0.1:2002"), Ref("127.0.0.1:2003")

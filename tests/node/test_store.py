@@ -1,5 +1,5 @@
 """The node's publication store (`pubsub.node.store`) and the hand-over state machine
-(`pubsub.skipring.handover`), without any network."""
+(`pubsub.publications.handover`), without any network."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 
 from pubsub.kernel.message import Ref, Topic
 from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
-from pubsub.skipring.antientropy import make_publication
-from pubsub.skipring.handover import HandOverClient
-from pubsub.skipring.messages import GetMember, HandOver, HandOverAck, MemberIs
+from pubsub.publications.antientropy import make_publication
+from pubsub.publications.handover import HandOverClient
+from pubsub.publications.messages import GetMember, HandOver, HandOverAck, MemberIs
 from pubsub.skipring.supervisor.core import SupervisorCore
 
 T, U = Topic("news"), Topic("sports")

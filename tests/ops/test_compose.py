@@ -383,7 +383,7 @@ def test_compose_cluster_under_podman(compose: Compose, tmp_path: Path) -> None:
 
     # 2b. the image's nodes run the compiled trie (its wheel was built with it, setup.py)
     compiled = c.podman("exec", nodes[0], "/opt/pubsub/bin/python", "-c",
-                        "from pubsub.skipring import trie; print(trie.COMPILED)")
+                        "from pubsub.publications import trie; print(trie.COMPILED)")
     assert compiled.stdout.strip() == "True", compiled
 
     # 3. publish through the cli container, once via the service name (any node)

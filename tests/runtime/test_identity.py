@@ -12,13 +12,14 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from pubsub.kernel.message import Ref, Topic
+from pubsub.publications.messages import LeaveTopic
 from pubsub.runtime.certificates import identity_from_der, identity_of, issue, load_ca, make_ca, write_pair
 from pubsub.runtime.clienttls import TlsError, client_context
 from pubsub.runtime.identity import Identity, IdentityError, check_name, file_stem, hello_problem
 from pubsub.runtime.settings import RuntimeSettings, SettingsError, load
 from pubsub.runtime.tls import check_own, connect_context, listen_problem, server_context
 from pubsub.skipring.admission import node_admits, supervisor_admits
-from pubsub.skipring.messages import Check, LeaveTopic, Ping, SetData, Subscribe, Unsubscribe
+from pubsub.skipring.messages import Check, Ping, SetData, Subscribe, Unsubscribe
 
 NODE = "127.0.0.1:7001"
 OTHER = "127.0.0.1:7002"

@@ -22,10 +22,11 @@ from pubsub.client.library import ClientError, connect_checked
 from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Hello, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.publications.messages import JoinTopic
 from pubsub.runtime.client import RequestError, request
 from pubsub.runtime.net import Runtime
 from pubsub.runtime.settings import RuntimeSettings
-from pubsub.skipring.messages import JoinTopic, Ping, Pong
+from pubsub.skipring.messages import Ping, Pong
 
 SCENARIO_TIMEOUT = 30.0
 

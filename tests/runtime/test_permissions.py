@@ -12,11 +12,11 @@ from broker.sessions import refusal as broker_refusal
 from pubsub.kernel.control import ErrorReply, StatusRequest
 from pubsub.kernel.message import Topic
 from pubsub.node.permits import refusal as node_refusal
+from pubsub.publications.messages import Follow, JoinTopic, LeaveTopic, PublishFailed, PublishRequest
 from pubsub.runtime.identity import Identity
 from pubsub.runtime.permissions import DENIED, OPEN_GRANTS, Authority, Permissions, PermissionsError, load, parse
 from pubsub.runtime.settings import RuntimeSettings, SettingsError
 from pubsub.runtime.settings import load as load_settings
-from pubsub.skipring.messages import Follow, JoinTopic, LeaveTopic, PublishFailed, PublishRequest
 
 ALICE = Identity("client", "alice")
 BOB = Identity("client", "bob")

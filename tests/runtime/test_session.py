@@ -10,9 +10,9 @@ import uvloop
 from pubsub.kernel import wire
 from pubsub.kernel.framing import FrameDecoder
 from pubsub.kernel.message import Ref, Topic
+from pubsub.publications.messages import Delivery, MsgId, Payload, PublicationKey
 from pubsub.runtime.connection import ClientSession, Connection
 from pubsub.runtime.stats import Stats
-from pubsub.skipring.messages import Delivery, MsgId, Payload, PublicationKey
 
 MAX_FRAME = 200
 #: Seconds any step may take.

@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from pubsub.kernel.message import Ref, Topic
+from pubsub.publications.messages import HandOver, HandOverAck, PublishAck, PublishFailed, PublishNew
 from pubsub.sim.scenarios import fresh_start
 from pubsub.sim.world import Simulation
-from pubsub.skipring.messages import HandOver, HandOverAck, PublishAck, PublishFailed, PublishNew
 from tests.simhelpers import settle
 
 TOPIC = Topic("t")

@@ -1,4 +1,4 @@
-"""Retention in the simulator (issue 13, item 6; `pubsub.skipring.retention`).
+"""Retention in the simulator (issue 13, item 6; `pubsub.publications.retention`).
 
 A settled ring of subscribers, publications stamped with the virtual clock (as the daemons
 stamp theirs with the wall clock), retention settings from the supervisor:
@@ -21,11 +21,11 @@ from collections.abc import Callable
 import pytest
 
 from pubsub.kernel.message import Ref, Topic
+from pubsub.publications.messages import Publication, Publish
+from pubsub.publications.retention import order
+from pubsub.publications.trie import PatriciaTrie
 from pubsub.sim.scenarios import fresh_start
 from pubsub.sim.world import SUPERVISOR, Simulation
-from pubsub.skipring.messages import Publication, Publish
-from pubsub.skipring.retention import order
-from pubsub.skipring.trie import PatriciaTrie
 from tests.simhelpers import settle
 
 T = Topic("t")

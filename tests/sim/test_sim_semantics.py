@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from pubsub.kernel.message import Ref, Topic
+from pubsub.publications.messages import PublishAck, PublishFailed
 from pubsub.sim.scenarios import fresh_start
 from pubsub.sim.world import Simulation
-from pubsub.skipring.messages import PublishAck, PublishFailed
 from tests.simhelpers import settle
 
 T = Topic("t")

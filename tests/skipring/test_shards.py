@@ -1,4 +1,4 @@
-"""Sharded supervisors without I/O (`pubsub.skipring.shards`, `pubsub.skipring.supervisor.sharding`, the node
+"""Sharded supervisors without I/O (`pubsub.kernel.shards`, `pubsub.skipring.supervisor.sharding`, the node
 core's routing): the hash ring's balance and minimal movement, the live-set view, the
 supervisor's redirects and hand-over of topics, and a node re-routing a moved topic."""
 
@@ -10,11 +10,7 @@ from collections import Counter
 import pytest
 
 from pubsub.kernel.message import Ref, Topic
-from pubsub.skipring.admission import node_admits, supervisor_admits
-from pubsub.skipring.labels import l
-from pubsub.skipring.messages import GetConfiguration, MemberIs, Ping, Pong, SetData, Subscribe, Unsubscribe
-from pubsub.skipring.nodecore import POLL_MAX, NodeCore
-from pubsub.skipring.shards import (
+from pubsub.kernel.shards import (
     GetSupervisors,
     HashRing,
     SupervisorBeat,
@@ -22,6 +18,11 @@ from pubsub.skipring.shards import (
     SupervisorSet,
     owner,
 )
+from pubsub.publications.messages import MemberIs
+from pubsub.skipring.admission import node_admits, supervisor_admits
+from pubsub.skipring.labels import l
+from pubsub.skipring.messages import GetConfiguration, Ping, Pong, SetData, Subscribe, Unsubscribe
+from pubsub.skipring.nodecore import POLL_MAX, NodeCore
 from pubsub.skipring.supervisor.core import SupervisorCore
 from pubsub.skipring.supervisor.sharding import ShardedSupervisor
 

@@ -33,10 +33,10 @@ from pubsub.kernel.message import Ref, Topic
 from pubsub.node.store import NewRow, PublicationStore
 from pubsub.node.telemetry import node_instrument
 from pubsub.ops.localcluster import LocalCluster
+from pubsub.publications.antientropy import make_publication
+from pubsub.publications.messages import Publication, PublishNew
 from pubsub.runtime.host import Telemetry
 from pubsub.runtime.settings import TelemetrySettings
-from pubsub.skipring.antientropy import make_publication
-from pubsub.skipring.messages import Publication, PublishNew
 from pubsub.supervisor.telemetry import supervisor_instrument
 from pubsub.telemetry.events import INPROGRESS, EventsError, EventWriter, move_leftovers
 from tests.integration.test_daemons import supervisor, wait_until

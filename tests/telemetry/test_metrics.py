@@ -28,6 +28,7 @@ from pubsub.kernel import registry
 from pubsub.kernel.message import Ref, Topic
 from pubsub.node.telemetry import REJECTION_REASONS, node_instrument
 from pubsub.ops.processes import pick_free_ports
+from pubsub.publications.kinds import SHARED_KINDS
 from pubsub.runtime.host import Telemetry
 from pubsub.runtime.settings import TelemetrySettings
 from pubsub.runtime.stats import ADMIN_ERROR_CODES, ERROR_CODES, Stats
@@ -395,28 +396,40 @@ def test_a_fresh_runtime_reports_every_kind_of_its_mode_from_the_start() -> None
 def test_each_daemon_reports_the_kinds_of_its_mode() -> None:
     """A node's and a supervisor's instruments name the skip ring's kinds, a broker's the
     brokers'; and each list holds every ``@message`` kind its mode defines (a source scan:
-    the kernel's are every daemon's, broker/ the brokers', the package of every other
-    registered overlay its own, the rest of pubsub/ the skip ring's and the shared
-    publication layer's, which every overlay speaks)."""
+    the kernel's control messages are every daemon's; supervisor sharding
+    (pubsub/kernel/shards.py) and the shared publication layer (pubsub/publications/) every
+    overlay's; broker/ the brokers'; the package of every other registered overlay its own;
+    the rest of pubsub/ the skip ring's)."""
     others = {
         mode.name: ROOT.joinpath(*importlib.import_module(module).__name__.split(".")[:-1])
         for module, mode in zip(registry.MODE_MODULES, registry.all_modes(), strict=True)
         if mode.overlay is not None and mode.name != registry.DEFAULT_OVERLAY
     }
-    defined: dict[str, set[str]] = {"kernel": set(), "skipring": set(), "broker": set(), **{o: set() for o in others}}
+    shared_homes = (ROOT / "pubsub" / "kernel" / "shards.py", ROOT / "pubsub" / "publications")
+
+    def part_of(path: Path) -> str:
+        if path.is_relative_to(ROOT / "broker"):
+            return "broker"
+        if any(path.is_relative_to(home) for home in shared_homes):
+            return "shared"
+        if path.is_relative_to(ROOT / "pubsub" / "kernel"):
+            return "control"
+        return next((name for name, home in others.items() if path.is_relative_to(home)), "skipring")
+
+    defined: dict[str, set[str]] = {"control": set(), "shared": set(), "skipring": set(), "broker": set(),
+                                    **{o: set() for o in others}}
     for package in ("pubsub", "broker"):
         for path in (ROOT / package).rglob("*.py"):
-            found = re.findall(r'@message\(\s*"([a-z_]+)"\s*\)', path.read_text(encoding="utf-8"))
-            part = "kernel" if path.is_relative_to(ROOT / "pubsub" / "kernel") else (
-                "broker" if package == "broker" else next(
-                    (name for name, home in others.items() if path.is_relative_to(home)), "skipring"))
-            defined[part].update(found)
-    assert {"hello", "publish", "scot_pub", "broker_heartbeat"} <= set().union(*defined.values())
-    assert set(admission.KINDS) == defined["kernel"] | defined["skipring"]
-    assert set(broker_telemetry.KINDS) == defined["kernel"] | defined["broker"]
+            defined[part_of(path)].update(re.findall(r'@message\(\s*"([a-z_]+)"\s*\)', path.read_text(encoding="utf-8")))
+    assert {"hello", "publish", "scot_pub", "broker_heartbeat", "supervisors", "introduce"} <= set().union(
+        *defined.values())
+    every_overlay = defined["control"] | defined["shared"]
+    assert set(SHARED_KINDS) == every_overlay
+    assert set(admission.KINDS) == every_overlay | defined["skipring"]
+    assert set(broker_telemetry.KINDS) == defined["control"] | defined["broker"]
     assert set(registry.overlay().kinds()) == set(admission.KINDS)
     for name in others:
-        assert set(registry.overlay(name).kinds()) == set(admission.KINDS) | defined[name], name
+        assert set(registry.overlay(name).kinds()) == every_overlay | defined[name], name
 
     settings = TelemetrySettings()
     app = SimpleNamespace()

@@ -36,7 +36,7 @@ removed as if it had unsubscribed when the runtime cannot deliver the supervisor
 messages to it (`peer_unreachable`), or when a subscriber reports it (SuspectCrash) and it
 then fails to answer the supervisor's own Ping within `probe_timeout`.
 
-Retention (issue 13, item 6; `pubsub.skipring.retention`): the supervisor holds each topic's
+Retention (issue 13, item 6; `pubsub.publications.retention`): the supervisor holds each topic's
 retention settings in `retention` (its daemon persists them).  Every configuration of a
 member of a topic that has settings carries them (`Retention` beside SetData), so a node
 that missed a change gets it with its next configuration; `set_retention` and `purge` change
@@ -49,19 +49,10 @@ import random
 from dataclasses import dataclass
 
 from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.publications.messages import GetMember, MemberIs
+from pubsub.publications.retention import RetentionTable
 from pubsub.skipring.labels import Label, l
-from pubsub.skipring.messages import (
-    GetConfiguration,
-    GetMember,
-    MemberIs,
-    Ping,
-    Pong,
-    SetData,
-    Subscribe,
-    SuspectCrash,
-    Unsubscribe,
-)
-from pubsub.skipring.retention import RetentionTable
+from pubsub.skipring.messages import GetConfiguration, Ping, Pong, SetData, Subscribe, SuspectCrash, Unsubscribe
 from pubsub.skipring.supervisor.database import TopicDatabase
 
 #: A raised budget sends one full round-robin pass in about this many Timeouts.
@@ -123,7 +114,7 @@ class SupervisorCore:
         self.crashes_detected = 0
         self._urgent: dict[Topic, list[Ref]] = {}
         self._changes: list[tuple[str, str, str | None]] | None = [] if journal else None
-        #: Retention settings per topic (`pubsub.skipring.retention`).
+        #: Retention settings per topic (`pubsub.publications.retention`).
         self.retention = RetentionTable()
         self._out: list[Send] = []
 

@@ -1,7 +1,7 @@
 """One supervisor among several (issue 14, item 4): `SupervisorCore` for the topics it owns.
 
 `ShardedSupervisor` wraps a `SupervisorCore` (Alg. 3, unchanged) and adds what sharding
-needs around it (`pubsub.skipring.shards`):
+needs around it (`pubsub.kernel.shards`):
 
 * the live supervisor set: every Timeout a `SupervisorBeat` to every known supervisor; a
   peer silent for ``dead_after`` seconds is dead;
@@ -29,8 +29,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from pubsub.kernel.message import Message, Ref, Send, Topic
-from pubsub.skipring.messages import GetConfiguration, GetMember, Subscribe, Unsubscribe
-from pubsub.skipring.shards import (
+from pubsub.kernel.shards import (
     DEFAULT_DEAD_AFTER,
     GetSupervisors,
     HashRing,
@@ -39,6 +38,8 @@ from pubsub.skipring.shards import (
     SupervisorSet,
     ring_of,
 )
+from pubsub.publications.messages import GetMember
+from pubsub.skipring.messages import GetConfiguration, Subscribe, Unsubscribe
 from pubsub.skipring.supervisor.core import SupervisorCore
 
 #: Requests about one topic that only the topic's owner handles.

@@ -1,6 +1,6 @@
 """The publication protocol of one subscriber for one topic (paper 000, §4.2-4.3, Alg. 5).
 
-`AntiEntropy` owns the topic's Patricia trie (`pubsub.skipring.trie`) and reacts to the four
+`AntiEntropy` owns the topic's Patricia trie (`pubsub.publications.trie`) and reacts to the four
 publication messages.  Like every core it does no I/O: entry points return the `Send`s
 to deliver, and randomness and neighbour lists come in as arguments.
 
@@ -32,7 +32,7 @@ Flooding (§4.3)
 
 The arc broadcast (``tree``, beyond the paper)
     Flooding sends a publication over every edge; in a legitimate ring the arc broadcast
-    (`pubsub.skipring.arcs`) sends it over a spanning tree, n - 1 Spread messages in about
+    (`pubsub.publications.arcs`) sends it over a spanning tree, n - 1 Spread messages in about
     log2 n hops.  With `tree` on (and `flooding`), the publisher sends Spread to its
     neighbours, each with its piece of the ring; a receiver stores what is new and
     forwards the whole batch inside its piece.  A receiver that has no label, knows no
@@ -109,9 +109,9 @@ from typing import NamedTuple
 from pubsub.kernel.effects import Batched
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.kernel.wire import MAX_PAYLOAD_BYTES
-from pubsub.skipring.arcs import ArcView, in_arc, origin_arc, pieces
-from pubsub.skipring.fields import MAX_DIGESTS, MAX_PUBLICATIONS
-from pubsub.skipring.messages import (
+from pubsub.publications.arcs import ArcView, in_arc, origin_arc, pieces
+from pubsub.publications.fields import MAX_DIGESTS, MAX_PUBLICATIONS
+from pubsub.publications.messages import (
     CheckAndPublish,
     CheckTrie,
     NodeDigest,
@@ -125,8 +125,8 @@ from pubsub.skipring.messages import (
     PublishNew,
     Spread,
 )
-from pubsub.skipring.retention import Window
-from pubsub.skipring.trie import (
+from pubsub.publications.retention import Window
+from pubsub.publications.trie import (
     EMPTY_HASH,
     EMPTY_LABEL,
     HASH_BYTES,
@@ -246,7 +246,7 @@ class AntiEntropy:
         """Insert into the trie (Alg. 5 l.8-9); True and an `Arrival` in `new` if it was new.
 
         With a retention window, what lies at or before its horizon is refused and counted
-        (`pubsub.skipring.retention`: nothing retention removed comes back)."""
+        (`pubsub.publications.retention`: nothing retention removed comes back)."""
         window = self.retention
         if window is not None and not window.admits(publication):
             self.counters["retention_refused"] += 1

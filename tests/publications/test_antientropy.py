@@ -1,4 +1,4 @@
-"""The publication core (`pubsub.skipring.antientropy`, paper 000 §4.2-4.3, Alg. 5)."""
+"""The publication core (`pubsub.publications.antientropy`, paper 000 §4.2-4.3, Alg. 5)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pubsub.kernel.effects import Batch, Batched, Persist
 from pubsub.kernel.message import Message, Ref, Send, Topic
-from pubsub.skipring.antientropy import (
+from pubsub.publications.antientropy import (
     ANTI_ENTROPY,
     EAGER_ROUNDS,
     FLOOD,
@@ -24,9 +24,9 @@ from pubsub.skipring.antientropy import (
     AntiEntropy,
     make_publication,
 )
-from pubsub.skipring.arcs import ArcView
-from pubsub.skipring.fields import MAX_PUBLICATIONS
-from pubsub.skipring.messages import (
+from pubsub.publications.arcs import ArcView
+from pubsub.publications.fields import MAX_PUBLICATIONS
+from pubsub.publications.messages import (
     CheckAndPublish,
     CheckTrie,
     NodeDigest,
@@ -36,12 +36,11 @@ from pubsub.skipring.messages import (
     PublicationKey,
     Publish,
     PublishNew,
-    RemoveConnections,
-    SetData,
     Spread,
 )
+from pubsub.publications.trie import EMPTY_HASH, EMPTY_LABEL, TrieLabel
+from pubsub.skipring.messages import RemoveConnections, SetData
 from pubsub.skipring.nodecore import NodeCore
-from pubsub.skipring.trie import EMPTY_HASH, EMPTY_LABEL, TrieLabel
 
 TOPIC = Topic("t")
 U, V, W = Ref("u:1"), Ref("v:1"), Ref("w:1")
@@ -233,7 +232,7 @@ def test_a_handed_over_publication_has_its_key_verified_one_issued_here_is_not_h
     forged.payload = b"y"  # type: ignore[assignment]
     core.publish_local(forged, via=HANDOVER)
     assert not core.holds(forged) and core.counters["rejected_key_mismatch"] == 1
-    import pubsub.skipring.antientropy as module
+    import pubsub.publications.antientropy as module
 
     own = make_publication(U, 1, b"mine")  # what `NodeCore.issue` makes, its key just computed
     other = make_publication(W, 2, b"theirs")
@@ -304,7 +303,7 @@ def test_a_repair_the_tree_then_brings_again_is_no_difference() -> None:
 def test_the_record_of_repairs_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """A node without a label runs no PublishTimeout, which clears the record: past its
     bound a repair is not remembered, and the tree bringing it again changes nothing."""
-    import pubsub.skipring.antientropy as module
+    import pubsub.publications.antientropy as module
 
     monkeypatch.setattr(module, "MAX_REMEMBERED_REPAIRS", 2)
     leaf, pubs = fed_by_the_tree()
@@ -517,7 +516,7 @@ def test_node_batches_fit_the_frame_limit() -> None:
     """A node configured for small frames never builds a Publish batch that exceeds them."""
     from pubsub.kernel import wire
     from pubsub.node.settings import FRAME_OVERHEAD
-    from pubsub.skipring.messages import CheckAndPublish
+    from pubsub.publications.messages import CheckAndPublish
 
     frame = 16 * 1024
     node = NodeCore(

@@ -1,6 +1,6 @@
-"""The Patricia trie in Python: the reference implementation of `pubsub.skipring.trie`
+"""The Patricia trie in Python: the reference implementation of `pubsub.publications.trie`
 (whose docstring states the shapes, hashes and costs), and what the daemons and the
-simulator run where the compiled one (`pubsub/skipring/_ctrie.pyx`) was not built."""
+simulator run where the compiled one (`pubsub/publications/_ctrie.pyx`) was not built."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from operator import attrgetter
 from typing import Generic, TypeVar, cast
 
-from pubsub.skipring.triekeys import EMPTY_HASH, EMPTY_LABEL, KEY_BITS, TrieLabel, digest, key_int
+from pubsub.publications.triekeys import EMPTY_HASH, EMPTY_LABEL, KEY_BITS, TrieLabel, digest, key_int
 
 V = TypeVar("V")
 

@@ -1,4 +1,4 @@
-"""The Patricia trie with Merkle hashes (`pubsub.skipring.trie`, paper 000 §4.2)."""
+"""The Patricia trie with Merkle hashes (`pubsub.publications.trie`, paper 000 §4.2)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pubsub.skipring.trie import (
+from pubsub.publications.trie import (
     EMPTY_HASH,
     EMPTY_LABEL,
     PatriciaTrie,

@@ -1,5 +1,5 @@
-"""The compiled Patricia trie (`pubsub/skipring/_ctrie.pyx`) against the Python reference
-(`pubsub.skipring.pytrie`): the same answers, shapes, hashes and digest counts for any
+"""The compiled Patricia trie (`pubsub/publications/_ctrie.pyx`) against the Python reference
+(`pubsub.publications.pytrie`): the same answers, shapes, hashes and digest counts for any
 sequence of updates and reads, at every key length the code treats differently."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pubsub.skipring import pytrie, trie
-from pubsub.skipring.triekeys import KEY_BITS, TrieLabel
+from pubsub.publications import pytrie, trie
+from pubsub.publications.triekeys import KEY_BITS, TrieLabel
 
 try:
-    from pubsub.skipring import _ctrie  # type: ignore[attr-defined]
+    from pubsub.publications import _ctrie  # type: ignore[attr-defined]
 except ImportError as exc:  # `make venv` builds it: failing here means that build failed
     pytest.fail(f"the compiled trie was not built ({exc}); see `make venv`'s output", pytrace=False)
 

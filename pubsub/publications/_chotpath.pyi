@@ -1,6 +1,6 @@
 """Types of the compiled decoders (`_chotpath.pyx`, built by `make venv`)."""
 
-from pubsub.skipring.messages import Delivery, PublishAck, PublishRequest, Spread
+from pubsub.publications.messages import Delivery, PublishAck, PublishRequest, Spread
 
 def decode_spread(payload: bytes) -> Spread | None: ...
 def decode_delivery(payload: bytes) -> Delivery | None: ...

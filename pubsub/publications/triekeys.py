@@ -1,4 +1,4 @@
-"""The keys, labels and hashes of the publications' Patricia trie (`pubsub.skipring.trie`,
+"""The keys, labels and hashes of the publications' Patricia trie (`pubsub.publications.trie`,
 whose docstring states them): `TrieLabel`, the constants, and `publication_key`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The retention window (`pubsub.skipring.retention`) and its use by the anti-entropy core."""
+"""The retention window (`pubsub.publications.retention`) and its use by the anti-entropy core."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import random
 import pytest
 
 from pubsub.kernel.message import Ref, Topic
-from pubsub.skipring.antientropy import AntiEntropy, make_publication
-from pubsub.skipring.messages import Publication, Publish
-from pubsub.skipring.retention import (
+from pubsub.publications.antientropy import AntiEntropy, make_publication
+from pubsub.publications.messages import Publication, Publish
+from pubsub.publications.retention import (
     MAX_KEY,
     NOTHING,
     NodeRetention,
@@ -129,9 +129,9 @@ def test_a_max_age_lifted_or_raised_becomes_a_purge_point() -> None:
 
 
 def test_only_an_admin_changes_retention_under_tls() -> None:
+    from pubsub.publications.retention import PurgeTopic, SetRetention
     from pubsub.runtime.identity import Identity
     from pubsub.runtime.permissions import Authority
-    from pubsub.skipring.retention import PurgeTopic, SetRetention
     from pubsub.supervisor.app import SupervisorApp
 
     app = SupervisorApp.__new__(SupervisorApp)  # `refuses` reads nothing of the app

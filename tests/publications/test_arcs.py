@@ -1,4 +1,4 @@
-"""The arc broadcast (`pubsub.skipring.arcs`) on ideal skip rings built by the independent
+"""The arc broadcast (`pubsub.publications.arcs`) on ideal skip rings built by the independent
 oracle (`tests/checker.py`): the closed-form distance equals breadth-first search, and the
 broadcast tree reaches every member exactly once, n - 1 messages, no deeper than the
 publisher's eccentricity."""
@@ -11,7 +11,7 @@ from collections import deque
 import pytest
 
 from pubsub.kernel.message import Ref
-from pubsub.skipring.arcs import RING, in_arc, skip_distance, split_arc
+from pubsub.publications.arcs import RING, in_arc, skip_distance, split_arc
 from pubsub.skipring.labels import Label, l
 from tests.checker import ideal_skip_ring
 

@@ -1,7 +1,7 @@
 """A Patricia trie with Merkle hashes over fixed-length binary keys (paper 000, §4.2).
 
 Every subscriber keeps its publications for a topic in one of these tries; the
-anti-entropy protocol (`pubsub.skipring.antientropy`, Alg. 5) compares two tries by exchanging
+anti-entropy protocol (`pubsub.publications.antientropy`, Alg. 5) compares two tries by exchanging
 (label, hash) pairs of their nodes.
 
 Shape
@@ -60,22 +60,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pubsub.skipring.pytrie import PatriciaTrie, TrieNode
-from pubsub.skipring.triekeys import EMPTY_HASH, EMPTY_LABEL, HASH_BYTES, KEY_BITS, TrieLabel, publication_key
+from pubsub.publications.pytrie import PatriciaTrie, TrieNode
+from pubsub.publications.triekeys import EMPTY_HASH, EMPTY_LABEL, HASH_BYTES, KEY_BITS, TrieLabel, publication_key
 
 __all__ = [
     "COMPILED", "EMPTY_HASH", "EMPTY_LABEL", "HASH_BYTES", "KEY_BITS", "PatriciaTrie", "TrieLabel", "TrieNode",
     "publication_key",
 ]
 
-#: Whether `PatriciaTrie` and `TrieNode` are the compiled ones (`pubsub/skipring/_ctrie.pyx`,
+#: Whether `PatriciaTrie` and `TrieNode` are the compiled ones (`pubsub/publications/_ctrie.pyx`,
 #: built by `make venv`): the same classes, behaviour and hashes as the Python reference in
-#: `pubsub.skipring.pytrie`; placing a leaf in a trie of 20,000 takes about 2.4 µs there
+#: `pubsub.publications.pytrie`; placing a leaf in a trie of 20,000 takes about 2.4 µs there
 #: against 17-21 in the reference (docs/measurements/issue11.md, nineteenth round).
 COMPILED = False
 if not TYPE_CHECKING:
     try:
-        from pubsub.skipring._ctrie import PatriciaTrie, TrieNode  # noqa: F811
+        from pubsub.publications._ctrie import PatriciaTrie, TrieNode  # noqa: F811
     except ImportError:  # not built (no C compiler where the project was installed)
         pass
     else:

@@ -6,7 +6,7 @@ forwards the same batch to its children.  `decode_spread` checks each field with
 type tests (the same bounds the generic codec applies, `pubsub.kernel.wire` and
 `pubsub.skipring.fields`).  A large frame (a batch under load) is read with a streaming
 unpacker that keeps the bytes the publications arrived as, so that forwarding them
-re-encodes nothing (`pubsub.skipring.messages.PublicationList`); a small one (a publication
+re-encodes nothing (`pubsub.publications.messages.PublicationList`); a small one (a publication
 or a few, at moderate rates) is read in one call, which costs less than the streaming
 reader's call per field, and re-encoded only if this node forwards it.
 
@@ -31,7 +31,7 @@ returns None and the generic decoder takes the frame, accepting it or raising th
 same error codes as before; only well-formed frames are faster.  Tests compare them with the
 generic decoder on random and mutated frames.
 
-The four decoders have compiled twins (`pubsub/skipring/_chotpath.pyx`), which the codec
+The four decoders have compiled twins (`pubsub/publications/_chotpath.pyx`), which the codec
 uses where they were built (`DECODERS`): they read a frame's bytes once and check each field
 as they read it, which costs about half of these cold (a Spread 64 µs against 145, a
 Delivery 44 against 120; docs/measurements/issue11.md, twenty-second round).  These stay as
@@ -56,8 +56,8 @@ from pubsub.kernel.wire import (
     validate_ref,
     validate_topic,
 )
-from pubsub.skipring.fields import MAX_MSG_ID_CHARS, MAX_PUBLICATIONS, encode_publications, msg_id_characters
-from pubsub.skipring.messages import (
+from pubsub.publications.fields import MAX_MSG_ID_CHARS, MAX_PUBLICATIONS, encode_publications, msg_id_characters
+from pubsub.publications.messages import (
     Delivery,
     MsgId,
     Payload,
@@ -69,7 +69,7 @@ from pubsub.skipring.messages import (
     PublishRequest,
     Spread,
 )
-from pubsub.skipring.signatures import MAX_PROOF_BYTES
+from pubsub.publications.signatures import MAX_PROOF_BYTES
 
 _FIELDS = frozenset(("v", "t", "topic", "sender", "start", "end", "levels", "hops", "publications"))
 _INT64 = 1 << 63
@@ -307,7 +307,7 @@ def delivery_payload(topic: Topic, local_seq: int, publication: Publication, sto
 
 
 #: The decoder `register` gives the codec for each hot kind: the compiled twins of the ones
-#: above (`pubsub/skipring/_chotpath.pyx`, built by `make venv`), each of which accepts
+#: above (`pubsub/publications/_chotpath.pyx`, built by `make venv`), each of which accepts
 #: exactly what its Python twin accepts and builds an equal message in one native call per
 #: frame; without a C compiler at install time, the Python ones.
 DECODERS: dict[str, Callable[[bytes], Message | None]] = {
@@ -319,16 +319,16 @@ DECODERS: dict[str, Callable[[bytes], Message | None]] = {
 #: Whether `DECODERS` are the compiled ones.
 COMPILED = False
 try:
-    from pubsub.skipring._chotpath import (
+    from pubsub.publications._chotpath import (
         decode_delivery as compiled_delivery,
     )
-    from pubsub.skipring._chotpath import (
+    from pubsub.publications._chotpath import (
         decode_publish_ack as compiled_ack,
     )
-    from pubsub.skipring._chotpath import (
+    from pubsub.publications._chotpath import (
         decode_publish_request as compiled_request,
     )
-    from pubsub.skipring._chotpath import (
+    from pubsub.publications._chotpath import (
         decode_spread as compiled_spread,
     )
 except ImportError:  # not built (no C compiler where the project was installed)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pubsub.kernel.wire import WireError, validate_topic
-from pubsub.skipring.fields import MAX_MSG_ID_CHARS, msg_id_characters, validate_msg_id
+from pubsub.publications.fields import MAX_MSG_ID_CHARS, msg_id_characters, validate_msg_id
 
 
 def test_message_id_characters_are_printable_ascii_without_space() -> None:

@@ -7,7 +7,7 @@
   *configured* member of the topic -- it runs the topic *and holds a label from the
   supervisor*.  A node that merely joined (no label yet: the supervisor has not answered, or
   cannot be reached) hands the publication over to a member like a non-member does
-  (`pubsub.skipring.handover`), instead of acknowledging what no other node will see.
+  (`pubsub.publications.handover`), instead of acknowledging what no other node will see.
 * **Persist, then answer, then spread.**  A member stores the publication and returns
   ``Persist(then=spreads, token=token)``; the executor writes it, then reports the
   outcome (`Committed`, which the node core hands to `persisted` with the local numbers
@@ -30,7 +30,7 @@
   from it (`remember`).  Ids are kept at most `window` seconds and `limit` entries.
 * **Order.**  Each publication names the node's previous publication in the same topic
   (`Publication.prev`), so that nodes store, and deliver, one publisher's publications in
-  order (`pubsub.skipring.ordering`).
+  order (`pubsub.publications.ordering`).
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ from typing import Protocol
 
 from pubsub.kernel.effects import Answer, Batched, Effect, Persist
 from pubsub.kernel.message import Message, Ref, Send, Topic
-from pubsub.skipring.antientropy import HANDOVER
-from pubsub.skipring.handover import HandOverClient
-from pubsub.skipring.messages import (
+from pubsub.publications.antientropy import HANDOVER
+from pubsub.publications.handover import HandOverClient
+from pubsub.publications.messages import (
     HandOver,
     HandOverAck,
     MemberIs,

@@ -1,4 +1,4 @@
-"""The Sequencer (pubsub/skipring/ordering.py): each publisher's publications go through in
+"""The Sequencer (pubsub/publications/ordering.py): each publisher's publications go through in
 their sequence order, a missing predecessor holds its followers back until their stream has been
 quiet for `wait` seconds (or `max_wait` has passed),
 and memory stays bounded."""
@@ -10,9 +10,9 @@ import random
 import pytest
 
 from pubsub.kernel.message import Ref, Topic
-from pubsub.skipring.antientropy import Arrival, make_publication
-from pubsub.skipring.messages import Publication
-from pubsub.skipring.ordering import Sequencer
+from pubsub.publications.antientropy import Arrival, make_publication
+from pubsub.publications.messages import Publication
+from pubsub.publications.ordering import Sequencer
 
 T = Topic("t")
 A, B = Ref("a:1"), Ref("b:1")

@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The compiled twins of `pubsub.skipring.hotpath`'s decoders (issue 11): Spread, Delivery,
+"""The compiled twins of `pubsub.publications.hotpath`'s decoders (issue 11): Spread, Delivery,
 PublishRequest and PublishAck frames read straight from their bytes, in one call per frame.
 
 Every member decodes one Spread per batch it receives and every subscriber one Delivery
@@ -19,7 +19,7 @@ proof's bound.  Anything else -- fields in another order, an older peer's shorte
 wrong type, a bound exceeded, trailing or missing bytes -- returns None, and the generic
 decoder takes the frame and accepts it or raises the precise `WireError` that is counted.
 Tests compare them with the Python decoders and the generic decoder on generated and
-mutated frames (tests/skipring/test_hotpath.py).
+mutated frames (tests/publications/test_hotpath.py).
 
 One difference from the Python Spread decoder, by design: a Spread's publications always
 keep the bytes they arrived as (`PublicationList.packed`), whatever the frame's size, since
@@ -34,8 +34,9 @@ from libc.string cimport memcmp
 import msgpack
 
 from pubsub.kernel import wire
-from pubsub.skipring import fields, signatures
-from pubsub.skipring.messages import Delivery, Publication, PublicationList, PublishAck, PublishRequest, Spread
+from pubsub.publications import fields
+from pubsub.publications import signatures
+from pubsub.publications.messages import Delivery, Publication, PublicationList, PublishAck, PublishRequest, Spread
 
 cdef Py_ssize_t MAX_PAYLOAD = wire.MAX_PAYLOAD_BYTES
 cdef Py_ssize_t MAX_TOPIC_CHARS = wire.MAX_TOPIC_CHARS
@@ -286,7 +287,7 @@ cdef object _ref(Reader* r, bytes name):
 
 
 cdef object _msg_id(Reader* r, bytes name):
-    """A message id (`pubsub.skipring.fields.validate_msg_id`): "" or up to
+    """A message id (`pubsub.publications.fields.validate_msg_id`): "" or up to
     MAX_MSG_ID_CHARS characters from '!' to '~'."""
     cdef Py_ssize_t k = _str_length(r) if _expect(r, name) else -1
     cdef Py_ssize_t j
@@ -340,7 +341,7 @@ cdef inline bint _whole(Reader* r) noexcept:
 
 def decode_spread(payload):
     """The Spread in `payload`, or None to leave the frame to the generic decoder (as
-    `pubsub.skipring.hotpath.decode_spread`, module docstring)."""
+    `pubsub.publications.hotpath.decode_spread`, module docstring)."""
     cdef Reader r
     cdef Py_ssize_t count, width, first_publication, item
     cdef int64_t seq, published_ms, prev
@@ -380,7 +381,7 @@ def decode_spread(payload):
 
 def decode_delivery(payload):
     """The Delivery in `payload` (all its fields present), or None to leave the frame to
-    the generic decoder (as `pubsub.skipring.hotpath.decode_delivery`)."""
+    the generic decoder (as `pubsub.publications.hotpath.decode_delivery`)."""
     cdef Reader r
     if not _start(&r, payload, DELIVERY_HEAD):
         return None
@@ -400,7 +401,7 @@ def decode_delivery(payload):
 
 def decode_publish_request(payload):
     """The PublishRequest in `payload` (all its fields present), or None to leave the frame
-    to the generic decoder (as `pubsub.skipring.hotpath.decode_publish_request`)."""
+    to the generic decoder (as `pubsub.publications.hotpath.decode_publish_request`)."""
     cdef Reader r
     if not _start(&r, payload, REQUEST_HEAD):
         return None
@@ -415,7 +416,7 @@ def decode_publish_request(payload):
 
 def decode_publish_ack(payload):
     """The PublishAck in `payload` (all its fields present), or None to leave the frame to
-    the generic decoder (as `pubsub.skipring.hotpath.decode_publish_ack`)."""
+    the generic decoder (as `pubsub.publications.hotpath.decode_publish_ack`)."""
     cdef Reader r
     if not _start(&r, payload, ACK_HEAD):
         return None

@@ -39,7 +39,7 @@ resolution only makes the tree less shallow, never incorrect.
 
 Outside legitimate states nothing here is trusted to deliver: anti-entropy (§4.2) remains
 the guarantee, and the receiver of an arc that does not contain its own position falls back
-to flooding for that publication (`pubsub.skipring.antientropy`).
+to flooding for that publication (`pubsub.publications.antientropy`).
 """
 
 from __future__ import annotations
@@ -49,10 +49,10 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from pubsub.kernel.message import Ref
-from pubsub.skipring.labels import MAX_LABEL_BITS
 
-#: Resolution of a position on the wire: units of 2^-64 of the ring.
-POSITION_BITS = MAX_LABEL_BITS
+#: Resolution of a position on the wire: units of 2^-64 of the ring (the skip ring's labels
+#: have at most as many bits, so each label is a position, `pubsub.skipring.overlay`).
+POSITION_BITS = 64
 RING = 1 << POSITION_BITS
 _INF = 1 << 30
 

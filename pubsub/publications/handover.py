@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pubsub.kernel.message import Ref, Send, Topic
-from pubsub.skipring.messages import GetMember, HandOver, HandOverAck, MemberIs, Publication
+from pubsub.publications.messages import GetMember, HandOver, HandOverAck, MemberIs, Publication
 
 DEFAULT_STEP_TIMEOUT = 1.5
 DEFAULT_ATTEMPTS = 4
@@ -89,7 +89,7 @@ class HandOverClient:
             raise ValueError("step_timeout must be positive and attempts at least 1")
         self.ref = ref
         #: The supervisor to ask about a topic: one for all, or the overlay's owner of each
-        #: (sharded supervisors, `pubsub.skipring.shards`).
+        #: (sharded supervisors, `pubsub.kernel.shards`).
         self.owner_of: Callable[[Topic], Ref] = (
             supervisor if callable(supervisor) else (lambda topic: supervisor)
         )

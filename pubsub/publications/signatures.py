@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from pubsub.kernel.message import Ref, Topic
-from pubsub.skipring.messages import Publication
+from pubsub.publications.messages import Publication
 
 if TYPE_CHECKING:  # cryptography loads with the keys, under TLS: the hot path's decoder needs only the sizes
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey

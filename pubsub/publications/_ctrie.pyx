@@ -1,11 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
-"""The Patricia trie of `pubsub.skipring.trie`, compiled (issue 11: native per-publication work).
+"""The Patricia trie of `pubsub.publications.trie`, compiled (issue 11: native per-publication work).
 
 The same classes (`PatriciaTrie`, `TrieNode`), the same methods, shapes, hashes and
-``hash_computations`` as the module docstring of `pubsub.skipring.trie` states them; the
-Python classes of `pubsub.skipring.pytrie` are the reference, and
-`tests/skipring/test_ctrie.py` runs both side by side on random operations.
-`pubsub.skipring.trie` uses these when this extension was built.
+``hash_computations`` as the module docstring of `pubsub.publications.trie` states them; the
+Python classes of `pubsub.publications.pytrie` are the reference, and
+`tests/publications/test_ctrie.py` runs both side by side on random operations.
+`pubsub.publications.trie` uses these when this extension was built.
 
 What differs is inside, and is about memory more than the interpreter: placing a leaf in a
 trie of tens of thousands walks a path whose nodes are not in the processor's caches, so
@@ -27,7 +27,7 @@ from libc.string cimport memcpy
 
 import os
 
-from pubsub.skipring.triekeys import EMPTY_HASH, EMPTY_LABEL, HASH_BYTES, KEY_BITS, TrieLabel, digest, key_int
+from pubsub.publications.triekeys import EMPTY_HASH, EMPTY_LABEL, HASH_BYTES, KEY_BITS, TrieLabel, digest, key_int
 
 cdef extern from *:
     """
@@ -113,7 +113,7 @@ cdef extern from *:
 
 def _bind_digest() -> None:
     """Find xxh3-128 in the loaded `xxhash` package and check it against that package's own
-    digest; ImportError if either fails (`pubsub.skipring.trie` then uses the reference)."""
+    digest; ImportError if either fails (`pubsub.publications.trie` then uses the reference)."""
     import xxhash._xxhash
 
     if not ctrie_bind_xxh3(os.fsencode(xxhash._xxhash.__file__)):
@@ -165,7 +165,7 @@ cdef int _entry_order(const void *a, const void *b) noexcept nogil:
 
 cdef class TrieNode:
     """One node: a leaf (holding a key and its value) or an inner node with two children
-    (`pubsub.skipring.pytrie.TrieNode`, whose constructor this one takes too; ``hash`` is
+    (`pubsub.publications.pytrie.TrieNode`, whose constructor this one takes too; ``hash`` is
     16 bytes, or empty while the node waits to be hashed)."""
 
     cdef u128 bits
@@ -250,7 +250,7 @@ cdef inline void _hash_pair(TrieNode node) noexcept:
 
 cdef class PatriciaTrie:
     """A Patricia trie over ``key_bits``-bit keys with Merkle hashes
-    (`pubsub.skipring.pytrie.PatriciaTrie`)."""
+    (`pubsub.publications.pytrie.PatriciaTrie`)."""
 
     cdef readonly int key_bits
     cdef int _key_bytes
@@ -329,7 +329,7 @@ cdef class PatriciaTrie:
 
     def add(self, key, item):
         """`insert` without walking or hashing: the new leaf waits for the next read
-        (`pubsub.skipring.pytrie.PatriciaTrie.add`).  Membership and size are exact at once."""
+        (`pubsub.publications.pytrie.PatriciaTrie.add`).  Membership and size are exact at once."""
         if type(key) is int and key >= 0 and key < self._key_limit:
             k = key
         else:

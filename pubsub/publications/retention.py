@@ -72,8 +72,8 @@ from typing import Protocol
 from sortedcontainers import SortedList
 
 from pubsub.kernel.message import Message, Ref, Send, Topic, message
-from pubsub.skipring.messages import Publication
-from pubsub.skipring.trie import HASH_BYTES, PatriciaTrie
+from pubsub.publications.messages import Publication
+from pubsub.publications.trie import HASH_BYTES, PatriciaTrie
 
 #: A position in the retention order: (published_ms, key).
 Order = tuple[int, bytes]

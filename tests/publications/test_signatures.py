@@ -1,4 +1,4 @@
-"""Batch signatures over Merkle trees (`pubsub.skipring.signatures`): every publication of a
+"""Batch signatures over Merkle trees (`pubsub.publications.signatures`): every publication of a
 batch verifies, one Ed25519 check per batch, and any altered field, proof or publisher is
 refused with its reason."""
 
@@ -13,9 +13,9 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from pubsub.kernel import wire
 from pubsub.kernel.message import Ref, Topic
-from pubsub.skipring.messages import Publication, PublicationKey, Spread
-from pubsub.skipring.signatures import HASH, HEAD, KEY_ID, Verifier, leaf_digest, paths, sign_batch, tree
-from pubsub.skipring.trie import publication_key
+from pubsub.publications.messages import Publication, PublicationKey, Spread
+from pubsub.publications.signatures import HASH, HEAD, KEY_ID, Verifier, leaf_digest, paths, sign_batch, tree
+from pubsub.publications.trie import publication_key
 
 T = Topic("news")
 A = Ref("127.0.0.1:1001")

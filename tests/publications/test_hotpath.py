@@ -1,5 +1,5 @@
-"""The fast decoders (`pubsub.skipring.hotpath`, and the compiled ones of
-`pubsub/skipring/_chotpath.pyx`): the Spread, Delivery, PublishRequest and PublishAck decoders
+"""The fast decoders (`pubsub.publications.hotpath`, and the compiled ones of
+`pubsub/publications/_chotpath.pyx`): the Spread, Delivery, PublishRequest and PublishAck decoders
 accept exactly what the generic decoder accepts and build the same messages, and a forwarded
 batch reuses the bytes it arrived as."""
 
@@ -17,15 +17,15 @@ from hypothesis import strategies as st
 from fuzz.checks import every_field
 from pubsub.kernel import wire
 from pubsub.kernel.message import Ref, Topic
-from pubsub.skipring import hotpath, signatures
-from pubsub.skipring.antientropy import AntiEntropy, make_publication
+from pubsub.publications import hotpath, signatures
+from pubsub.publications.antientropy import AntiEntropy, make_publication
 
 try:
-    from pubsub.skipring import _chotpath
+    from pubsub.publications import _chotpath
 except ImportError as exc:  # `make venv` builds it: failing here means that build failed
     pytest.fail(f"the compiled decoders were not built ({exc}); see `make venv`'s output", pytrace=False)
-from pubsub.skipring.hotpath import decode_delivery, decode_publish_ack, decode_publish_request, decode_spread
-from pubsub.skipring.messages import (
+from pubsub.publications.hotpath import decode_delivery, decode_publish_ack, decode_publish_request, decode_spread
+from pubsub.publications.messages import (
     Delivery,
     MsgId,
     Payload,
