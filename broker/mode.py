@@ -62,6 +62,7 @@ MODE = Mode(
     register_messages=_register_messages,
     make_core=_make_core,
     daemons={"broker": _run_broker},
+    role_names={"broker": "a SCOT broker"},
     commands=_commands,
     local_cluster=_local_cluster,
     simulation=_simulation,

@@ -10,7 +10,9 @@ is still wrong).
 
 from __future__ import annotations
 
-from pubsub.kernel.message import Ref, Topic
+from typing import Any
+
+from pubsub.kernel.message import Ref, Send, Topic
 from pubsub.sim.world import Simulation
 from pubsub.skipring.messages import Contact, RemoveConnections, SetData, Unsubscribe
 from tests.checker import NodeState, canonical_label_problems, compare, ideal_skip_ring
@@ -221,3 +223,15 @@ def settle(sim: Simulation, topic: Topic, max_intervals: int) -> int:
     assert took is not None, f"not quiescent after {max_intervals} intervals"
     return took
 
+
+
+def retention_changed(supervisor: Any, topic: Topic, *, purge_ms: int | None = None, **limits: Any) -> list[Send]:
+    """What the supervisor daemon does for `pubsub retention` (`pubsub.supervisor.app`): change
+    the topic's settings in the core's table (a purge at `purge_ms`, or `limits`), then send
+    them to its members."""
+    if purge_ms is not None:
+        supervisor.retention.purge(topic, purge_ms)
+    else:
+        supervisor.retention.set(topic, **limits)
+    sends: list[Send] = supervisor.retention.announce(topic, supervisor.member_refs(topic))
+    return sends

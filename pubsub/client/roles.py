@@ -1,5 +1,5 @@
-"""Which kind of daemon answered: a node, the supervisor or a SCOT broker, told from the
-shape of its status reply (README, "Status JSON").
+"""Which kind of daemon answered -- one of the registered modes' daemon roles (a node, the
+supervisor, a SCOT broker) -- told from its status reply (README, "Status JSON").
 
 Every client command checks the role before it acts, so that a supervisor's address given
 as ``--node`` (or the reverse) is a clear error instead of a wrong answer; the error names
@@ -13,19 +13,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-#: role -> how an error message names it.
-NAMES = {
-    "node": "a subscriber node",
-    "supervisor": "the supervisor",
-    "broker": "a SCOT broker",
-    "unknown": "not a pubsub daemon this command knows",
-}
+from pubsub.kernel import registry
+
+#: role -> how an error message names it (the registered modes' `Mode.role_names`).
+NAMES = {**registry.role_names(), "unknown": "not a pubsub daemon this command knows"}
 #: role -> the option that takes its address.
-OPTIONS = {"node": "--node", "supervisor": "--supervisor", "broker": "--broker"}
+OPTIONS = {role: f"--{role}" for role in registry.daemon_roles()}
 
 
 def role_of(body: Mapping[str, Any]) -> str:
-    """``node``, ``supervisor``, ``broker`` or ``unknown``."""
+    """A registered daemon role (``node``, ``supervisor``, ``broker``) or ``unknown``; a
+    reply without a ``role`` (a daemon older than the field) is told by the fields only one
+    kind reports."""
     named = body.get("role")
     if isinstance(named, str) and named in OPTIONS:
         return named

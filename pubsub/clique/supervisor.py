@@ -72,6 +72,11 @@ class CliqueSupervisor:
         #: joins, leaves, configurations_sent, suspects, crashes_detected, refused_joins.
         self.counters: Counter[str] = Counter()
 
+    @property
+    def config_counters(self) -> dict[str, int]:
+        """Configuration traffic, for the metrics: configurations_sent (member lists sent)."""
+        return {"configurations_sent": self.counters["configurations_sent"]}
+
     # ------------------------------------------------------------------ the protocol
     def handle(self, msg: Message, now: float) -> list[Send]:
         self._now = now
@@ -172,31 +177,9 @@ class CliqueSupervisor:
             self._configure(topic, ref)
 
     # ------------------------------------------------------------------ retention
-    def set_retention(
-        self,
-        topic: Topic,
-        max_age_ms: int | None = None,
-        max_count: int | None = None,
-        max_bytes: int | None = None,
-        wall_ms: int | None = None,
-    ) -> list[Send]:
-        """Change `topic`'s retention limits and send them to every member now
-        (`RetentionTable.set`).  ValueError if a limit is negative."""
-        self.retention.set(topic, max_age_ms, max_count, max_bytes, wall_ms)
-        return self._announce(topic)
-
-    def purge(self, topic: Topic, wall_ms: int) -> list[Send]:
-        """Purge `topic` at every member: what was stamped at or before `wall_ms` goes."""
-        self.retention.purge(topic, wall_ms)
-        return self._announce(topic)
-
     def member_refs(self, topic: Topic) -> list[Ref]:
         """The members of `topic`, sorted ([]: none, or an unknown topic)."""
         return sorted(self.topics.get(topic, []))
-
-    def _announce(self, topic: Topic) -> list[Send]:
-        self._out.extend(self.retention.announce(topic, self.member_refs(topic)))
-        return self._flush()
 
     # ------------------------------------------------------------------ persistence
     def _change(self, topic: Topic, ref: Ref, value: Ref | None) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pubsub.kernel.effects import Effect
-from pubsub.kernel.message import Message
+from pubsub.kernel.message import Message, Ref, Send
 
 
 class Core(Protocol):
@@ -35,6 +35,28 @@ class Core(Protocol):
     def timeout(self, now: float) -> Sequence[Effect]:
         """The periodic action (the papers' Timeout); what to do, as for `handle`."""
         ...
+
+
+class FaultRefused(Exception):
+    """An overlay core refuses a fault injection (`corrupt`): a short `code` for the
+    operator's error and a sentence saying why (e.g. "unknown_topic")."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Corruption:
+    """What corrupting a node core's overlay state did (paper 000, Def. 1.1: convergence from
+    any state): the `topics` whose state it replaced, the `pool` of references the new state
+    points to, each topic's new status section (`states`), and the junk messages to send."""
+
+    topics: list[str]
+    pool: list[Ref]
+    states: dict[str, Any]
+    sends: list[Send]
 
 
 @dataclass(frozen=True)
@@ -113,6 +135,8 @@ class Mode:
     register_messages  import the mode's message modules, so their kinds are decodable
     make_core          build one of the mode's cores (mode-specific arguments)
     daemons            daemon role -> the function that runs it until SIGTERM
+    role_names         daemon role -> how an error message names it ("a subscriber node");
+                       the CLI's address option for a role is ``--ROLE``
     commands           the mode's own CLI commands (click commands)
     verb_forms         its forms of the shared verbs (`VerbForm`)
     local_cluster      start a local cluster of real processes (its launcher class)
@@ -130,6 +154,7 @@ class Mode:
     register_messages: Callable[[], None]
     make_core: Callable[..., Core] | None = None
     daemons: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    role_names: dict[str, str] = field(default_factory=dict)
     commands: Callable[[], list[Any]] = field(default=lambda: [])
     local_cluster: Callable[..., Any] | None = None
     simulation: Callable[..., Any] | None = None

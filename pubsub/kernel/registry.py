@@ -57,6 +57,16 @@ def daemon_roles() -> tuple[str, ...]:
     return tuple(roles)
 
 
+def role_names() -> dict[str, str]:
+    """daemon role -> how an error message names it, over the registered modes (a role
+    without a name of its own is called "a ROLE daemon")."""
+    names: dict[str, str] = {}
+    for mode in all_modes():
+        for role in mode.daemons:
+            names.setdefault(role, mode.role_names.get(role, f"a {role} daemon"))
+    return names
+
+
 def overlay_names() -> list[str]:
     """The names of the registered overlays, the default first."""
     return [mode.name for mode in all_modes() if mode.overlay is not None]

@@ -158,6 +158,7 @@ MODE = Mode(
     register_messages=_register_messages,
     make_core=_make_core,
     daemons={"node": _run_node, "supervisor": _run_supervisor},
+    role_names={"node": "a subscriber node", "supervisor": "the supervisor"},
     commands=_commands,
     local_cluster=_local_cluster,
     simulation=_simulation,

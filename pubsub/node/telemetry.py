@@ -17,7 +17,6 @@ from prometheus_client.metrics_core import (
 
 from pubsub.runtime.host import Instrument, Instruments
 from pubsub.runtime.settings import TelemetrySettings
-from pubsub.skipring.admission import KINDS
 from pubsub.telemetry.events import EventWriter, Observer, _pair, _SnapshotObserver
 from pubsub.telemetry.metrics import LatencyHistogram, TopicLabels, _by_label, _counter, _gauge
 
@@ -247,7 +246,7 @@ class NodeEvents(_SnapshotObserver):
         self._schedule()
 
 
-def node_instrument(app: Any, stats: Any, kinds: tuple[str, ...] = KINDS) -> Instrument:
+def node_instrument(app: Any, stats: Any, kinds: tuple[str, ...]) -> Instrument:
     """The node's `Instrument` for the daemon host: its collector and its observers, and the
     message kinds its runtime's counters report from the start (the overlay's, `Overlay.kinds`)."""
 

@@ -17,8 +17,6 @@ MAX_DURATION = 24 * 3600.0
 MAX_JUNK = 1000
 #: Most references in a pool or a partition.
 MAX_REFS = 4096
-#: How often corrupt_node redraws a state that came out unchanged.
-REDRAWS = 8
 _MARKER_ID = re.compile(r"[A-Za-z0-9._:-]{1,100}")
 
 

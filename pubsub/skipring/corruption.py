@@ -6,8 +6,9 @@ the `random.Random` passed in, so a seed reproduces the same corruption.  Two us
 
 * the simulator's `pubsub.sim.scenarios.corrupted_start`, which builds a whole corrupted
   system at once (it knows every node, so it can keep the pointer graph weakly connected);
-* the node daemon's fault injection, which corrupts its own BuildSR instances on an
-  operator's request.
+* the node daemon's fault injection (`pubsub chaos corrupt-node`), which corrupts its own
+  BuildSR instances on an operator's request: `corrupt_node`, which the skip ring's node
+  core offers as its `corrupt` (`pubsub.skipring.nodecore.NodeCore.corrupt`).
 
 The supervisor's database is corrupted by `pubsub.skipring.supervisor.corruption`, with `random_label`.
 
@@ -22,8 +23,9 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
+from pubsub.kernel.contracts import Corruption, FaultRefused
 from pubsub.kernel.message import Ref, Send, Topic
 from pubsub.skipring.buildsr import SkipRingNode
 from pubsub.skipring.labels import Label, l
@@ -130,3 +132,54 @@ def junk(
     if choice == 7:
         return Send(supervisor, GetConfiguration(topic, other))
     return Send(supervisor, Unsubscribe(topic, other))
+
+
+#: How often `corrupt_node` redraws a state that came out unchanged.
+REDRAWS = 8
+
+
+def corrupt_node(
+    ref: Ref,
+    instances: Mapping[Topic, SkipRingNode],
+    supervisor: Ref,
+    topic: Topic | None,
+    given_pool: Sequence[Ref] | None,
+    rng: random.Random,
+    junk_count: int,
+) -> Corruption:
+    """Replace the BuildSR variables of `topic` (or of every topic the node runs) by an
+    arbitrary state -- a random label or ⊥, and random left/right/ring/shortcut pointers
+    with wrong label beliefs to references drawn from the pool (default: every node this
+    node references now, in any topic) -- redrawn at most `REDRAWS` times if it came out
+    unchanged; and draw `junk_count` random but well-formed BuildSR messages to random
+    nodes of the pool or to the supervisor.  FaultRefused for an unknown topic or none."""
+    if topic is not None and topic not in instances:
+        raise FaultRefused("unknown_topic", f"{ref} does not run topic {topic!r}")
+    topics = [topic] if topic is not None else sorted(instances)
+    if not topics:
+        raise FaultRefused("nothing_to_corrupt", f"{ref} runs no topic")
+    known: dict[Ref, Label] = {}
+    for instance in instances.values():
+        for contact in (instance.left, instance.right, instance.ring):
+            if contact is not None:
+                known.setdefault(contact.ref, contact.label)
+        for label, holder in instance.shortcuts.items():
+            if holder is not None:
+                known.setdefault(holder, label)
+    pool = [r for r in (given_pool if given_pool is not None else sorted(known)) if r != ref]
+    n = len(pool) + 1
+
+    def believe(target: Ref) -> Contact:
+        return belief(rng, target, known.get(target), n)
+
+    for name in topics:
+        state = instances[name]
+        before = state.status()
+        for _ in range(REDRAWS):
+            corrupt_instance(state, pool, rng, n, believe)
+            if state.status() != before:
+                break
+    sends = [junk(rng, [*pool, ref], rng.choice(topics), n, believe, supervisor) for _ in range(junk_count)]
+    return Corruption(
+        topics=list(topics), pool=pool, states={name: instances[name].status() for name in topics}, sends=sends
+    )

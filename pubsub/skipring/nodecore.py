@@ -4,20 +4,25 @@
 `pubsub.skipring.overlay.SkipRingOverlay` (one BuildSR instance per subscribed topic, paper
 000 §4, with the sharded supervisors' discovery): the node core the daemon
 (`pubsub.node.app`, through the mode registry) and the simulator (`pubsub.sim.world`)
-build for the skip ring.  It adds nothing to either; the names below let tests and the
-corruption tools reach the ring's state as before (``core.instances[topic]`` is the
+build for the skip ring.  It adds nothing to either but the skip ring's fault injection
+(`corrupt`, which the node daemon's ``corrupt_node`` admin action calls); the names below
+let tests and the corruption tools reach the ring's state (``core.instances[topic]`` is the
 topic's `SkipRingNode`).
 """
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
 from typing import Any
 
+from pubsub.kernel.contracts import Corruption
 from pubsub.kernel.message import Ref, Send, Topic
 from pubsub.kernel.shards import Supervisors
 from pubsub.publications.arcs import ArcView
 from pubsub.publications.node import DISSEMINATIONS, PublicationNode
 from pubsub.skipring.buildsr import SkipRingNode
+from pubsub.skipring.corruption import corrupt_node
 from pubsub.skipring.overlay import POLL_EVERY, POLL_MAX, SkipRingOverlay
 
 __all__ = ["DISSEMINATIONS", "POLL_EVERY", "POLL_MAX", "NodeCore"]
@@ -66,6 +71,13 @@ class NodeCore(PublicationNode):
     def owner_of(self, topic: Topic) -> Ref:
         """The supervisor that owns `topic` as far as we know."""
         return self.overlay.owner_of(topic)
+
+    def corrupt(
+        self, topic: Topic | None, pool: Sequence[Ref] | None, rng: random.Random, junk: int
+    ) -> Corruption:
+        """Fault injection: an arbitrary BuildSR state for `topic` or every topic, and `junk`
+        junk messages (`pubsub.skipring.corruption.corrupt_node`)."""
+        return corrupt_node(self.ref, self.instances, self.supervisor, topic, pool, rng, junk)
 
     def adopt_supervisors(self, msg: Supervisors) -> list[Send]:
         """A live supervisor set (`SkipRingOverlay.adopt_supervisors`)."""

@@ -27,7 +27,7 @@ import logging
 import random
 import ssl
 import time
-from collections import Counter
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import uvloop
@@ -47,7 +47,6 @@ from pubsub.runtime.permissions import DENIED, Authority
 from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
 from pubsub.runtime.stats import Stats
 from pubsub.runtime.tls import connect_context
-from pubsub.skipring.messages import GetConfiguration, SetData
 from pubsub.supervisor.settings import SupervisorSettings
 from pubsub.supervisor.store import StoreError, SupervisorStore
 from pubsub.supervisor.telemetry import supervisor_instrument
@@ -67,6 +66,13 @@ class SupervisorCoreLike(Protocol):
 
     retention: RetentionTable
 
+    @property
+    def config_counters(self) -> Mapping[str, int]:
+        """Configuration traffic for the metrics, the counts it has of: configuration_requests,
+        configurations_sent (configurations handed out), configurations_none (members told
+        they are none)."""
+        ...
+
     def handle(self, msg: Message, now: float) -> list[Send]: ...
     def timeout(self, now: float) -> list[Send]: ...
     def peer_unreachable(self, ref: Ref, now: float) -> list[Send]: ...
@@ -74,11 +80,6 @@ class SupervisorCoreLike(Protocol):
     def drain_changes(self) -> list[tuple[str, str, str | None]]: ...
     def load(self, rows: list[tuple[str, str, str]]) -> None: ...
     def member_refs(self, topic: Topic) -> list[Ref]: ...
-    def set_retention(
-        self, topic: Topic, max_age_ms: int | None = None, max_count: int | None = None,
-        max_bytes: int | None = None, wall_ms: int | None = None,
-    ) -> list[Send]: ...
-    def purge(self, topic: Topic, wall_ms: int) -> list[Send]: ...
 
 
 class SupervisorApp:
@@ -95,17 +96,12 @@ class SupervisorApp:
         self.store = store
         self.stats = stats
         self._pending: dict[tuple[str, str], str | None] = {}
-        #: Configuration traffic for the metrics: configuration_requests (GetConfiguration
-        #: received), configurations_sent (SetData with a label), configurations_none (⊥).
-        self.counters: Counter[str] = Counter()
         #: Timeout actions run so far (the ``interval`` of events).
         self.intervals = 0
         #: Telemetry (`pubsub.telemetry.events.Observer`): told about database changes and Timeouts.
         self.observers: list[Any] = []
 
     def handle(self, msg: Message, now: float) -> list[Send]:
-        if isinstance(msg, GetConfiguration):
-            self.counters["configuration_requests"] += 1
         return self._persisted(self.core.handle(msg, now))
 
     def admits(self, msg: Message, identity: Identity) -> str | None:
@@ -147,7 +143,7 @@ class SupervisorApp:
 
     def _retention(self, msg: SetRetention | PurgeTopic) -> tuple[Message, list[Send]]:
         """Change a topic's retention settings or purge it: stored first, then sent to the
-        topic's members (`SupervisorCore.set_retention` / `purge`).  Settings are kept for
+        topic's members (the core's `RetentionTable`, `RetentionTable.announce`).  Settings are kept for
         members that join later, also when the topic has none yet; a purge of a topic without
         members is refused (`no_members`) and changes nothing: it would remove nothing now,
         only, later, whatever a rejoining node brings back -- most likely a mistyped topic."""
@@ -162,9 +158,9 @@ class SupervisorApp:
         wall_ms = int(time.time() * 1000)
         try:
             if isinstance(msg, PurgeTopic):
-                sends = core.purge(msg.topic, wall_ms)
+                core.retention.purge(msg.topic, wall_ms)
             else:
-                sends = core.set_retention(msg.topic, msg.max_age_ms, msg.max_count, msg.max_bytes, wall_ms)
+                core.retention.set(msg.topic, msg.max_age_ms, msg.max_count, msg.max_bytes, wall_ms)
         except ValueError as exc:
             return ErrorReply(code="bad_retention", detail=str(exc)[:200]), []
         try:
@@ -177,6 +173,7 @@ class SupervisorApp:
             self.stats.error("store_error")
             log.error("%s", exc)
             return ErrorReply(code="store_error", detail=str(exc)[:200]), []
+        sends = core.retention.announce(msg.topic, core.member_refs(msg.topic))
         policy = core.retention.get(msg.topic)
         assert policy is not None  # set and purge always leave the topic a policy (RetentionTable._put)
         members = len({s.dest for s in sends})
@@ -203,10 +200,6 @@ class SupervisorApp:
 
     def _persisted(self, sends: list[Send]) -> list[Send]:
         self.flush()
-        for _, msg in sends:
-            if isinstance(msg, SetData):
-                key = "configurations_none" if msg.label is None else "configurations_sent"
-                self.counters[key] += 1
         return sends
 
     def _notify(self, event: str, *args: Any) -> None:

@@ -16,7 +16,6 @@ from prometheus_client.metrics_core import (
 
 from pubsub.runtime.host import Instrument, Instruments
 from pubsub.runtime.settings import TelemetrySettings
-from pubsub.skipring.admission import KINDS
 from pubsub.telemetry.events import EventWriter, Observer, _SnapshotObserver
 from pubsub.telemetry.metrics import TopicLabels, _by_label, _counter, _gauge
 
@@ -59,7 +58,7 @@ class SupervisorCollector:
             ),
             legit,
         )
-        counters = getattr(app, "counters", {})
+        counters = app.core.config_counters
         yield _counter(
             "pubsub_supervisor_configuration_requests",
             "GetConfiguration requests received.",
@@ -126,7 +125,7 @@ class SupervisorEvents(_SnapshotObserver):
         return state["n"] == 0
 
 
-def supervisor_instrument(app: Any, stats: Any, kinds: tuple[str, ...] = KINDS) -> Instrument:
+def supervisor_instrument(app: Any, stats: Any, kinds: tuple[str, ...]) -> Instrument:
     """The supervisor's `Instrument` for the daemon host: its collector and its events, and
     the message kinds its runtime's counters report from the start (`Overlay.kinds`)."""
 

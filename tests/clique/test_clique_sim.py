@@ -24,6 +24,7 @@ from pubsub.kernel.wire import WireError
 from pubsub.publications.messages import PublishAck
 from pubsub.sim.scenarios import fresh_start
 from pubsub.sim.world import SUPERVISOR, Simulation
+from tests.simhelpers import retention_changed
 
 TOPIC = Topic("t")
 
@@ -194,7 +195,7 @@ def test_retention_settings_reach_every_member_and_bound_what_each_keeps() -> No
         sim.publish(refs[i % 5], TOPIC, f"kept or not {i}".encode())
         sim.run_for(0.5)
     assert all(len(sim.nodes[r].publications[TOPIC].trie) == 6 for r in refs)
-    sim.carry_out(SUPERVISOR, sim.supervisor.set_retention(TOPIC, max_count=2, wall_ms=int(sim.now * 1000)))
+    sim.carry_out(SUPERVISOR, retention_changed(sim.supervisor, TOPIC, max_count=2, wall_ms=int(sim.now * 1000)))
     sim.run_for(3 * sim.interval)
     kept = {r: {p.key for p in sim.nodes[r].publications[TOPIC].publications()} for r in refs}
     assert all(len(keys) == 2 for keys in kept.values())

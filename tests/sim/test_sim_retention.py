@@ -26,7 +26,7 @@ from pubsub.publications.retention import order
 from pubsub.publications.trie import PatriciaTrie
 from pubsub.sim.scenarios import fresh_start
 from pubsub.sim.world import SUPERVISOR, Simulation
-from tests.simhelpers import settle
+from tests.simhelpers import retention_changed, settle
 
 T = Topic("t")
 N = 6
@@ -69,7 +69,7 @@ def roots(sim: Simulation) -> set[tuple[object, bytes]]:
 
 
 def configure(sim: Simulation, **limits: int) -> None:
-    sim._dispatch(SUPERVISOR, sim.supervisor.set_retention(T, **limits))
+    sim._dispatch(SUPERVISOR, retention_changed(sim.supervisor, T, **limits))
 
 
 def run_until(
@@ -166,7 +166,7 @@ def test_a_max_age_lifted_while_a_node_is_down_keeps_what_it_removed_removed() -
     instead of keeping them and offering them forever to nodes that refuse them."""
     sim, refs = ring(15)
     old, down, kept = expire_while_down(sim, refs)
-    sim._dispatch(SUPERVISOR, sim.supervisor.set_retention(T, max_age_ms=0, wall_ms=int(sim.now * 1000)))
+    sim._dispatch(SUPERVISOR, retention_changed(sim.supervisor, T, max_age_ms=0, wall_ms=int(sim.now * 1000)))
     publish(sim, [r for r in refs if r != down], 6, "new")
     young = every_held(sim)
     assert len(young) == 6
@@ -185,7 +185,7 @@ def test_purge_removes_what_was_published_before_it() -> None:
     publish(sim, refs, 8, "before")
     before = every_held(sim)
     sim.run_for(1.0)
-    sim._dispatch(SUPERVISOR, sim.supervisor.purge(T, int(sim.now * 1000)))
+    sim._dispatch(SUPERVISOR, retention_changed(sim.supervisor, T, purge_ms=int(sim.now * 1000)))
     run_until(sim, lambda: not every_held(sim))
     sim.run_for(1.0)
     publish(sim, refs, 5, "after")

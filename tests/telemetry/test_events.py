@@ -28,7 +28,7 @@ import pytest
 
 from pubsub.cli.formats import format_delivery
 from pubsub.client.library import Client
-from pubsub.kernel import wire
+from pubsub.kernel import registry, wire
 from pubsub.kernel.message import Ref, Topic
 from pubsub.node.store import NewRow, PublicationStore
 from pubsub.node.telemetry import node_instrument
@@ -250,14 +250,14 @@ def test_daemons_write_every_kind_with_the_documented_fields(tmp_path: Path) -> 
     async def scenario() -> tuple[str, str, str, str]:
         async with supervisor(tmp_path / "sup") as (srt, sapp):
             sup_t = await Telemetry.start(
-                "supervisor", sapp, srt.stats, settings, supervisor_instrument(sapp, srt.stats)
+                "supervisor", sapp, srt.stats, settings, supervisor_instrument(sapp, srt.stats, registry.overlay().kinds())
             )
             async with (
                 pnode(srt.ref, None) as (art, aapp),
                 pnode(srt.ref, None) as (brt, bapp),
                 pnode(srt.ref, None) as (crt, capp),
             ):
-                parts = [await Telemetry.start("node", app, rt.stats, settings, node_instrument(app, rt.stats))
+                parts = [await Telemetry.start("node", app, rt.stats, settings, node_instrument(app, rt.stats, registry.overlay().kinds()))
                          for rt, app in ((art, aapp), (brt, bapp), (crt, capp))]
                 async with Client(art.ref) as a, Client(brt.ref) as b, Client(crt.ref) as c:
                     await a.join(T)

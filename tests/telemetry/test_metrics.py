@@ -61,7 +61,7 @@ def telemetry_settings(**extra: Any) -> TelemetrySettings:
 
 @contextlib.asynccontextmanager
 async def metered(role: str, app: Any, stats: Any, **extra: Any) -> AsyncIterator[Telemetry]:
-    instrument = (node_instrument if role == "node" else supervisor_instrument)(app, stats)
+    instrument = (node_instrument if role == "node" else supervisor_instrument)(app, stats, admission.KINDS)
     telemetry = await Telemetry.start(role, app, stats, telemetry_settings(**extra), instrument)
     try:
         yield telemetry
@@ -129,9 +129,9 @@ def test_supervisor_and_node_metrics_over_http(tmp_path: Path, mode: str, fast: 
             assert value(found, "pubsub_daemon_info", role="supervisor", ref=srt.ref) == 1.0
             sent = value(found, "pubsub_supervisor_configurations_sent_total", kind="configuration")
             assert sent is not None and sent >= 2  # at least one per subscribe
-            assert sent <= sapp.counters["configurations_sent"]  # it keeps sending per Timeout
+            assert sent <= sapp.core.config_counters["configurations_sent"]  # it keeps sending per Timeout
             requests = value(found, "pubsub_supervisor_configuration_requests_total")
-            assert requests is not None and requests <= sapp.counters["configuration_requests"]
+            assert requests is not None and requests <= sapp.core.config_counters["configuration_requests"]
             assert value(found, "pubsub_supervisor_crashes_detected_total") == 0.0
             subscribes = value(found, "pubsub_messages_received_total", type="subscribe")
             assert subscribes is not None and subscribes >= 2
@@ -433,8 +433,8 @@ def test_each_daemon_reports_the_kinds_of_its_mode() -> None:
 
     settings = TelemetrySettings()
     app = SimpleNamespace()
-    assert node_instrument(app, Stats())(TopicLabels(), None, settings).kinds == admission.KINDS
-    assert supervisor_instrument(app, Stats())(TopicLabels(), None, settings).kinds == admission.KINDS
+    assert node_instrument(app, Stats(), admission.KINDS)(TopicLabels(), None, settings).kinds == admission.KINDS
+    assert supervisor_instrument(app, Stats(), admission.KINDS)(TopicLabels(), None, settings).kinds == admission.KINDS
     assert broker_telemetry.broker_instrument(app, Stats())(TopicLabels(), None, settings).kinds == (
         broker_telemetry.KINDS
     )

@@ -39,20 +39,23 @@ then fails to answer the supervisor's own Ping within `probe_timeout`.
 Retention (issue 13, item 6; `pubsub.publications.retention`): the supervisor holds each topic's
 retention settings in `retention` (its daemon persists them).  Every configuration of a
 member of a topic that has settings carries them (`Retention` beside SetData), so a node
-that missed a change gets it with its next configuration; `set_retention` and `purge` change
-them and send them to every member at once.  Topics without settings send nothing more.
+that missed a change gets it with its next configuration; the daemon changes them in the
+table and sends them to every member at once (`RetentionTable.announce`).  Topics without settings send nothing more.
 """
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.publications.messages import GetMember, MemberIs
 from pubsub.publications.retention import RetentionTable
 from pubsub.skipring.labels import Label, l
 from pubsub.skipring.messages import GetConfiguration, Ping, Pong, SetData, Subscribe, SuspectCrash, Unsubscribe
+from pubsub.skipring.supervisor.corruption import corrupt_topics
 from pubsub.skipring.supervisor.database import TopicDatabase
 
 #: A raised budget sends one full round-robin pass in about this many Timeouts.
@@ -117,6 +120,10 @@ class SupervisorCore:
         #: Retention settings per topic (`pubsub.publications.retention`).
         self.retention = RetentionTable()
         self._out: list[Send] = []
+        #: Configuration traffic, for the metrics (`config_counters` of the daemon's
+        #: contract): configuration_requests (GetConfiguration handled),
+        #: configurations_sent (SetData with a label), configurations_none (SetData(⊥)).
+        self.config_counters: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ entry points
     def handle(self, msg: Message, now: float) -> list[Send]:
@@ -126,6 +133,7 @@ class SupervisorCore:
         elif isinstance(msg, Unsubscribe):
             self.unsubscribe(msg.topic, msg.ref)
         elif isinstance(msg, GetConfiguration):
+            self.config_counters["configuration_requests"] += 1
             self._count_request(msg.topic)
             self.get_configuration(msg.topic, msg.ref)
         elif isinstance(msg, SuspectCrash):
@@ -292,34 +300,15 @@ class SupervisorCore:
             self._send(ref, settings)
 
     # ------------------------------------------------------------------ retention
-    def set_retention(
-        self,
-        topic: Topic,
-        max_age_ms: int | None = None,
-        max_count: int | None = None,
-        max_bytes: int | None = None,
-        wall_ms: int | None = None,
-    ) -> list[Send]:
-        """Change `topic`'s retention limits (None: unchanged, 0: none) and send them to
-        every member now (`wall_ms`: the daemon's wall clock, for a max age lifted or raised,
-        `RetentionTable.set`).  ValueError if a limit is negative."""
-        self.retention.set(topic, max_age_ms, max_count, max_bytes, wall_ms)
-        return self._announce(topic)
-
-    def purge(self, topic: Topic, wall_ms: int) -> list[Send]:
-        """Purge `topic`: every member removes what was stamped at or before `wall_ms` (the
-        daemon's wall clock), and refuses it from then on."""
-        self.retention.purge(topic, wall_ms)
-        return self._announce(topic)
+    def corrupt(self, topic: Topic | None, rng: random.Random) -> dict[str, dict[str, Any]]:
+        """Fault injection: every corruption of §3.1 in `topic`'s database, or in every
+        topic's (`pubsub.skipring.supervisor.corruption.corrupt_topics`)."""
+        return corrupt_topics(self.topics, topic, rng)
 
     def member_refs(self, topic: Topic) -> list[Ref]:
         """The members of `topic` in its database, sorted ([]: none, or an unknown topic)."""
         db = self.topics.get(topic)
         return [] if db is None else sorted({r for _, r in db.members() if r is not None})
-
-    def _announce(self, topic: Topic) -> list[Send]:
-        self._out.extend(self.retention.announce(topic, self.member_refs(topic)))
-        return self._flush()
 
     def _repair(self, topic: Topic, db: TopicDatabase) -> None:
         """Run CheckLabels now and queue the relabelled subscribers' configurations."""
@@ -351,6 +340,8 @@ class SupervisorCore:
         return db
 
     def _send(self, dest: Ref, msg: Message) -> None:
+        if isinstance(msg, SetData):
+            self.config_counters["configurations_none" if msg.label is None else "configurations_sent"] += 1
         self._out.append(Send(dest, msg))
 
     def _flush(self) -> list[Send]:
