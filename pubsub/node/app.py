@@ -72,8 +72,9 @@ from pubsub.node.commits import GroupCommit
 from pubsub.node.delivery import Deliveries
 from pubsub.node.permits import refusal as client_refusal
 from pubsub.node.retention import RetentionKeeper
+from pubsub.node.rowcodec import Stored
 from pubsub.node.settings import FRAME_OVERHEAD, HOLD_MIN_BATCH, NodeSettings
-from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
+from pubsub.node.store import NewRow, PublicationStore, StoreError
 from pubsub.node.telemetry import node_instrument
 from pubsub.node.topicfile import TopicFile, TopicFileError
 from pubsub.node.writer import StoreThread

@@ -37,7 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pubsub.kernel.message import Topic
-from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
+from pubsub.node.rowcodec import Stored
+from pubsub.node.store import NewRow, PublicationStore, StoreError
 from pubsub.node.writer import StoreThread
 
 log = logging.getLogger(__name__)

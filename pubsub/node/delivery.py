@@ -70,7 +70,8 @@ from typing import Any
 from pubsub.kernel.control import ErrorReply, Reply
 from pubsub.kernel.message import Topic
 from pubsub.kernel.wire import UNENCODABLE
-from pubsub.node.store import PublicationStore, Stored, StoreError
+from pubsub.node.rowcodec import Stored
+from pubsub.node.store import PublicationStore, StoreError
 from pubsub.node.writer import StoreThread
 from pubsub.publications.hotpath import delivery_payload
 from pubsub.publications.messages import Delivery, Follow, MsgId

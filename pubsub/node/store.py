@@ -14,14 +14,8 @@ Tables (layout 2)::
             PRIMARY KEY (topic, last_seq)) WITHOUT ROWID
     meta(name PRIMARY KEY, value)            -- "seq_reserved", "incarnation"
 
-One row per topic and commit: ``body`` is a msgpack array with one entry per publication,
-``[local_seq, key, publisher, seq, payload, via, hops, published_ms, prev, msg_id, proof]``,
-in local order; ``first_seq`` and ``last_seq`` are its first and last local numbers,
-``entries`` their count, ``oldest_ms`` the smallest ``published_ms`` (what retention looks
-at), ``stored_at_ms`` the commit's time.  Writing a publication as its own row with its
-own index entries cost 8-14 µs per publication on this project's 2-core machine, a quarter
-of a node's work under load; one row per commit costs 2-3 µs per publication
-(`docs/measurements/issue11.md`).
+One row per topic and commit, its publications the entries of a msgpack ``body``: the row
+codec (`pubsub.node.rowcodec`) makes rows and reads them back.
 
 Duplicates.  `append` skips a publication the topic already holds (same key), so that a
 duplicate takes no local number.  The store keeps each topic's keys in memory to know
@@ -79,7 +73,8 @@ Without a data directory the same tables live in an in-memory SQLite database: n
 survives the process, everything else behaves the same.
 
 What is read back is validated (a hand-edited or damaged file): a bad entry is skipped with
-a warning, and so is a whole row whose body is not an array; nothing bad reaches the trie.
+a warning, and so is a whole row whose body is not an array; nothing bad reaches the trie
+(`pubsub.node.rowcodec`).
 """
 
 from __future__ import annotations
@@ -92,16 +87,14 @@ import time
 from collections.abc import Iterable, Iterator
 from itertools import chain
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, TypeGuard
+from typing import Any, Literal
 
-import msgpack
-
-from pubsub.kernel.message import Ref, Topic
-from pubsub.kernel.wire import WireError, pack, validate_ref, validate_topic
+from pubsub.kernel.message import Topic
+from pubsub.node import rowcodec
 from pubsub.node.journal import Journal, JournalError
+from pubsub.node.rowcodec import FORMAT, INSERT, Stored
 from pubsub.publications.antientropy import NewRow  # the rows of the core's Persists
-from pubsub.publications.messages import Payload, Publication, PublicationKey
-from pubsub.publications.trie import HASH_BYTES
+from pubsub.publications.messages import Publication
 from pubsub.runtime.datadir import StoreError, prepare_data_dir
 
 log = logging.getLogger(__name__)
@@ -115,26 +108,8 @@ SETTLE_BYTES = 1 << 20
 #: ... and commits are refused while this many wait because settling fails.
 MAX_UNSETTLED_ROWS = 8 * SETTLE_ROWS
 _INCARNATION = re.compile(r"[0-9a-f]{16}")
-#: Layout version, in SQLite's user_version.
-FORMAT = 2
 
 SyncMode = Literal["full", "normal"]
-
-
-class Stored(NamedTuple):
-    """One stored publication with its place in this node's delivery order."""
-
-    topic: Topic
-    local_seq: int
-    publication: Publication
-    via: str
-    hops: int | None
-    stored_at_ms: int
-
-    @property
-    def published_ms(self) -> int:
-        """The publication's own timestamp (0 when unknown)."""
-        return self.publication.published_ms
 
 
 _BATCHES = (
@@ -142,13 +117,12 @@ _BATCHES = (
     " first_seq INTEGER NOT NULL, entries INTEGER NOT NULL, stored_at_ms INTEGER NOT NULL,"
     " oldest_ms INTEGER NOT NULL, body BLOB NOT NULL, PRIMARY KEY (topic, last_seq)) WITHOUT ROWID"
 )
-_INSERT = "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)"
 #: Replaying the journal: rows settled before the process stopped are there already.
 _INSERT_REPLAYED = "INSERT OR IGNORE INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)"
 #: Rows whose number is damaged are skipped everywhere (their publications are not held
 #: here, so they can come back by anti-entropy and be stored again under a new number).
 _SOUND_ROW = "typeof(last_seq) = 'integer'"
-#: Layout 1's columns, in the order of a body entry (`_entry`), with the defaults of those
+#: Layout 1's columns, in the order of a body entry (`rowcodec.entry`), with the defaults of those
 #: added to it later.
 _LAYOUT1_COLUMNS = (
     ("local_seq", None), ("key", None), ("publisher", None), ("seq", None), ("payload", None),
@@ -156,53 +130,6 @@ _LAYOUT1_COLUMNS = (
 )
 #: Layout 1 rows per converted batch row.
 _CONVERT_ROWS = 512
-
-
-def _entry(local_seq: int, p: Publication, via: str, hops: int | None) -> list[Any]:
-    """A publication as one entry of a row's body (module docstring)."""
-    return [local_seq, p.key, p.publisher, p.seq, p.payload, via, hops, p.published_ms, p.prev, p.msg_id, p.proof]
-
-
-def _row(topic: object, stamp: object, entries: list[list[Any]]) -> tuple[object, ...]:
-    """The column values of a row holding `entries` (in local order), for `_INSERT`; the
-    body is packed by the codec's shared packer (`msgpack.packb` builds a new one per call)."""
-    oldest = min([e[7] for e in entries if type(e[7]) is int], default=0)
-    return (topic, entries[-1][0], entries[0][0], len(entries), stamp, oldest, pack(entries))
-
-
-def _sound(entry: object) -> TypeGuard[list[Any]]:
-    """Whether a body entry has the shape of one and a local number (its values are checked
-    when it is read, `PublicationStore._decode`)."""
-    return type(entry) is list and len(entry) == len(_LAYOUT1_COLUMNS) and type(entry[0]) is int
-
-
-def _at_or_before(entry: list[object], ms: int, key: bytes) -> bool:
-    """Whether a sound entry lies at or before the retention horizon (`ms`, `key`)."""
-    published, own = entry[7], entry[1]
-    if type(published) is not int or type(own) is not bytes:
-        return False
-    return published < ms or (published == ms and own <= key)
-
-
-def _entries(location: str, topic: object, body: object) -> list[object]:
-    """A row's body unpacked: its entries, or none with a warning if it is not an array."""
-    try:
-        entries = msgpack.unpackb(body, raw=False, strict_map_key=True) if type(body) is bytes else None
-    except Exception:  # noqa: BLE001 - whatever is wrong with the bytes, the row is damaged
-        entries = None
-    if type(entries) is not list:
-        log.warning("%s: skipping a damaged row of %r (its body is not an array)", location, topic)
-        return []
-    return entries
-
-
-def _journal_row(row: object) -> TypeGuard[list[Any]]:
-    """Whether a journal frame's item has the shape of a row's column values (`_row`; the
-    entries are checked when read, as those of any row)."""
-    return (
-        type(row) is list and len(row) == 7 and type(row[0]) is str
-        and all(type(value) is int for value in row[1:6]) and type(row[6]) is bytes
-    )
 
 
 def _convert_layout1(db: sqlite3.Connection) -> None:
@@ -238,7 +165,7 @@ def _convert_layout1(db: sqlite3.Connection) -> None:
 
 def _insert_converted(db: sqlite3.Connection, place: tuple[object, object] | None, group: list[list[Any]]) -> None:
     assert place is not None
-    db.execute(_INSERT, _row(*place, group))
+    db.execute(INSERT, rowcodec.row(*place, group))
 
 
 class PublicationStore:
@@ -374,9 +301,9 @@ class PublicationStore:
                 entries = bodies.get(topic)
                 if entries is None:
                     entries = bodies[topic] = []
-                entries.append(_entry(local_seq, p, via, hops))
+                entries.append(rowcodec.entry(local_seq, p, via, hops))
             if bodies:
-                values = [_row(topic, stamp, entries) for topic, entries in bodies.items()]
+                values = [rowcodec.row(topic, stamp, entries) for topic, entries in bodies.items()]
                 if self.deferring:
                     self._defer(values)
                 else:
@@ -464,7 +391,7 @@ class PublicationStore:
             frames = journal.frames()
         except OSError as exc:
             raise StoreError(f"cannot read the journal {path}: {exc}") from None
-        rows: list[tuple[Any, ...]] = [tuple(row) for frame in frames for row in frame if _journal_row(row)]
+        rows: list[tuple[Any, ...]] = [tuple(row) for frame in frames for row in frame if rowcodec.journal_row(row)]
         skipped = sum(len(frame) for frame in frames) - len(rows)
         if journal.ignored or skipped:
             log.warning(
@@ -488,9 +415,9 @@ class PublicationStore:
             return []
         return list(rows) if topic is None else [row for row in rows if row[0] == topic]
 
-    def _write(self, values: list[tuple[object, ...]], statement: str = _INSERT) -> None:
+    def _write(self, values: list[tuple[object, ...]], statement: str = INSERT) -> None:
         """Insert batch rows in one transaction (one row: a single statement, which SQLite
-        runs as a transaction of its own); `statement` is `_INSERT` or, replaying the
+        runs as a transaction of its own); `statement` is `INSERT` or, replaying the
         journal, `_INSERT_REPLAYED`."""
         db = self._db
         if len(values) == 1:
@@ -513,8 +440,8 @@ class PublicationStore:
         waiting = self._waiting(topic)
         rows = self._db.execute(f"SELECT stored_at_ms, body FROM batches WHERE topic = ? AND {_SOUND_ROW}", (topic,))
         for stamp, body in chain(rows, [(row[4], row[6]) for row in waiting]):
-            for entry in _entries(self.location, topic, body):
-                stored = self._decode(topic, entry, stamp)
+            for entry in rowcodec.entries(self.location, topic, body):
+                stored = rowcodec.decode(self.location, topic, entry, stamp)
                 if stored is not None:
                     held.add(stored.publication.key)
         self._keys[topic] = held
@@ -538,14 +465,14 @@ class PublicationStore:
             # a rewritten row keeps only sound entries (the others cannot be read anyway)
             keep: list[list[Any]] = []
             gone: list[list[Any]] = []
-            for entry in _entries(self.location, topic, body):
-                if _sound(entry):
-                    (gone if _at_or_before(entry, ms, key) else keep).append(entry)
+            for entry in rowcodec.entries(self.location, topic, body):
+                if rowcodec.sound(entry):
+                    (gone if rowcodec.at_or_before(entry, ms, key) else keep).append(entry)
             if not gone:
                 continue
             db.execute("DELETE FROM batches WHERE topic = ? AND last_seq = ?", (topic, last_seq))
             if keep:
-                db.execute(_INSERT, _row(topic, stamp, keep))
+                db.execute(INSERT, rowcodec.row(topic, stamp, keep))
             removed += len(gone)
             highest = max(highest, max(int(e[0]) for e in gone))
             if held is not None:
@@ -580,10 +507,10 @@ class PublicationStore:
                     if last_seq <= settled:
                         continue  # deferred, and settled since it was copied
                     settled = last_seq
-                    for entry in _entries(self.location, topic, body):
-                        if _sound(entry) and entry[0] <= after:
+                    for entry in rowcodec.entries(self.location, topic, body):
+                        if rowcodec.sound(entry) and entry[0] <= after:
                             continue
-                        stored = self._decode(topic, entry, stamp)
+                        stored = rowcodec.decode(self.location, topic, entry, stamp)
                         if stored is None:
                             continue
                         out.append(stored)
@@ -627,10 +554,10 @@ class PublicationStore:
         rows += [(row[0], row[1], row[4], row[6]) for row in waiting if row[4] >= since_ms and row[:2] not in found]
         out: list[tuple[Topic, Publication, int]] = []
         for topic, _, stamp, body in rows:
-            for entry in _entries(self.location, topic, body):
-                if not _sound(entry) or not entry[9]:
+            for entry in rowcodec.entries(self.location, topic, body):
+                if not rowcodec.sound(entry) or not entry[9]:
                     continue
-                stored = self._decode(topic, entry, stamp)
+                stored = rowcodec.decode(self.location, topic, entry, stamp)
                 if stored is not None:
                     out.append((stored.topic, stored.publication, stored.stored_at_ms))
         return out
@@ -667,49 +594,6 @@ class PublicationStore:
         except sqlite3.Error as exc:
             raise StoreError(f"cannot checkpoint {self.location}: {exc}") from None
         self.checkpoints += 1
-
-    def _decode(self, topic: object, entry: object, stamp: object) -> Stored | None:
-        """A body entry (module docstring) as a `Stored`, or None with a warning."""
-        if not _sound(entry):
-            log.warning("%s: skipping a damaged entry of %r: %.80r", self.location, topic, entry)
-            return None
-        local_seq, key, publisher, seq, payload, via, hops, published_ms, prev, msg_id, proof = entry
-        try:
-            if type(key) is not bytes or len(key) != HASH_BYTES:
-                raise ValueError("key is not 16 bytes")
-            if type(seq) is not int or seq < 0 or type(payload) is not bytes:
-                raise ValueError("bad seq or payload")
-            if type(local_seq) is not int or type(stamp) is not int:
-                raise ValueError("bad local_seq or timestamp")
-            if type(published_ms) is not int or published_ms < 0:
-                published_ms = 0  # a damaged timestamp is only unknown, the row stays
-            if type(prev) is not int or prev < -1:
-                prev = -1  # likewise an unknown predecessor
-            if not isinstance(msg_id, str) or len(msg_id) > 64:
-                msg_id = ""
-            if type(proof) is not bytes:
-                proof = b""  # unsigned: nodes that check signatures refuse it
-            publication = Publication(
-                PublicationKey(key),
-                Ref(validate_ref(publisher)),
-                seq,
-                Payload(payload),
-                published_ms,
-                prev,
-                msg_id,
-                proof,
-            )
-            return Stored(
-                validate_topic(topic),
-                local_seq,
-                publication,
-                str(via),
-                hops if type(hops) is int else None,
-                stamp,
-            )
-        except (WireError, ValueError) as exc:
-            log.warning("%s: skipping damaged row %s #%s: %s", self.location, topic, local_seq, exc)
-            return None
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

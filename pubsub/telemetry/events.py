@@ -323,7 +323,7 @@ class Observer:
 
     `touched`: something happened that may have changed the state (a message, a client
     request, a commit).  `ticked`: a Timeout interval ended.  `stored`: rows the node's
-    store just committed (`pubsub.node.store.Stored`).  `changed`: topics whose supervisor
+    store just committed (`pubsub.node.rowcodec.Stored`).  `changed`: topics whose supervisor
     database changed.  `close`: the daemon stops.
     """
 

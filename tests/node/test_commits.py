@@ -10,7 +10,8 @@ from pathlib import Path
 
 from pubsub.kernel.message import Ref, Topic
 from pubsub.node.commits import GroupCommit, Written
-from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
+from pubsub.node.rowcodec import Stored
+from pubsub.node.store import NewRow, PublicationStore, StoreError
 from pubsub.node.writer import StoreThread
 from pubsub.publications.antientropy import LOCAL, make_publication
 

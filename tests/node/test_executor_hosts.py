@@ -21,7 +21,8 @@ from pubsub.kernel.executor import Executor
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.node.app import _LoopClock
 from pubsub.node.commits import GroupCommit
-from pubsub.node.store import PublicationStore, Stored
+from pubsub.node.rowcodec import Stored
+from pubsub.node.store import PublicationStore
 from pubsub.node.writer import StoreThread
 from pubsub.publications.antientropy import make_publication
 from pubsub.publications.messages import HandOver, MsgId, Payload, PublicationList, PublishRequest, Spread

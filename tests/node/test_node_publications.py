@@ -432,7 +432,7 @@ def test_deliveries_to_a_socket_are_packed_from_the_rows_and_a_value_the_packer_
     skips and counts just that one (as before this path existed); an in-memory session
     always gets messages."""
     from pubsub.node.delivery import delivery_of, send_deliveries
-    from pubsub.node.store import Stored
+    from pubsub.node.rowcodec import Stored
     from pubsub.publications.antientropy import make_publication
     from pubsub.publications.messages import Publication
 
@@ -489,7 +489,7 @@ def test_a_new_only_stream_skips_only_what_was_published_before_its_bound(tmp_pa
     """The stream's filter itself: rows published before the bound are skipped but move the
     cursor, rows without a timestamp (0, unknown) and later rows are delivered."""
     from pubsub.node.delivery import Deliveries, Stream
-    from pubsub.node.store import Stored
+    from pubsub.node.rowcodec import Stored
     from pubsub.publications.antientropy import make_publication
 
     class Session:

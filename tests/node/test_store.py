@@ -11,7 +11,8 @@ import msgpack
 import pytest
 
 from pubsub.kernel.message import Ref, Topic
-from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
+from pubsub.node.rowcodec import Stored
+from pubsub.node.store import NewRow, PublicationStore, StoreError
 from pubsub.publications.antientropy import make_publication
 from pubsub.publications.handover import HandOverClient
 from pubsub.publications.messages import GetMember, HandOver, HandOverAck, MemberIs
