@@ -25,8 +25,7 @@ the node core's trie, which never hands the store a publication twice, holds far
 Only readable publications count as held: one whose entry is damaged can be stored again.
 
 Layout 1 (one row per publication, ``publications(topic, local_seq, key, ...)``) is
-converted when such a store is opened, in one transaction; older code refuses a converted
-store (it reads layout 1 only) with a clear error.
+converted when such a store is opened, in one transaction (`pubsub.node.storemigration`).
 
 Incarnation.  A store has a random *incarnation* (16 hex digits), made when the store is
 created and kept in ``meta``; a store in memory gets a new one with every process.  Local
@@ -34,12 +33,6 @@ numbers are only meaningful within one incarnation, so a stream cursor names bot
 (`pubsub.node.delivery`): a client that resumes with a number from another incarnation --
 the node lost its store, or runs without one and restarted -- is told so instead of being
 served the wrong publications.
-
-``published_ms`` (the publication's own timestamp, `Publication.published_ms`), ``prev``,
-``msg_id`` and ``proof`` (`Publication.prev`, `Publication.msg_id`, `Publication.proof`: its
-publisher's signature, kept so that whoever gets it later from here can check it) were added
-to layout 1 after its first version; a layout-1 store without them is converted with their
-defaults (0, -1, "" and empty).
 
 Durability
     `append` writes a batch in one transaction.  With ``sync="full"`` SQLite syncs the
@@ -93,6 +86,7 @@ from pubsub.kernel.message import Topic
 from pubsub.node import rowcodec
 from pubsub.node.journal import Journal, JournalError
 from pubsub.node.rowcodec import FORMAT, INSERT, Stored
+from pubsub.node.storemigration import convert_layout1
 from pubsub.publications.antientropy import NewRow  # the rows of the core's Persists
 from pubsub.publications.messages import Publication
 from pubsub.runtime.datadir import StoreError, prepare_data_dir
@@ -122,50 +116,6 @@ _INSERT_REPLAYED = "INSERT OR IGNORE INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)"
 #: Rows whose number is damaged are skipped everywhere (their publications are not held
 #: here, so they can come back by anti-entropy and be stored again under a new number).
 _SOUND_ROW = "typeof(last_seq) = 'integer'"
-#: Layout 1's columns, in the order of a body entry (`rowcodec.entry`), with the defaults of those
-#: added to it later.
-_LAYOUT1_COLUMNS = (
-    ("local_seq", None), ("key", None), ("publisher", None), ("seq", None), ("payload", None),
-    ("via", None), ("hops", None), ("published_ms", "0"), ("prev", "-1"), ("msg_id", "''"), ("proof", "x''"),
-)
-#: Layout 1 rows per converted batch row.
-_CONVERT_ROWS = 512
-
-
-def _convert_layout1(db: sqlite3.Connection) -> None:
-    """Turn a layout-1 store's ``publications`` table into batch rows, in one transaction:
-    one row per topic and commit as layout 1 wrote them (same ``stored_at_ms``), at most
-    `_CONVERT_ROWS` publications each.  Values are copied as they are (a damaged one is
-    still skipped when read); columns that store never had get their defaults."""
-    if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'publications'").fetchone() is None:
-        return
-    columns = {row[1] for row in db.execute("PRAGMA table_info(publications)")}
-    picked = ", ".join(name if name in columns else f"{default} AS {name}" for name, default in _LAYOUT1_COLUMNS)
-    db.execute("BEGIN")
-    try:
-        rows = db.execute(f"SELECT topic, stored_at_ms, {picked} FROM publications ORDER BY topic, local_seq")
-        group: list[list[Any]] = []
-        place: tuple[object, object] | None = None
-        for topic, stamp, *entry in rows:
-            if group and ((topic, stamp) != place or len(group) >= _CONVERT_ROWS):
-                _insert_converted(db, place, group)
-                group = []
-            place = (topic, stamp)
-            group.append(entry)
-        if group:
-            _insert_converted(db, place, group)
-        db.execute("DROP TABLE publications")
-        db.execute(f"PRAGMA user_version = {FORMAT}")
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
-
-
-def _insert_converted(db: sqlite3.Connection, place: tuple[object, object] | None, group: list[list[Any]]) -> None:
-    assert place is not None
-    db.execute(INSERT, rowcodec.row(*place, group))
 
 
 class PublicationStore:
@@ -193,7 +143,7 @@ class PublicationStore:
                 "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value NOT NULL)"
             )
             self._db.execute(_BATCHES)
-            _convert_layout1(self._db)
+            convert_layout1(self._db)
             self._journal = self._replay_journal()
             # kept as "i<hex>" so that an all-digit incarnation is not turned into a number
             found = self._db.execute("SELECT value FROM meta WHERE name = 'incarnation'").fetchone()
