@@ -32,11 +32,10 @@ every state change (``touched``), every Timeout (``ticked``) and every commit (`
 the rows written); they emit the event stream and count deliveries for the metrics.  A
 publication issued here is stamped with the wall clock (``published_ms``) when accepted.
 
-Sequence numbers.  The core numbers the publications this node issues.  The store records
-a reservation ``seq_reserved``; numbers are taken below it, and a new block of `SEQ_BLOCK`
-is reserved (one small transaction) before the first number beyond it is used.  A restarted
-node continues at the reservation, so it never issues a (publisher, seq) pair twice, even
-for a publication that left the node (by anti-entropy) before its commit.
+Sequence numbers.  The core numbers the publications this node issues, below a reservation
+the store keeps; before it accepts a publication the node makes sure the next number is
+reserved, a block at a time (`pubsub.node.sequence`), so that a restarted node never issues
+a (publisher, seq) pair twice.
 
 Publishing.  The core decides (`PublicationNode.publish_request`, hand-overs in
 `pubsub.publications.handover`) and states the order as effects (`pubsub.kernel.effects`),
@@ -73,6 +72,7 @@ from pubsub.node.delivery import Deliveries
 from pubsub.node.permits import refusal as client_refusal
 from pubsub.node.retention import RetentionKeeper
 from pubsub.node.rowcodec import Stored
+from pubsub.node.sequence import SequenceBlocks
 from pubsub.node.settings import FRAME_OVERHEAD, HOLD_MIN_BATCH, NodeSettings
 from pubsub.node.store import NewRow, PublicationStore, StoreError
 from pubsub.node.telemetry import node_instrument
@@ -98,8 +98,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Sequence numbers reserved durably at a time (see the module docstring).
-SEQ_BLOCK = 1024
 #: Seconds between moving the journal's commits into SQLite (`NodeApp.settle`: one
 #: transaction, cheaper per row the more rows it carries; the store also settles on its own
 #: once `pubsub.node.store.SETTLE_ROWS` rows wait) and checkpoints of SQLite's log under
@@ -197,12 +195,12 @@ class NodeApp:
             hold_min=HOLD_MIN_BATCH, hold_max=HOLD_MAX_ITEMS,
         )
         self._replies: dict[int, list[Message]] = {}  # answers per client, one write each
-        self._reserving: concurrent.futures.Future[None] | None = None
         self._sessions: dict[int, ClientSession] = {}  # client token -> its connection
         self._tokens: dict[int, int] = {}  # id of a live session -> its token
         self._next_client = 0
         self._limiter = LogLimiter(log)
-        self._seq_limit = self.store.seq_reserved
+        #: The durable blocks of the sequence numbers this node issues (`pubsub.node.sequence`).
+        self.sequence = SequenceBlocks(ref, self.store, self.thread, inline=inline)
         #: Timeout actions run so far (the ``interval`` of events).
         self.intervals = 0
         #: Telemetry (`pubsub.telemetry.events.Observer`): told about state changes, Timeouts, commits.
@@ -352,7 +350,7 @@ class NodeApp:
             self.executor.release()
             return []
         try:
-            self._reserve_seq()
+            self.sequence.reserve(self.core.next_seq)
         except StoreError as exc:
             self.stats.error("store_error")
             self.answer(client, PublishFailed(msg.id, "store_error", str(exc)))
@@ -377,39 +375,6 @@ class NodeApp:
 
         session.on_close(forget)
         return token
-
-    def _reserve_seq(self) -> None:
-        """Make sure the next sequence number is below the durable reservation: reserve the
-        next block on the store's thread once half of the current one is used, and wait
-        for it only if the numbers run out first (StoreError if it cannot be written)."""
-        if not self.store.durable:
-            return
-        seq = self.core.next_seq
-        if self.commits.inline:  # the loop owns the writing connection
-            if seq >= self._seq_limit:
-                self.store.reserve_seq(seq + SEQ_BLOCK)
-                self._seq_limit = self.store.seq_reserved
-            return
-        if seq >= self._seq_limit:
-            if self._reserving is not None:
-                concurrent.futures.wait([self._reserving])
-                self._reserving = None
-            self._seq_limit = max(self._seq_limit, self.store.seq_reserved)
-            if seq >= self._seq_limit:
-                self.thread.call(self.store.reserve_seq, seq + SEQ_BLOCK)
-                self._seq_limit = self.store.seq_reserved
-        if self._reserving is None and seq >= self._seq_limit - SEQ_BLOCK // 2:
-            self._reserving = self.thread.submit(self.store.reserve_seq, self._seq_limit + SEQ_BLOCK)
-            self._reserving.add_done_callback(self._reserved)
-
-    def _reserved(self, future: concurrent.futures.Future[None]) -> None:
-        """(On the store's thread.)  A reservation ended; the next `_reserve_seq` sees it."""
-        if future.exception() is None:
-            self._seq_limit = max(self._seq_limit, self.store.seq_reserved)
-        else:
-            log.error("%s: cannot reserve sequence numbers: %s", self.ref, future.exception())
-        if self._reserving is future:
-            self._reserving = None
 
     # ------------------------------------------------------------------ effects
     def _execute(self, effects: Iterable[Effect]) -> list[Send]:

@@ -24,9 +24,10 @@ from pubsub.client.library import Ack, Client, ClientError, ConnectionLost, Publ
 from pubsub.kernel import wire
 from pubsub.kernel.control import Hello, Reply, StatusRequest
 from pubsub.kernel.message import Ref, Topic
-from pubsub.node.app import SEQ_BLOCK, NodeApp
+from pubsub.node.app import NodeApp
 from pubsub.node.delivery import NEW_ONLY_SKEW_MS
 from pubsub.node.journal import read_frames
+from pubsub.node.sequence import SEQ_BLOCK
 from pubsub.node.settings import HOLD_MIN_BATCH
 from pubsub.node.store import DB_NAME, JOURNAL_NAME, PublicationStore, StoreError, SyncMode
 from pubsub.node.telemetry import DeliveryMetrics, NodeCollector
