@@ -5,7 +5,7 @@ Clients talk to it with control requests:
 
 * JoinTopic -> ``core.join`` (and the topic's trie is refilled from the store), LeaveTopic
   -> ``core.leave``, StatusRequest -> the core's status, the publication section described
-  in the README and the runtime's counters under "stats";
+  in the README and the runtime's counters under "stats" (`pubsub.node.status`);
 * PublishRequest -> answered later with PublishAck or PublishFailed (below);
 * Follow -> a stream of Delivery frames (`pubsub.node.delivery`).
 
@@ -56,7 +56,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import uvloop
@@ -74,6 +74,7 @@ from pubsub.node.retention import RetentionKeeper
 from pubsub.node.rowcodec import Stored
 from pubsub.node.sequence import SequenceBlocks
 from pubsub.node.settings import FRAME_OVERHEAD, HOLD_MIN_BATCH, NodeSettings
+from pubsub.node.status import node_status
 from pubsub.node.store import NewRow, PublicationStore, StoreError
 from pubsub.node.telemetry import node_instrument
 from pubsub.node.topicfile import TopicFile, TopicFileError
@@ -501,75 +502,8 @@ class NodeApp:
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:
-        """The core's status with per-topic publication details, the node's publication
-        section and the runtime counters (README: `status --node`)."""
-        body: dict[str, Any] = dict(self.core.status())
-        streams = self.deliveries.counts()
-        totals: Counter[str] = Counter()
-        by_topic: dict[str, dict[str, int]] = {}
-        for topic, entry in (body.get("topics") or {}).items():
-            topic_counters = self.core.topic_counters(topic)
-            if topic_counters is None or not isinstance(entry, dict):
-                continue
-            counters = {k: v for k, v in sorted(topic_counters.items()) if v}
-            # Only values that change with the publications held (not with every round),
-            # so that two looks at a quiet node compare equal.
-            section = dict(entry.get("publications") or {})
-            section["latest_local_seq"] = self.store.latest(topic)
-            section["rejected_malformed"] = counters.get("rejected_malformed", 0)
-            entry["publications"] = section
-            by_topic[topic] = counters
-            totals.update(counters)
-        layer: dict[str, Any] = self.core.layer_status()
-        body["publications"] = {
-            "store": self.store.location,
-            "durable": self.store.durable,
-            "sync": self.store.sync,
-            "flooding": bool(self.core.flooding),
-            "dissemination": self.core.dissemination,
-            "max_payload_bytes": self.core.max_payload_bytes,
-            "next_seq": self.core.next_seq,
-            "seq_reserved": self.store.seq_reserved,
-            "stored": {t: n for t, n in sorted(self.store.topics().items())},
-            "unwritten": self.commits.unwritten,
-            "commits": self.store.commits,
-            "group_commits": {"batches": self.commits.batches, "rows": self.commits.rows_written},
-            "streams": sum(streams.values()),
-            "streams_by_topic": {t: n for t, n in sorted(streams.items())},
-            "streams_opened": self.deliveries.opened,
-            "delivered": self.deliveries.delivered,
-            "handovers_pending": layer["handovers_pending"],
-            "handover": _counters(layer["handover_counters"], HANDOVER_COUNTERS),
-            "node": _counters(
-                self.counters + layer["publishing_counters"] + Counter(spreads_held=self.executor.holds),
-                NODE_COUNTERS,
-            ),
-            "message_ids": layer["message_ids"],
-            "order": {
-                "waiting": layer["order_waiting"],
-                **_counters(layer["order_counters"], ORDER_COUNTERS),
-            },
-            "rejected_malformed": totals.get("rejected_malformed", 0),
-            "retention": self.retention.status(),
-            "counters": dict(sorted(totals.items())),
-            "topic_counters": by_topic,
-        }
-        if self.signing is not None:
-            body["publications"]["signatures"] = self.signing.status()
-        body["stats"] = self.stats.snapshot()
-        return body
-
-
-#: The counters of a node's status that are always there, 0 until counted (the README's
-#: "Status JSON" names them; others, such as ``publish_failed_<code>``, appear once counted).
-HANDOVER_COUNTERS = ("started", "succeeded", "failed", "retries", "refused", "step_timeouts", "stale_replies")
-NODE_COUNTERS = ("published_local", "handovers_started", "handovers_succeeded", "handovers_received", "spreads_held")
-ORDER_COUNTERS = ("in_order", "waited", "released_late", "admitted")
-
-
-def _counters(counted: Mapping[str, int], always: tuple[str, ...]) -> dict[str, int]:
-    """`always` (0 when not counted) and every other counter above 0, sorted by name."""
-    return {k: counted.get(k, 0) for k in sorted({*always, *(k for k, v in counted.items() if v)})}
+        """The node's status (`pubsub.node.status`; README: `status --node`)."""
+        return node_status(self)
 
 
 async def serve_node(

@@ -649,7 +649,7 @@ def test_the_readme_status_tables_name_every_field_the_daemons_report(cluster: L
     missing += [f"node publications.{k}" for k in node["publications"] if not named(k, node_table, "publications.")]
     assert not missing, missing
     # the documented counters are there at 0 too (a client need not guess a default), once each
-    from pubsub.node.app import HANDOVER_COUNTERS, NODE_COUNTERS, ORDER_COUNTERS
+    from pubsub.node.status import HANDOVER_COUNTERS, NODE_COUNTERS, ORDER_COUNTERS
 
     publications = node["publications"]
     for where, names in (("order", ORDER_COUNTERS), ("handover", HANDOVER_COUNTERS), ("node", NODE_COUNTERS)):
