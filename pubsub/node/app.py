@@ -46,6 +46,11 @@ leave, then the spreads); `Answer`s go to the client connection they name, all o
 client's answers of one loop pass in one write (this app is the executor's outlet); and
 `Batched` items come back to the core as one `Batch` per topic (the arc broadcast of a
 commit's publications: the arcs computed once, one Spread per neighbour).
+
+Serving.  `serve_node` (and `run_node`, on a fresh event loop: the mode registry's
+``node`` daemon) builds the node from its settings -- the overlay's core, the store,
+`NodeApp`, signing with TLS, the HTTP API -- and hosts it (`pubsub.runtime.host`), as
+`pubsub.supervisor.app` and `broker.app` do their daemons.
 """
 
 from __future__ import annotations
