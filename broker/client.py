@@ -53,7 +53,7 @@ from broker.cores.messages import (
     ClientUnsubscribe,
     Deliver,
 )
-from pubsub.client.library import ClientError, ConnectionLost, _close, _read, connect_checked
+from pubsub.client.connection import ClientError, ConnectionLost, close_writer, connect_checked, read_message
 from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message
@@ -192,7 +192,7 @@ class BrokerClient:
             await asyncio.gather(task, return_exceptions=True)
         self._fail(ConnectionLost("connection", "the client was closed"))
         writer, self._writer = self._writer, None
-        await _close(writer)
+        await close_writer(writer)
 
     async def __aenter__(self) -> BrokerClient:
         return await self.connect()
@@ -205,7 +205,7 @@ class BrokerClient:
     async def _read_loop(self, reader: ReceivedMessages) -> None:
         try:
             while True:
-                msg = await _read(reader)
+                msg = await read_message(reader)
                 if isinstance(msg, Deliver):
                     for sub_id in msg.sub_ids:
                         sub = self._subs.get(sub_id)
