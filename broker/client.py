@@ -20,11 +20,16 @@ both have settled (the tests poll `status`).
 
 Every request gets exactly one answer, in order; `publish` returns once the host broker
 accepted (routed) the publication -- there is no end-to-end acknowledgement in the paper's
-model.  Failures raise `pubsub.client.library.ClientError` (``code``, one-line message): the broker's
-refusals as `BrokerRefused` (``not_advertised``, ``duplicate_id``, ``unknown_id``,
+model.  Failures raise `pubsub.client.connection.ClientError` (``code``, one-line message): the
+broker's refusals as `BrokerRefused` (``not_advertised``, ``duplicate_id``, ``unknown_id``,
 ``bad_publication``, ``bad_client``, ``bad_id``), ``bad_filter`` / ``bad_attrs`` for text that
 does not parse, ``timeout``, ``connection``; a broken connection ends every subscription
-with `pubsub.client.library.ConnectionLost`.
+with `pubsub.client.connection.ConnectionLost`.
+
+The connection itself is the skip ring client's (`pubsub.client.connection`): opened with
+`connect_checked` (role ``broker``: Hello, and the status answer checked within the handshake
+bound), read with `read_message`, closed with `close_writer`.  What is the broker's own is
+above it: answers matched by order, and deliveries queued per subscription.
 """
 
 from __future__ import annotations
