@@ -56,7 +56,7 @@ from pubsub.cli.common import (
     tls_options,
 )
 from pubsub.cli.publishing import AckPrinter, shorten, summarize
-from pubsub.client.library import ClientError
+from pubsub.client.connection import ClientError
 from pubsub.client.roles import role_problem
 from pubsub.client.run import Stopping, publish_window, stdin_lines
 from pubsub.kernel.contracts import VerbForm

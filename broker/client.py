@@ -20,11 +20,16 @@ both have settled (the tests poll `status`).
 
 Every request gets exactly one answer, in order; `publish` returns once the host broker
 accepted (routed) the publication -- there is no end-to-end acknowledgement in the paper's
-model.  Failures raise `pubsub.client.library.ClientError` (``code``, one-line message): the broker's
-refusals as `BrokerRefused` (``not_advertised``, ``duplicate_id``, ``unknown_id``,
+model.  Failures raise `pubsub.client.connection.ClientError` (``code``, one-line message): the
+broker's refusals as `BrokerRefused` (``not_advertised``, ``duplicate_id``, ``unknown_id``,
 ``bad_publication``, ``bad_client``, ``bad_id``), ``bad_filter`` / ``bad_attrs`` for text that
 does not parse, ``timeout``, ``connection``; a broken connection ends every subscription
-with `pubsub.client.library.ConnectionLost`.
+with `pubsub.client.connection.ConnectionLost`.
+
+The connection itself is the skip ring client's (`pubsub.client.connection`): opened with
+`connect_checked` (role ``broker``: Hello, and the status answer checked within the handshake
+bound), read with `read_message`, closed with `close_writer`.  What is the broker's own is
+above it: answers matched by order, and deliveries queued per subscription.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ from broker.cores.messages import (
     ClientUnsubscribe,
     Deliver,
 )
-from pubsub.client.library import ClientError, ConnectionLost, _close, _read, connect_checked
+from pubsub.client.connection import ClientError, ConnectionLost, close_writer, connect_checked, read_message
 from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message
@@ -192,7 +197,7 @@ class BrokerClient:
             await asyncio.gather(task, return_exceptions=True)
         self._fail(ConnectionLost("connection", "the client was closed"))
         writer, self._writer = self._writer, None
-        await _close(writer)
+        await close_writer(writer)
 
     async def __aenter__(self) -> BrokerClient:
         return await self.connect()
@@ -205,7 +210,7 @@ class BrokerClient:
     async def _read_loop(self, reader: ReceivedMessages) -> None:
         try:
             while True:
-                msg = await _read(reader)
+                msg = await read_message(reader)
                 if isinstance(msg, Deliver):
                     for sub_id in msg.sub_ids:
                         sub = self._subs.get(sub_id)

@@ -19,8 +19,9 @@
                            (PySpark convergence analysis, `pubsub.ops.analysis.cli`)
 
 The commands come from the registered modes (`pubsub.modes`): the skip ring's in
-`pubsub.cli.skipring`, the SCOT broker mode's in `broker.cli`; the shared verbs subscribe,
-publish and status take each mode's form (`pubsub.cli.verbs`).  The client commands talk to
+`pubsub.cli.skipring` (its daemon commands in `pubsub.cli.daemons`), the SCOT broker mode's in
+`broker.cli`; the shared verbs subscribe, publish and status take each mode's form
+(`pubsub.cli.verbs`).  The client commands talk to
 the daemons through the client libraries (`pubsub.client.library`, `broker.client`).
 
 Daemon settings come from the flags, then ``PUBSUB_*`` environment variables, then the

@@ -1,40 +1,27 @@
-"""The skip-ring mode's commands: the supervisor and node daemons, and the client commands
-subscribe, unsubscribe, publish, history and status (see `pubsub --help`)."""
+"""The skip-ring mode's client commands: subscribe, unsubscribe, publish, history and status
+(see `pubsub --help`); its daemon commands, supervisor and node, are in `pubsub.cli.daemons`.
+`COMMANDS` lists them all."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 import click
 
 from pubsub.cli.common import (
     ADDRESS,
-    FLAGS,
     TIMEOUT_OPTION,
     TOPIC,
-    ConfigError,
-    admin_options,
     ask,
     ask_status,
-    check_own_addresses,
-    config_option,
-    current_config,
-    from_config,
-    interval_option,
-    overlay_option,
     print_change,
-    required,
     run_client,
-    run_daemon,
-    settings_for_runtime,
     since_option,
-    telemetry_options,
-    tls_options,
 )
+from pubsub.cli.daemons import COMMANDS as DAEMON_COMMANDS
 from pubsub.cli.follow import follow
 from pubsub.cli.formats import format_ack, format_delivery, format_node_status, format_supervisor_status
 from pubsub.cli.publishing import publish_stdin
@@ -47,273 +34,6 @@ from pubsub.kernel.message import Ref, Topic
 from pubsub.kernel.wire import WireError
 from pubsub.publications.fields import MAX_MSG_ID_CHARS, validate_msg_id
 from pubsub.publications.messages import JoinTopic, LeaveTopic
-
-if TYPE_CHECKING:  # the daemons' settings (pydantic): imported when a daemon command runs
-    from pubsub.runtime.settings import AdminSettings, TelemetrySettings
-
-
-def _own_addresses(
-    listen: str, telemetry: TelemetrySettings, admin: AdminSettings, more: dict[str, str | None]
-) -> dict[str, str | None]:
-    """A daemon's listeners by option, for `check_own_addresses`."""
-    metrics = f"{telemetry.metrics_host}:{telemetry.metrics_port}" if telemetry.metrics_port else None
-    return {"--listen": listen, **more, "--metrics-port": metrics, "--admin-listen": admin.admin_listen}
-
-
-def _supervisor_settings() -> tuple[type[Any], ...]:
-    from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
-    from pubsub.supervisor.settings import SupervisorSettings
-
-    return (RuntimeSettings, TelemetrySettings, AdminSettings, SupervisorSettings)
-
-
-def _node_settings() -> tuple[type[Any], ...]:
-    from pubsub.node.settings import NodeSettings
-    from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
-
-    return (RuntimeSettings, TelemetrySettings, AdminSettings, NodeSettings)
-
-
-def _address(value: Any) -> Ref:
-    return ADDRESS.convert(str(value), None, None)
-
-
-@click.command()
-@click.option(
-    "--listen",
-    type=ADDRESS,
-    default=None,
-    help="Address to listen on; it is also the supervisor's reference, which nodes are given "
-    "(required, here or as listen in the --config file).",
-)
-@click.option(
-    "--data",
-    "data_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    metavar="DIR",
-    help="Directory of the durable membership database, created if missing "
-    "(required; env PUBSUB_DATA_DIR).",
-)
-@overlay_option
-@interval_option
-@tls_options
-@click.option(
-    "--config-budget",
-    type=int,
-    default=None,
-    metavar="N",
-    help="Configurations (SetData) sent per topic per Timeout (default 1; env "
-    "PUBSUB_CONFIG_BUDGET).",
-)
-@click.option(
-    "--web-listen",
-    type=ADDRESS,
-    default=None,
-    help="Serve the web view on http://HOST:PORT/: every topic's skip ring, live (JSON at "
-    "/api/rings).  Loopback only unless --web-allow-remote (default: off; env "
-    "PUBSUB_WEB_LISTEN).",
-)
-@click.option(
-    "--web-allow-remote",
-    is_flag=True,
-    default=False,
-    help="Allow --web-listen on an address that is not loopback; the page has no login "
-    "(env PUBSUB_WEB_ALLOW_REMOTE=1).",
-)
-@click.option(
-    "--peers",
-    default=None,
-    metavar="HOST:PORT,...",
-    help="The other supervisors (sharded supervisors: each topic belongs to the one that "
-    "consistent hashing of its name assigns; env PUBSUB_PEERS).",
-)
-@click.option(
-    "--join",
-    "join_ref",
-    type=ADDRESS,
-    default=None,
-    help="Join the supervisors that the one at this address knows (like --peers with one "
-    "address; the others are discovered).",
-)
-@click.option(
-    "--peer-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    metavar="SECONDS",
-    help="A peer supervisor silent this long is dead and its topics move (default 3; env "
-    "PUBSUB_PEER_TIMEOUT).",
-)
-@config_option("the supervisor", _supervisor_settings, "listen")
-@telemetry_options
-@admin_options
-def supervisor(
-    listen: Ref | None,
-    data_dir: Path | None,
-    overlay: str | None,
-    interval: float | None,
-    config_budget: int | None,
-    web_listen: Ref | None,
-    web_allow_remote: bool,
-    peers: str | None,
-    join_ref: Ref | None,
-    peer_timeout: float | None,
-    telemetry: TelemetrySettings,
-    admin: AdminSettings,
-) -> None:
-    """Run the supervisor daemon until SIGTERM or SIGINT."""
-    from pubsub.runtime.settings import SettingsError, load
-    from pubsub.supervisor.app import run_supervisor
-    from pubsub.supervisor.settings import SupervisorSettings
-
-    address: Ref = required(from_config("listen", listen, "--listen", _address), "listen", "--listen")
-    runtime_settings = settings_for_runtime(interval, address, "supervisor")
-    try:
-        settings = load(
-            SupervisorSettings,
-            FLAGS,
-            config=current_config(),
-            data_dir=data_dir,
-            overlay=overlay,
-            config_budget=config_budget,
-            web_listen=web_listen,
-            web_allow_remote=web_allow_remote or None,
-            peers=",".join(p for p in (peers, join_ref) if p) or None,
-            peer_timeout=peer_timeout,
-        )
-    except SettingsError as exc:
-        raise ConfigError(str(exc)) from None
-    check_own_addresses("supervisor", _own_addresses(address, telemetry, admin, {"--web-listen": settings.web_listen}))
-    run_daemon(
-        "supervisor",
-        address,
-        lambda: run_supervisor(address, runtime_settings, settings, telemetry, admin),
-    )
-
-
-@click.command()
-@click.option(
-    "--listen",
-    type=ADDRESS,
-    default=None,
-    help="Address to listen on; it is also this node's reference (required, here or as "
-    "listen in the --config file).",
-)
-@click.option(
-    "--supervisor",
-    "supervisor_ref",
-    type=ADDRESS,
-    default=None,
-    help="The supervisor's address (required, here or as supervisor in the --config file).",
-)
-@click.option(
-    "--data",
-    "data_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    metavar="DIR",
-    help="Directory of the node's subscribed topics (rejoined at start) and durable "
-    "publication store.  Without it the node keeps everything in memory and loses it when "
-    "it stops (optional; env PUBSUB_DATA_DIR).",
-)
-@overlay_option
-@interval_option
-@tls_options
-@click.option(
-    "--no-flooding",
-    "no_flooding",
-    is_flag=True,
-    default=False,
-    help="Do not spread new publications; anti-entropy alone delivers them (env "
-    "PUBSUB_FLOODING=0).",
-)
-@click.option(
-    "--dissemination",
-    type=click.Choice(["tree", "flood"]),
-    default=None,
-    help="How new publications spread besides anti-entropy: tree (a spanning tree over the "
-    "skip ring, n-1 messages per publication; the default) or flood (the paper's flooding) "
-    "(env PUBSUB_DISSEMINATION).",
-)
-@click.option(
-    "--linger",
-    type=click.FloatRange(min=0, max=1),
-    default=None,
-    metavar="S",
-    help="Seconds a group commit waits for more publications before it starts (default 0: "
-    "at once; env PUBSUB_PUBLISH_LINGER).",
-)
-@click.option(
-    "--http-listen",
-    type=ADDRESS,
-    default=None,
-    help="Also serve the HTTP API (publish, history, SSE stream, membership, status; "
-    "README, 'HTTP API') on HOST:PORT.  It has no authentication: loopback only unless "
-    "--http-allow-remote (default: off; env PUBSUB_HTTP_LISTEN).",
-)
-@click.option(
-    "--http-allow-remote",
-    is_flag=True,
-    default=False,
-    help="Allow --http-listen on an address that is not loopback (env PUBSUB_HTTP_ALLOW_REMOTE=1).",
-)
-@config_option("a node", _node_settings, "listen", "supervisor")
-@telemetry_options
-@admin_options
-def node(
-    listen: Ref | None,
-    supervisor_ref: Ref | None,
-    telemetry: TelemetrySettings,
-    admin: AdminSettings,
-    data_dir: Path | None,
-    overlay: str | None,
-    interval: float | None,
-    no_flooding: bool,
-    dissemination: str | None,
-    linger: float | None,
-    http_listen: Ref | None,
-    http_allow_remote: bool,
-) -> None:
-    """Run a subscriber node daemon until SIGTERM or SIGINT."""
-    from pubsub.node.app import run_node
-    from pubsub.node.settings import NodeSettings, check_node_limits
-    from pubsub.runtime.settings import SettingsError, load
-
-    address: Ref = required(from_config("listen", listen, "--listen", _address), "listen", "--listen")
-    supervisor_address: Ref = required(
-        from_config("supervisor", supervisor_ref, "--supervisor", _address), "supervisor", "--supervisor"
-    )
-    runtime_settings = settings_for_runtime(interval, address, "node")
-    try:
-        settings = load(
-            NodeSettings,
-            FLAGS,
-            config=current_config(),
-            data_dir=data_dir,
-            overlay=overlay,
-            flooding=False if no_flooding else None,
-            dissemination=dissemination,
-            publish_linger=linger,
-            http_listen=http_listen,
-            http_allow_remote=http_allow_remote or None,
-        )
-        check_node_limits(settings, runtime_settings)
-    except SettingsError as exc:
-        raise ConfigError(str(exc)) from None
-    check_own_addresses("node", _own_addresses(address, telemetry, admin, {"--http-listen": settings.http_listen}))
-    if runtime_settings.tls:  # its key must sign publications (and cryptography loads only now)
-        from pubsub.node.signing import Signing, SigningError
-
-        try:
-            Signing.from_settings(address, runtime_settings, None)
-        except SigningError as exc:
-            raise ConfigError(str(exc)) from None
-    run_daemon(
-        "node",
-        address,
-        lambda: run_node(address, supervisor_address, runtime_settings, settings, telemetry, admin),
-    )
-
 
 LITERAL_OPTION = click.option(
     "--literal",
@@ -738,6 +458,9 @@ def status(supervisor_ref: Ref | None, node_ref: Ref | None, as_json: bool, time
         click.echo(format_supervisor_status(body))
     else:
         click.echo(format_node_status(body))
-#: The skip-ring mode's commands; subscribe, publish and status are the shared verbs'
-#: default forms (`pubsub.cli.verbs`).
-COMMANDS = (supervisor, node, subscribe, unsubscribe, publish, history, status, *RETENTION_COMMANDS)
+
+
+#: The skip-ring mode's commands: the daemons' (`pubsub.cli.daemons`), the client commands
+#: here and retention's; subscribe, publish and status are the shared verbs' default forms
+#: (`pubsub.cli.verbs`).
+COMMANDS = (*DAEMON_COMMANDS, subscribe, unsubscribe, publish, history, status, *RETENTION_COMMANDS)

@@ -48,7 +48,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pubsub.client.library import Channel, Client, ClientError
+from pubsub.client.connection import Channel, ClientError
+from pubsub.client.library import Client
 from pubsub.kernel import wire
 from pubsub.kernel.message import Message, Ref
 from pubsub.node.app import NodeApp, serve_node
@@ -73,7 +74,7 @@ class EmbeddedError(ClientError):
 
 
 class _LocalChannel:
-    """A `pubsub.client.library.Channel` to a node in this process: a `QueuedSession`
+    """A `pubsub.client.connection.Channel` to a node in this process: a `QueuedSession`
     the node writes to, requests handed to the runtime on the next loop pass."""
 
     def __init__(self, runtime: Runtime, sessions: set[QueuedSession]) -> None:
@@ -122,7 +123,7 @@ class _LocalChannel:
 
 
 class _InProcess:
-    """The `pubsub.client.library.Connector` of an embedded node's clients."""
+    """The `pubsub.client.connection.Connector` of an embedded node's clients."""
 
     def __init__(self, node: EmbeddedNode, timeout: float) -> None:
         self._node = node

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pubsub.client.library import ClientError
+from pubsub.client.connection import ClientError
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Ref
 from pubsub.kernel.shards import SupervisorsRequest, owner

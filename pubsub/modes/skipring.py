@@ -3,8 +3,9 @@ topic form a skip ring and carry the publications themselves.
 
 Where its parts live: cores in `pubsub.skipring` and `pubsub.skipring.supervisor.core` /
 `pubsub.skipring.supervisor.database`; daemons in `pubsub.node` and `pubsub.supervisor.app`; commands in
-`pubsub.cli.skipring`; the local launcher in `pubsub.ops.localcluster`; the simulation in
-`pubsub.sim`.  This module only names them for the registry (`pubsub.modes`).
+`pubsub.cli.skipring` (the daemon commands in `pubsub.cli.daemons`); the local launcher in
+`pubsub.ops.localcluster`; the simulation in `pubsub.sim`.  This module only names them for the
+registry (`pubsub.modes`).
 """
 
 from __future__ import annotations

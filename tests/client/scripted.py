@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from pubsub.client import library
+from pubsub.client import connection
 from pubsub.kernel.message import Ref
 from pubsub.runtime import receiving
 from pubsub.runtime.streams import ReceivedMessages
@@ -29,7 +29,7 @@ async def scripted_node(handler: Handler, monkeypatch: pytest.MonkeyPatch) -> As
         writer = await receiving.connect("127.0.0.1", port)
         return ReceivedMessages(writer), writer
 
-    monkeypatch.setattr(library, "_connect", connect)
+    monkeypatch.setattr(connection, "_connect", connect)
     try:
         yield Ref(f"127.0.0.1:{port}")
     finally:

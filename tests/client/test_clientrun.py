@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from pubsub.client import library
+from pubsub.client import connection, library
 from pubsub.client import run as clientrun
 from pubsub.client.library import Ack, Client
 from pubsub.client.run import publish_pipelined
@@ -163,7 +163,7 @@ async def test_concurrent_publishes_leave_in_call_order_while_the_connection_ope
         later.append(asyncio.create_task(client.publish("t", b"3")))
         return ReceivedMessages(writer), writer
 
-    monkeypatch.setattr(library, "_connect", connect)
+    monkeypatch.setattr(connection, "_connect", connect)
     try:
         first = asyncio.create_task(client.publish("t", b"1"))
         second = asyncio.create_task(client.publish("t", b"2"))

@@ -18,7 +18,7 @@ import msgpack
 import pytest
 import uvloop
 
-from pubsub.client.library import ClientError, connect_checked
+from pubsub.client.connection import ClientError, connect_checked
 from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Hello, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref, Send, Topic
