@@ -99,8 +99,8 @@ import msgpack
 from pubsub.kernel.message import Ref, Topic
 from pubsub.kernel.wire import WireError, pack, validate_ref, validate_topic
 from pubsub.node.journal import Journal, JournalError
-from pubsub.publications.antientropy import NewRow  # the rows of the core's Persists
 from pubsub.publications.messages import Payload, Publication, PublicationKey
+from pubsub.publications.topicstate import NewRow  # the rows of the core's Persists
 from pubsub.publications.trie import HASH_BYTES
 from pubsub.runtime.datadir import StoreError, prepare_data_dir
 

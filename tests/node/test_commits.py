@@ -12,7 +12,7 @@ from pubsub.kernel.message import Ref, Topic
 from pubsub.node.commits import GroupCommit, Written
 from pubsub.node.store import NewRow, PublicationStore, Stored, StoreError
 from pubsub.node.writer import StoreThread
-from pubsub.publications.antientropy import LOCAL, make_publication
+from pubsub.publications.topicstate import LOCAL, make_publication
 
 T = Topic("t")
 
