@@ -58,8 +58,9 @@ from pathlib import Path
 from bench.machine import machine
 from pubsub.kernel import wire
 from pubsub.kernel.message import Ref, Send, Topic
-from pubsub.publications.antientropy import AntiEntropy, make_publication
+from pubsub.publications.antientropy import AntiEntropy
 from pubsub.publications.messages import CheckAndPublish, Publication, Publish
+from pubsub.publications.topicstate import make_publication
 from pubsub.publications.trie import EMPTY_LABEL
 
 TOPIC = Topic("bench")

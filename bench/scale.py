@@ -67,7 +67,7 @@ from typing import Any
 
 from bench.machine import machine
 from pubsub.kernel.message import Ref, Topic
-from pubsub.publications.antientropy import make_publication
+from pubsub.publications.topicstate import make_publication
 from pubsub.sim.scenarios import corrupted_start, fresh_start, legitimate_start
 from pubsub.sim.world import Simulation
 from tests.simhelpers import is_legitimate

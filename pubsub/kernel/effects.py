@@ -70,7 +70,7 @@ class Batched(NamedTuple):
     items of the same `work` and `topic` carried out together, as one `Batch`.
 
     The node core hands the arc broadcast of its own publications over this way
-    (`pubsub.publications.antientropy`: a commit of k publications computes the arcs once and
+    (`pubsub.publications.dissemination`: a commit of k publications computes the arcs once and
     sends one Spread per neighbour, not k)."""
 
     work: str

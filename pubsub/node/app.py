@@ -84,10 +84,10 @@ from pubsub.node.store import NewRow, PublicationStore, StoreError
 from pubsub.node.telemetry import node_instrument
 from pubsub.node.topicfile import TopicFile, TopicFileError
 from pubsub.node.writer import StoreThread
-from pubsub.publications.antientropy import DEFAULT_BATCH_BYTES
 from pubsub.publications.fields import MAX_PUBLICATIONS
 from pubsub.publications.hosted import HostedNode
 from pubsub.publications.messages import Follow, JoinTopic, LeaveTopic, PublishAck, PublishFailed, PublishRequest
+from pubsub.publications.topicstate import DEFAULT_BATCH_BYTES
 from pubsub.runtime.connection import ClientSession
 from pubsub.runtime.datadir import held_data_dir
 from pubsub.runtime.host import Daemon, host

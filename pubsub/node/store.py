@@ -87,8 +87,8 @@ from pubsub.node import rowcodec
 from pubsub.node.journal import Journal, JournalError
 from pubsub.node.rowcodec import FORMAT, INSERT, Stored
 from pubsub.node.storemigration import convert_layout1
-from pubsub.publications.antientropy import NewRow  # the rows of the core's Persists
 from pubsub.publications.messages import Publication
+from pubsub.publications.topicstate import NewRow  # the rows of the core's Persists
 from pubsub.runtime.datadir import StoreError, prepare_data_dir
 
 log = logging.getLogger(__name__)

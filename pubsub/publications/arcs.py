@@ -39,7 +39,7 @@ resolution only makes the tree less shallow, never incorrect.
 
 Outside legitimate states nothing here is trusted to deliver: anti-entropy (§4.2) remains
 the guarantee, and the receiver of an arc that does not contain its own position falls back
-to flooding for that publication (`pubsub.publications.antientropy`).
+to flooding for that publication (`pubsub.publications.dissemination`).
 """
 
 from __future__ import annotations

@@ -47,17 +47,9 @@ from pubsub.publications.overlay import NodeOverlay, Released
 
 if TYPE_CHECKING:
     from pubsub.publications.hosted import HostedNode
-from pubsub.publications.antientropy import (
-    DEFAULT_BATCH_BYTES,
-    HANDOVER,
-    LOCAL,
-    SPREAD_OWN,
-    AntiEntropy,
-    Arrival,
-    NewRow,
-    make_publication,
-)
+from pubsub.publications.antientropy import AntiEntropy
 from pubsub.publications.arcs import ArcView
+from pubsub.publications.dissemination import SPREAD_OWN
 from pubsub.publications.handover import DEFAULT_ATTEMPTS, DEFAULT_STEP_TIMEOUT, HandOverClient
 from pubsub.publications.messages import (
     PUBLICATION_MESSAGES,
@@ -70,6 +62,7 @@ from pubsub.publications.messages import (
 from pubsub.publications.ordering import DEFAULT_MAX_WAIT, DEFAULT_WAIT, Sequencer
 from pubsub.publications.publishing import DEFAULT_LIMIT, DEFAULT_WINDOW, Publishing
 from pubsub.publications.retention import NodeRetention, Order, Policy, Retention
+from pubsub.publications.topicstate import DEFAULT_BATCH_BYTES, HANDOVER, LOCAL, Arrival, NewRow, make_publication
 
 #: How new publications may spread besides anti-entropy.
 DISSEMINATIONS = ("tree", "flood", "off")
@@ -360,7 +353,7 @@ class PublicationNode:
 
     def _batch(self, msg: Batch, now: float) -> Sequence[Effect]:
         """`Batched` items released together: the arc broadcast of our own publications
-        (`AntiEntropy.spread_own`: the arcs computed once for all of them), also for a
+        (`Dissemination.spread_own`: the arcs computed once for all of them), also for a
         topic we left since (on its last arcs)."""
         if msg.work != SPREAD_OWN:
             raise ValueError(f"no batched work {msg.work!r}")

@@ -38,8 +38,8 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from pubsub.kernel.message import Ref, Topic
-from pubsub.publications.antientropy import Arrival
 from pubsub.publications.messages import Publication
+from pubsub.publications.topicstate import Arrival
 
 #: Seconds a stream with held-back arrivals may be quiet before they go through.
 DEFAULT_WAIT = 2.0

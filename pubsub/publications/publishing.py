@@ -43,7 +43,6 @@ from typing import Protocol
 
 from pubsub.kernel.effects import Answer, Batched, Effect, Persist
 from pubsub.kernel.message import Message, Ref, Send, Topic
-from pubsub.publications.antientropy import HANDOVER
 from pubsub.publications.handover import HandOverClient
 from pubsub.publications.messages import (
     HandOver,
@@ -54,6 +53,7 @@ from pubsub.publications.messages import (
     PublishFailed,
     PublishRequest,
 )
+from pubsub.publications.topicstate import HANDOVER
 
 #: Seconds a message id is remembered.
 DEFAULT_WINDOW = 120.0

@@ -5,7 +5,7 @@ open a second listener (``--admin-listen HOST:PORT``, ``PUBSUB_ADMIN_LISTEN``; o
 default; a host that is not loopback is refused unless ``--admin-allow-remote`` is given,
 `pubsub.runtime.settings.AdminSettings`).  `ChaosRequest` frames are served there and nowhere else:
 on the peer/client port the runtime counts them as ``forbidden`` errors, answers with an
-ErrorReply and never passes them on (`pubsub.runtime.net`).  Nothing else is served on the admin
+ErrorReply and never passes them on (`pubsub.runtime.inbound`).  Nothing else is served on the admin
 listener, so it exposes no more than the injections below.  The protocol is the client one
 of `pubsub.runtime.client.request`: ``Hello(ref=None, role="client")``, then requests, each answered
 by one Reply (body: what was done) or ErrorReply (code and a one-line reason).

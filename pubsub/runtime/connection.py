@@ -57,7 +57,7 @@ class Connection:
         #: Done once the runtime forgot the connection (it ended or was closed).
         self.finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         #: Frames received and not yet acted on, and whether reading waits for the other
-        #: side to read (`pubsub.runtime.net`: a client is not served while it does not read).
+        #: side to read (`pubsub.runtime.inbound`: a client is not served while it does not read).
         self.pending: deque[bytes] = deque()
         self.reading_paused = False
         #: Resource limits (`pubsub.runtime.limits`), on the monotonic clock: when the

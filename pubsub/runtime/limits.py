@@ -1,8 +1,9 @@
 """Resource limits of the runtime: connection caps, the shared frame buffer, deadlines and
 publish quotas (settings: `pubsub.runtime.limitsettings`).
 
-Each piece is small and free of I/O, so that it is tested alone; `pubsub.runtime.net`
-applies them to its connections:
+Each piece is small and free of I/O, so that it is tested alone; the runtime applies them
+to its connections (the caps and quotas in `pubsub.runtime.admission`, the frame buffer in
+`pubsub.runtime.inbound`, the deadlines in `pubsub.runtime.net`):
 
 * `connection_caps` derives how many accepted connections a daemon may hold, in all and
   per source address, from its descriptor limit (RLIMIT_NOFILE) minus a reserve, so that

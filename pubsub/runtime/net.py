@@ -1,6 +1,9 @@
 """The network runtime: drives a protocol core over real TCP, on asyncio (uvloop in the daemons).
 
-The core (`Application`) never sees a socket.  The runtime
+The core (`Application`) never sees a socket.  `Runtime` holds the runtime's life cycle --
+the listener, the connections, the links, the timers, sending -- and hands each
+connection's input to `pubsub.runtime.inbound` and the checks a connection or message must
+pass to `pubsub.runtime.admission`.  The runtime
 
 * listens on the application's reference ``host:port`` (and binds nothing else);
 * keeps **one persistent TCP connection per peer pair**, used in both directions.  The side
@@ -24,17 +27,20 @@ The core (`Application`) never sees a socket.  The runtime
   closed) a Hello whose claim the certificate does not back (`pubsub.runtime.identity`),
   and hands each peer message to the application's optional ``admits(msg, identity)``
   first (``forbidden_sender`` when it objects); without TLS it refuses to listen on an
-  address that is not loopback unless ``insecure`` is set;
-* calls ``app.timeout`` every ``timeout_interval`` seconds (+- ``timer_jitter``);
+  address that is not loopback unless ``insecure`` is set.  These checks, the connection
+  caps, the clients' permissions and publish quotas are the admission gate
+  (`pubsub.runtime.admission`);
+* calls ``app.timeout`` every ``timeout_interval`` seconds (+- ``timer_jitter``), and closes
+  the connections past a deadline (`pubsub.runtime.limits.overdue`);
 * takes each connection's chunks as they arrive, without a reader task
   (`pubsub.runtime.receiving`), and cuts them into frames with the sans-I/O
-  `pubsub.kernel.framing.FrameDecoder`;
+  `pubsub.kernel.framing.FrameDecoder` (`pubsub.runtime.inbound`);
 * survives bad input: an over-long length prefix is refused before the body is read
   (counted, answered with ErrorReply, connection closed), a frame cut short by EOF is
   counted and the connection closed, an undecodable frame is counted by its `WireError`
-  code, answered with ErrorReply and the connection kept; an exception raised by the core is
-  caught and counted as ``handler_error``.  Log lines about bad input are rate-limited per
-  (peer, code), never one per frame;
+  code, answered with ErrorReply and the connection kept (`pubsub.runtime.inbound`); an
+  exception raised by the core is caught and counted as ``handler_error``.  Log lines about
+  bad input are rate-limited per (peer, code), never one per frame;
 * counts everything in `Stats`, which daemons put in their status replies;
 * never acts on an operator request (a message class with ``admin_only``, `pubsub.runtime.admin`)
   arriving here: it is counted and answered as ``forbidden`` (those are served only on the
@@ -53,47 +59,28 @@ import random
 import signal
 import socket
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
-from functools import partial
 from typing import Any
 
 from pubsub.kernel import wire
-from pubsub.kernel.control import Bundle, ErrorReply, Hello
-from pubsub.kernel.framing import FrameDecoder
+from pubsub.kernel.control import ErrorReply
 from pubsub.kernel.message import Message, Ref, Send
+from pubsub.runtime.admission import Admission
 from pubsub.runtime.application import Application
 from pubsub.runtime.bundling import bundle
 from pubsub.runtime.connection import ClientSession, Connection, split_ref
 from pubsub.runtime.faults import NetworkFaults
-from pubsub.runtime.identity import DAEMON_ROLES, hello_problem
-from pubsub.runtime.limits import (
-    BUFFER_LIMIT,
-    HELLO_DEADLINE,
-    TOO_MANY,
-    BufferPool,
-    ConnectionCounts,
-    PublishQuotas,
-    connection_caps,
-    enable_keepalive,
-    overdue,
-    source_of,
-    sweep_period,
-)
+from pubsub.runtime.identity import DAEMON_ROLES
+from pubsub.runtime.inbound import Inbound
+from pubsub.runtime.limits import HELLO_DEADLINE, enable_keepalive, overdue, sweep_period
 from pubsub.runtime.links import Links
-from pubsub.runtime.permissions import DENIED, Authority
-from pubsub.runtime.receiving import receiver_of, serve
+from pubsub.runtime.receiving import serve
 from pubsub.runtime.settings import RuntimeSettings
 from pubsub.runtime.stats import LogLimiter, Stats
-from pubsub.runtime.tls import check_listen, check_own, peer_identity, server_context
+from pubsub.runtime.tls import check_listen, check_own, server_context
 from pubsub.runtime.tlscount import count_handshakes
 
 log = logging.getLogger(__name__)
-
-#: Seconds a connection closed for bad input lingers (half-closed) so the ErrorReply arrives.
-ERROR_LINGER = 2.0
-#: No ErrorReply is written to a connection whose transport buffer already holds this much.
-ERROR_REPLY_BUFFER_LIMIT = 256 * 1024
 
 __all__ = ["Application", "ClientSession", "Runtime", "Stats"]
 
@@ -138,7 +125,6 @@ class Runtime:
             spawn=self._spawn,
         )
         self._conns: set[Connection] = set()
-        self._sessions: dict[Connection, ClientSession] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._server: asyncio.Server | None = None
         self._timer: asyncio.Task[None] | None = None
@@ -149,13 +135,30 @@ class Runtime:
         self._ssl = server_context(self.settings)
         if self._ssl is not None:
             count_handshakes(self._ssl, self.stats.tls_failures)
-        #: Resource limits (`pubsub.runtime.limits`).
-        self.caps = connection_caps(self.settings)
-        self._counts = ConnectionCounts(self.caps)
-        self._pool = BufferPool(self.settings.inflight_bytes, self.settings.conn_buffer_bytes)
-        self._quotas = PublishQuotas(self.settings, self.settings.max_frame_bytes)
-        #: What clients may ask for, with TLS (`pubsub.runtime.permissions`); None without.
-        self.authority = Authority(self.settings.permissions) if self._ssl is not None else None
+        #: The admission gate (`pubsub.runtime.admission`): the connection caps
+        #: (`pubsub.runtime.limits`), and with TLS what clients may ask for (the `authority`
+        #: of `pubsub.runtime.permissions`; None without).
+        self._admission = Admission(
+            app, self.ref, self.settings, self.stats, self._limiter, tls=self._ssl is not None
+        )
+        self.caps = self._admission.caps
+        self.authority = self._admission.authority
+        #: Every connection's input (`pubsub.runtime.inbound`), and its client sessions.
+        self._inbound = Inbound(
+            app,
+            self.ref,
+            self.settings,
+            self.stats,
+            self._limiter,
+            self._admission,
+            self._links,
+            self.faults,
+            now=self.now,
+            call=self._call,
+            dispatch=self.dispatch,
+            serve_request=self.serve_request,
+            forget=self._forget,
+        )
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -382,20 +385,15 @@ class Runtime:
     def _peer_unreachable(self, ref: Ref) -> None:
         self.dispatch(self._call("peer_unreachable", self.app.peer_unreachable, ref, self.now()))
 
-    # --- connections and the reader ----------------------------------------------------------
+    # --- connections -------------------------------------------------------------------------
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._stopping:
             writer.close()
             return
-        identity = peer_identity(writer) if self._ssl is not None else None
-        conn = Connection(writer, outgoing=False, identity=identity)
+        conn = Connection(writer, outgoing=False, identity=self._admission.identity(writer))
         self.stats.connections_accepted += 1
-        source = source_of(conn.address)
-        refused = self._counts.admit(source)
-        if refused is not None:
-            self._refuse(conn, refused)
+        if not self._admission.admit(conn):
             return
-        conn.counted_as = source
         enable_keepalive(writer.get_extra_info("socket"))
         self._register(conn)
         assert self._loop is not None
@@ -404,312 +402,25 @@ class Runtime:
     def _register(self, conn: Connection) -> None:
         self._conns.add(conn)
         self.stats.connections_open = len(self._conns)
-        decoder = FrameDecoder(self.settings.max_frame_bytes)
-        receiver_of(conn.writer).attach(
-            partial(self._received, conn, decoder),
-            partial(self._ended, conn, decoder),
-            partial(self._client_reads, conn, decoder),
-        )
-
-    def _refuse(self, conn: Connection, reason: str) -> None:
-        """Close a connection over a cap at once: counted, one ErrorReply, no reader."""
-        self.stats.refused[reason] += 1
-        self._limiter.log(
-            ("refused", conn.source, reason), logging.WARNING,
-            "%s: refused a connection from %s: over the %s cap (%d in all, %d per source)",
-            self.ref, conn.address, reason, self.caps.total, self.caps.per_source,
-        )
-        detail = f"over the {reason} connection cap of {self.ref}"
-        conn.write(wire.encode(ErrorReply(code=TOO_MANY, detail=detail)))
-        conn.close()
+        self._inbound.attach(conn)
 
     def _hello_expired(self, conn: Connection) -> None:
         if conn.role is None and not conn.closed and not conn.fatal:
             self.stats.closed[HELLO_DEADLINE] += 1
-            self._bad_input(conn, "no_hello", "no hello within the hello timeout", close=True)
-
-    def _hold(self, conn: Connection, decoder: FrameDecoder, completed: bool) -> bool:
-        """After a read: note when the unfinished frame began and settle what `conn`
-        borrows of the shared frame buffer; False (and `conn` closed) if it cannot."""
-        if not decoder.in_frame:
-            conn.frame_started = None
-        elif completed or conn.frame_started is None:
-            conn.frame_started = time.monotonic()
-        if decoder.pending <= self._pool.allowance and not conn.borrowed:
-            return True
-        borrowed = self._pool.settle(conn.borrowed, decoder.pending)
-        if borrowed is None:
-            conn.borrowed = 0
-            decoder.discard()
-            self._bad_input(
-                conn, BUFFER_LIMIT,
-                f"the daemon holds too many unfinished frames to buffer {decoder.pending} bytes more",
-                close=True, tally=self.stats.closed,
-            )
-            return False
-        conn.borrowed = borrowed
-        return True
-
-    def _received(self, conn: Connection, decoder: FrameDecoder, data: bytes) -> None:
-        """A chunk from `conn` (`pubsub.runtime.receiving`): cut it into frames and act on
-        them in order.  After bad input that closes the connection, what still arrives is
-        discarded until the peer closes (or ERROR_LINGER closes us), so that closing with
-        unread input does not reset away our ErrorReply."""
-        if conn.closed or conn.fatal:
-            return
-        try:
-            payloads = decoder.feed(data)
-            if not self._hold(conn, decoder, bool(payloads)):
-                return
-            conn.pending.extend(payloads)
-            if not conn.reading_paused:
-                self._take_frames(conn, decoder)
-        except Exception:  # noqa: BLE001 - a failure here ends this connection, not the daemon
-            self.stats.error("runtime_error")
-            log.exception("%s: reading %r failed", self.ref, conn)
-            self._forget(conn)
-
-    def _take_frames(self, conn: Connection, decoder: FrameDecoder) -> None:
-        """Act on the frames `conn` delivered, in order.  A client that does not read what
-        it is sent is not served: once its connection holds more than the high-water mark,
-        the rest waits and reading pauses until the client has read enough
-        (`_client_reads`)."""
-        pending = conn.pending
-        while pending and not conn.closed and not conn.fatal:
-            self._on_frame(conn, pending.popleft())
-            if conn.role == "client" and conn.writable and conn.backlogged():
-                conn.pause_reading()
-                return
-        pending.clear()
-        if decoder.error is not None and not conn.fatal and not conn.closed:
-            self._bad_input(conn, decoder.error.code, decoder.error.detail, close=True)
-
-    def _client_reads(self, conn: Connection, decoder: FrameDecoder) -> None:
-        """`conn`'s write buffer drained: go on with the frames that waited, then read."""
-        if not conn.reading_paused or conn.closed:
-            return
-        conn.resume_reading()
-        self._take_frames(conn, decoder)
-
-    def _ended(self, conn: Connection, decoder: FrameDecoder, exc: BaseException | None) -> None:
-        """`conn` reached its end: EOF, a local close, or an error."""
-        if exc is not None:
-            log.debug("%s: connection %r lost: %r", self.ref, conn, exc)
-        elif decoder.in_frame and not conn.fatal and not conn.closed:
-            self._bad_input(conn, "truncated_frame", "connection closed inside a frame", close=True)
-        self._forget(conn)
-
-    def _on_frame(self, conn: Connection, payload: bytes) -> None:
-        """One frame from `conn`: decode it, count it, act on it."""
-        try:
-            msg = wire.decode(payload, self.settings.max_frame_bytes)
-        except wire.WireError as exc:
-            self._bad_input(conn, exc.code, exc.detail, close=False)
-            return
-        self.stats.frames_in[msg.kind] += 1
-        self.stats.bytes_in[msg.kind] += wire.HEADER_SIZE + len(payload)
-        conn.last_active = time.monotonic()
-        self._on_message(conn, msg)
+            self._inbound.bad_input(conn, "no_hello", "no hello within the hello timeout", close=True)
 
     def _forget(self, conn: Connection) -> None:
         if conn.finished.done():
             return
         conn.finished.set_result(None)
         conn.close()
-        if conn.counted_as is not None:
-            self._counts.release(conn.counted_as)
-            conn.counted_as = None
-        self._pool.give_back(conn.borrowed)
-        conn.borrowed = 0
-        session = self._sessions.pop(conn, None)
-        if session is not None:
-            session._closed()
+        self._admission.release(conn)
+        self._inbound.release(conn)
         self._conns.discard(conn)
         self.stats.connections_open = len(self._conns)
         self._links.forget(conn)
 
-    def _bad_input(
-        self, conn: Connection, code: str, detail: str, *, close: bool, tally: Counter[str] | None = None
-    ) -> None:
-        """Count (in `tally`, by default the errors), log (rate-limited per peer and code),
-        answer with ErrorReply, maybe close.
-
-        Closing is graceful: after the ErrorReply the write side is shut down and the reader
-        discards input until the peer closes, at most ERROR_LINGER seconds.
-        """
-        (self.stats.errors if tally is None else tally)[code] += 1
-        self._limiter.log(
-            ("bad_input", conn.source, code),
-            logging.WARNING,
-            "%s: bad input from %s: %s: %s",
-            self.ref,
-            conn.label,
-            code,
-            detail,
-        )
-        if (
-            conn.writable
-            and conn.transport.get_write_buffer_size() < ERROR_REPLY_BUFFER_LIMIT
-        ):
-            reply = ErrorReply(code=code, detail=detail[: wire.MAX_STR_CHARS])
-            conn.write(wire.encode(reply, self.settings.max_frame_bytes))
-            self.stats.frames_out[reply.kind] += 1
-        if close and not conn.fatal:
-            conn.fatal = True
-            conn.close_write()
-            assert self._loop is not None
-            self._loop.call_later(ERROR_LINGER, conn.close)
-
-    def _on_message(self, conn: Connection, msg: Message) -> None:
-        if conn.role is None:
-            self._on_hello(conn, msg)
-        elif isinstance(msg, Hello):
-            self.stats.error("duplicate_hello")
-        elif getattr(msg, "admin_only", False):
-            # Operator requests (`pubsub.runtime.admin`) count only on the admin listener.
-            self._bad_input(
-                conn, "forbidden", f"{msg.kind} is accepted only on the admin listener",
-                close=False,
-            )
-        elif conn.role == "peer":
-            if isinstance(msg, ErrorReply):
-                self.stats.error("peer_error_reply")
-                self._limiter.log(
-                    ("peer_error", conn.label, msg.code),
-                    logging.WARNING,
-                    "%s: %s rejected a frame: %s: %s",
-                    self.ref,
-                    conn.label,
-                    msg.code,
-                    msg.detail,
-                )
-                return
-            if self.faults.armed:
-                fault = self.faults.incoming(conn.peer, self.now())  # type: ignore[arg-type]
-                if fault is not None:
-                    self.stats.fault_drops[fault] += 1
-                    return
-            if isinstance(msg, Bundle):
-                self._on_bundle(conn, msg)
-                return
-            if self._ssl is not None and not self._admitted(conn, msg):
-                return
-            sends = self._call("handle", self.app.handle, msg, self.now())
-            if sends:
-                self.dispatch(sends)
-        elif isinstance(msg, Bundle):
-            self._bad_input(conn, "bundle_from_client", "bundles are exchanged by peers only", close=False)
-        else:
-            self._on_request(conn, msg)
-
-    def _on_bundle(self, conn: Connection, bundle: Bundle) -> None:
-        """Each message of a peer's bundle, checked and handled as if it had come alone."""
-        max_frame = self.settings.max_frame_bytes
-        for payload in bundle.payloads:
-            try:
-                msg = wire.decode(payload, max_frame)
-            except wire.WireError as exc:
-                self._bad_input(conn, exc.code, f"in a bundle: {exc.detail}", close=False)
-                continue
-            if isinstance(msg, Bundle):
-                self._bad_input(conn, "nested_bundle", "a bundle inside a bundle", close=False)
-                continue
-            self.stats.bundled_in[msg.kind] += 1
-            self._on_message(conn, msg)
-
-    def _on_hello(self, conn: Connection, msg: Message) -> None:
-        if not isinstance(msg, Hello):
-            self._bad_input(conn, "no_hello", f"expected hello, got {msg.kind}", close=True)
-        elif self._ssl is not None and (problem := hello_problem(conn.identity, msg.role, msg.ref)):
-            self._bad_input(conn, "identity_mismatch", problem, close=True)
-        elif msg.role == "client" and msg.ref is None:
-            conn.role = "client"
-            self._sessions[conn] = ClientSession(conn, self.stats, self.settings.max_frame_bytes)
-        elif msg.role == "peer" and msg.ref is not None and msg.ref != self.ref:
-            conn.role = "peer"
-            conn.peer = conn.initiator = msg.ref
-            self._links.adopt(self._links.link(msg.ref), conn)
-        else:
-            self._bad_input(
-                conn, "bad_hello", f"role {msg.role!r} with ref {msg.ref!r}", close=True
-            )
-
-    def _admitted(self, conn: Connection, msg: Message) -> bool:
-        """Whether the application accepts `msg` from the identity of `conn` (its optional
-        ``admits(msg, identity)`` returns why not, or None); refusals are counted and
-        answered as ``forbidden_sender``."""
-        admits = getattr(self.app, "admits", None)
-        if admits is None or conn.identity is None:
-            return True
-        problem = admits(msg, conn.identity)
-        if problem is None:
-            return True
-        self._bad_input(conn, "forbidden_sender", problem, close=False)
-        return False
-
-    def _permitted(self, conn: Connection, msg: Message) -> bool:
-        """Whether the client at `conn` may make request `msg`: the application's optional
-        ``refuses(msg, identity, authority)`` returns the refusal to send, or None
-        (`pubsub.runtime.permissions`); refusals are counted as ``permission_denied``."""
-        refuses = getattr(self.app, "refuses", None)
-        if refuses is None or self.authority is None:
-            return True
-        refusal = refuses(msg, conn.identity, self.authority)
-        if refusal is None:
-            return True
-        self.stats.error(DENIED)
-        self._limiter.log(
-            (DENIED, conn.label), logging.WARNING, "%s: refused %s from %s: %s", self.ref, msg.kind,
-            conn.identity, getattr(refusal, "detail", ""),
-        )
-        frame = wire.encode(refusal, self.settings.max_frame_bytes)
-        if conn.write(frame):
-            self.stats.frames_out[refusal.kind] += 1
-            self.stats.bytes_out[refusal.kind] += len(frame)
-        return False
-
-    def _over_quota(self, conn: Connection, msg: Message) -> bool:
-        """Whether publication request `msg` exceeds its client's quota (`PublishQuotas`);
-        if so it is counted and answered with the application's ``over_quota(msg, code,
-        detail)`` reply (an ErrorReply without one).  The application's optional
-        ``publication_size(msg)`` says which requests are publications (None: not one)."""
-        size_of = getattr(self.app, "publication_size", None)
-        size = None if size_of is None else size_of(msg)
-        if size is None:
-            return False
-        client = conn.identity.name if conn.identity is not None else source_of(conn.address)
-        verdict = self._quotas.check(client, size, time.monotonic())
-        if verdict is None:
-            return False
-        code, detail = verdict
-        self.stats.quota[code] += 1
-        self._limiter.log(
-            ("quota", client, code), logging.INFO, "%s: refused a publication of %s: %s: %s",
-            self.ref, client, code, detail,
-        )
-        answer = getattr(self.app, "over_quota", None)
-        reply = answer(msg, code, detail) if answer is not None else ErrorReply(code=code, detail=detail)
-        frame = wire.encode(reply, self.settings.max_frame_bytes)
-        if conn.write(frame):
-            self.stats.frames_out[reply.kind] += 1
-            self.stats.bytes_out[reply.kind] += len(frame)
-        return True
-
-    def _on_request(self, conn: Connection, msg: Message) -> None:
-        if self._quotas.enabled and self._over_quota(conn, msg):
-            return
-        now = self.now()
-        session = self._sessions.get(conn)
-        if session is not None and session.streaming:
-            self._bad_input(
-                conn, "request_on_stream", f"{msg.kind} on a connection that carries a stream",
-                close=False,
-            )
-            return
-        if not self._permitted(conn, msg):
-            return
-        self.serve_request(msg, session, partial(self._reply, conn), now)
-
+    # --- client requests ---------------------------------------------------------------------
     def serve_request(
         self, msg: Message, session: ClientSession | None, reply: Callable[[Message], object], now: float
     ) -> None:
@@ -741,21 +452,6 @@ class Runtime:
             sends = []
         reply(answer)
         self.dispatch(sends)
-
-    def _reply(self, conn: Connection, reply: Message) -> None:
-        """Write a control reply to a TCP client (a reply too large for a frame is
-        replaced by an ErrorReply saying so)."""
-        try:
-            frame = wire.encode(reply, self.settings.max_frame_bytes)
-        except wire.WireError as exc:
-            self.stats.error(exc.code)
-            reply = ErrorReply(
-                code=exc.code, detail=f"cannot send the {reply.kind} reply: {exc.detail}"[:200]
-            )
-            frame = wire.encode(reply)
-        if conn.write(frame):
-            self.stats.frames_out[reply.kind] += 1
-            self.stats.bytes_out[reply.kind] += len(frame)
 
     # --- calling the core --------------------------------------------------------------------
     def _call(self, name: str, fn: Callable[..., list[Send]], *args: Any) -> list[Send]:
@@ -794,10 +490,10 @@ class Runtime:
             for conn in list(self._conns):
                 if conn.closed or conn.fatal:
                     continue
-                session = self._sessions.get(conn)
+                session = self._inbound.sessions.get(conn)
                 reason = overdue(conn, now, self.settings, session is not None and session.streaming)
                 if reason is not None:
-                    self._bad_input(
+                    self._inbound.bad_input(
                         conn, reason, f"closed: {reason.replace('_', ' ')} passed", close=True,
                         tally=self.stats.closed,
                     )

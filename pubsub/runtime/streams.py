@@ -13,7 +13,7 @@ Two readers hand out one message at a time through the same `read` and `payload`
   it.  When frames pile up unread beyond `PAUSE_ABOVE` bytes, reading the socket pauses
   until the reader catches up, as a `StreamReader` does.
 
-The runtime's own connections feed the decoder directly (`pubsub.runtime.net`).
+The runtime's own connections feed the decoder directly (`pubsub.runtime.inbound`).
 """
 
 from __future__ import annotations

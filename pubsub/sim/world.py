@@ -45,8 +45,8 @@ from pubsub.kernel import registry
 from pubsub.kernel.effects import Answer, Effect
 from pubsub.kernel.executor import Executor, LocalSeqs
 from pubsub.kernel.message import Message, Ref, Send, Topic
-from pubsub.publications.antientropy import Arrival, NewRow
 from pubsub.publications.messages import MsgId, Payload, PublishRequest
+from pubsub.publications.topicstate import Arrival, NewRow
 from pubsub.sim.engine import EventQueue
 
 SUPERVISOR = Ref("supervisor")

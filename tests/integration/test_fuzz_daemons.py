@@ -10,7 +10,7 @@ maps nested too deep), a missing or repeated Hello, many bad frames on one conne
 a few valid but useless frames.
 
 For every case the error codes the daemon must count are derived by `expected_errors`, a
-small model of the runtime's reader written from the rules in `pubsub.runtime.net` (frame by frame:
+small model of the runtime's reader written from the rules in `pubsub.runtime.inbound` (frame by frame:
 header, length limit, body, decode, Hello first).  Decoding a complete frame is delegated
 to `pubsub.kernel.wire.decode` -- the codec has its own tests -- while every hand-made case also
 states the code it is built to provoke, and the two must agree.
@@ -148,7 +148,7 @@ BAD_FIELDS: list[tuple[str, bytes]] = [
 # --- the model of the runtime's reader -----------------------------------------------------------
 def expected_errors(data: bytes, own_ref: str) -> Counter[str]:
     """The error codes a daemon at `own_ref` counts for one connection carrying `data`
-    (then EOF), following the reader of `pubsub.runtime.net.Runtime` frame by frame."""
+    (then EOF), following the reader of `pubsub.runtime.inbound.Inbound` frame by frame."""
     counts: Counter[str] = Counter()
     pos, role = 0, None
     while pos < len(data):

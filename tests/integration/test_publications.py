@@ -54,8 +54,8 @@ from pubsub.kernel import wire
 from pubsub.kernel.control import Hello
 from pubsub.kernel.message import Ref, Topic
 from pubsub.ops.localcluster import LocalCluster
-from pubsub.publications.antientropy import make_publication
 from pubsub.publications.messages import Delivery, Publication, PublishNew
+from pubsub.publications.topicstate import make_publication
 from tests.cluster_checks import ring_problems
 
 # The steps share one cluster: tests/conftest.py keeps this module on one xdist worker.

@@ -13,7 +13,7 @@ from pubsub.node.commits import GroupCommit, Written
 from pubsub.node.rowcodec import Stored
 from pubsub.node.store import NewRow, PublicationStore, StoreError
 from pubsub.node.writer import StoreThread
-from pubsub.publications.antientropy import LOCAL, make_publication
+from pubsub.publications.topicstate import LOCAL, make_publication
 
 T = Topic("t")
 

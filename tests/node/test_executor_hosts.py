@@ -24,8 +24,8 @@ from pubsub.node.commits import GroupCommit
 from pubsub.node.rowcodec import Stored
 from pubsub.node.store import PublicationStore
 from pubsub.node.writer import StoreThread
-from pubsub.publications.antientropy import make_publication
 from pubsub.publications.messages import HandOver, MsgId, Payload, PublicationList, PublishRequest, Spread
+from pubsub.publications.topicstate import make_publication
 from pubsub.sim.scenarios import legitimate_start
 from pubsub.sim.world import SimStore, Simulation, _SimClock
 from pubsub.skipring.nodecore import NodeCore

@@ -22,8 +22,8 @@ from pubsub.kernel.message import Ref, Topic
 from pubsub.node.journal import Journal
 from pubsub.node.retention import RetentionRecords
 from pubsub.node.store import JOURNAL_NAME, SETTLE_ROWS, NewRow, PublicationStore, StoreError
-from pubsub.publications.antientropy import make_publication
 from pubsub.publications.retention import Policy
+from pubsub.publications.topicstate import make_publication
 
 T, U = Topic("news"), Topic("sports")
 
@@ -110,7 +110,7 @@ _CHILD = """
 import os, sys
 from pubsub.kernel.message import Ref, Topic
 from pubsub.node.store import NewRow, PublicationStore
-from pubsub.publications.antientropy import make_publication
+from pubsub.publications.topicstate import make_publication
 store = PublicationStore(sys.argv[1])
 store.defer_writes()
 for i in range(int(sys.argv[2])):

@@ -438,8 +438,8 @@ def test_deliveries_to_a_socket_are_packed_from_the_rows_and_a_value_the_packer_
     always gets messages."""
     from pubsub.node.delivery import delivery_of, send_deliveries
     from pubsub.node.rowcodec import Stored
-    from pubsub.publications.antientropy import make_publication
     from pubsub.publications.messages import Publication
+    from pubsub.publications.topicstate import make_publication
 
     class Session:
         def __init__(self, encodes: bool) -> None:
@@ -495,7 +495,7 @@ def test_a_new_only_stream_skips_only_what_was_published_before_its_bound(tmp_pa
     cursor, rows without a timestamp (0, unknown) and later rows are delivered."""
     from pubsub.node.delivery import Deliveries, Stream
     from pubsub.node.rowcodec import Stored
-    from pubsub.publications.antientropy import make_publication
+    from pubsub.publications.topicstate import make_publication
 
     class Session:
         encodes = False

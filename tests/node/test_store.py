@@ -13,9 +13,9 @@ import pytest
 from pubsub.kernel.message import Ref, Topic
 from pubsub.node.rowcodec import Stored
 from pubsub.node.store import NewRow, PublicationStore, StoreError
-from pubsub.publications.antientropy import make_publication
 from pubsub.publications.handover import HandOverClient
 from pubsub.publications.messages import GetMember, HandOver, HandOverAck, MemberIs
+from pubsub.publications.topicstate import make_publication
 from pubsub.skipring.supervisor.core import SupervisorCore
 
 T, U = Topic("news"), Topic("sports")

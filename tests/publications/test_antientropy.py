@@ -1,4 +1,5 @@
-"""The publication core (`pubsub.publications.antientropy`, paper 000 §4.2-4.3, Alg. 5)."""
+"""The publication core (`pubsub.publications.antientropy`, `pubsub.publications.dissemination`,
+`pubsub.publications.topicstate`; paper 000 §4.2-4.3, Alg. 5)."""
 
 from __future__ import annotations
 
@@ -12,19 +13,9 @@ from hypothesis import strategies as st
 
 from pubsub.kernel.effects import Batch, Batched, Persist
 from pubsub.kernel.message import Message, Ref, Send, Topic
-from pubsub.publications.antientropy import (
-    ANTI_ENTROPY,
-    EAGER_ROUNDS,
-    FLOOD,
-    HANDOVER,
-    LOCAL,
-    MAX_DEFERRED_ROUNDS,
-    PUBLICATION_OVERHEAD,
-    SPREAD_OWN,
-    AntiEntropy,
-    make_publication,
-)
+from pubsub.publications.antientropy import MAX_DEFERRED_ROUNDS, AntiEntropy
 from pubsub.publications.arcs import ArcView
+from pubsub.publications.dissemination import SPREAD_OWN
 from pubsub.publications.fields import MAX_PUBLICATIONS
 from pubsub.publications.messages import (
     CheckAndPublish,
@@ -37,6 +28,15 @@ from pubsub.publications.messages import (
     Publish,
     PublishNew,
     Spread,
+)
+from pubsub.publications.topicstate import (
+    ANTI_ENTROPY,
+    EAGER_ROUNDS,
+    FLOOD,
+    HANDOVER,
+    LOCAL,
+    PUBLICATION_OVERHEAD,
+    make_publication,
 )
 from pubsub.publications.trie import EMPTY_HASH, EMPTY_LABEL, TrieLabel
 from pubsub.skipring.messages import RemoveConnections, SetData
@@ -232,7 +232,7 @@ def test_a_handed_over_publication_has_its_key_verified_one_issued_here_is_not_h
     forged.payload = b"y"  # type: ignore[assignment]
     core.publish_local(forged, via=HANDOVER)
     assert not core.holds(forged) and core.counters["rejected_key_mismatch"] == 1
-    import pubsub.publications.antientropy as module
+    import pubsub.publications.topicstate as module  # where publications are validated
 
     own = make_publication(U, 1, b"mine")  # what `NodeCore.issue` makes, its key just computed
     other = make_publication(W, 2, b"theirs")

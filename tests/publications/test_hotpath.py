@@ -18,7 +18,8 @@ from fuzz.checks import every_field
 from pubsub.kernel import wire
 from pubsub.kernel.message import Ref, Topic
 from pubsub.publications import hotpath, signatures
-from pubsub.publications.antientropy import AntiEntropy, make_publication
+from pubsub.publications.antientropy import AntiEntropy
+from pubsub.publications.topicstate import make_publication
 
 try:
     from pubsub.publications import _chotpath

@@ -10,9 +10,9 @@ import random
 import pytest
 
 from pubsub.kernel.message import Ref, Topic
-from pubsub.publications.antientropy import Arrival, make_publication
 from pubsub.publications.messages import Publication
 from pubsub.publications.ordering import Sequencer
+from pubsub.publications.topicstate import Arrival, make_publication
 
 T = Topic("t")
 A, B = Ref("a:1"), Ref("b:1")

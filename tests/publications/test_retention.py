@@ -7,7 +7,7 @@ import random
 import pytest
 
 from pubsub.kernel.message import Ref, Topic
-from pubsub.publications.antientropy import AntiEntropy, make_publication
+from pubsub.publications.antientropy import AntiEntropy
 from pubsub.publications.messages import Publication, Publish
 from pubsub.publications.retention import (
     MAX_KEY,
@@ -20,6 +20,7 @@ from pubsub.publications.retention import (
     horizon,
     quantum_ms,
 )
+from pubsub.publications.topicstate import make_publication
 
 T = Topic("t")
 

@@ -54,12 +54,12 @@ def test_unfinished_frames_beyond_the_shared_buffer_are_closed(run: Callable[...
                 writer.write(struct.pack(">I", 1 << 20) + b"\x00" * body)  # 1 MiB announced
             # At most 1 MiB / (200 KiB - 16 KiB) of them fit in the pool: the rest are closed.
             await wait_until(lambda: rt.stats.closed["buffer_limit"] >= held - 5, what="closes")
-            assert rt._pool.lent <= rt.settings.inflight_bytes
+            assert rt._inbound.pool.lent <= rt.settings.inflight_bytes
             codes = await asyncio.gather(*(_closed_with(r) for r, _ in conns[-2:]), return_exceptions=True)
             assert "buffer_limit" in codes
             for _, writer in conns:
                 writer.close()
-            await wait_until(lambda: rt._pool.lent == 0, what="the pool emptied")
+            await wait_until(lambda: rt._inbound.pool.lent == 0, what="the pool emptied")
 
     run(scenario)
 
@@ -110,13 +110,13 @@ def test_connections_over_a_cap_are_refused_at_once(run: Callable[..., None]) ->
     async def scenario() -> None:
         async with running(max_connections=5, max_connections_per_source=3) as (rt, _):
             kept = [await _client(rt) for _ in range(3)]
-            await wait_until(lambda: rt._counts.total == 3, what="three held")
+            await wait_until(lambda: rt._admission.counts.total == 3, what="three held")
             reader, writer = await _client(rt, hello=False)
             assert await _closed_with(reader) == "too_many_connections"
             assert rt.stats.refused == {"per_source": 1}
             writer.close()
             kept[0][1].close()
-            await wait_until(lambda: rt._counts.total == 2, what="one released")
+            await wait_until(lambda: rt._admission.counts.total == 2, what="one released")
             reader, writer = await _client(rt)
             writer.write(wire.encode(StatusRequest()))
             assert (await read_reply(reader)).kind == "reply"

@@ -24,8 +24,8 @@ from collections import deque
 import pytest
 
 from pubsub.kernel.message import Ref, Topic
-from pubsub.publications.antientropy import ANTI_ENTROPY, FLOOD, LOCAL, make_publication
 from pubsub.publications.messages import CheckTrie, Publication
+from pubsub.publications.topicstate import ANTI_ENTROPY, FLOOD, LOCAL, make_publication
 from pubsub.publications.trie import PatriciaTrie
 from pubsub.sim.scenarios import fresh_start
 from pubsub.sim.world import Simulation

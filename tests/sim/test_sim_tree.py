@@ -11,7 +11,7 @@ import random
 import pytest
 
 from pubsub.kernel.message import Send, Topic
-from pubsub.publications.antientropy import LOCAL, TREE
+from pubsub.publications.topicstate import LOCAL, TREE
 from pubsub.sim.scenarios import corrupted_start, fresh_start, legitimate_start
 from pubsub.sim.world import Simulation
 from pubsub.skipring.messages import SetData
@@ -89,8 +89,8 @@ def test_from_corrupted_states_every_publication_reaches_everyone(seed: int) -> 
 
 
 def test_an_arc_that_does_not_hold_the_receiver_falls_back_to_flooding() -> None:
-    from pubsub.publications.antientropy import make_publication
     from pubsub.publications.messages import Spread
+    from pubsub.publications.topicstate import make_publication
 
     sim = Simulation(9, dissemination="tree")
     refs = legitimate_start(sim, 8, TOPIC)

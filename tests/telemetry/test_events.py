@@ -33,8 +33,8 @@ from pubsub.kernel.message import Ref, Topic
 from pubsub.node.store import NewRow, PublicationStore
 from pubsub.node.telemetry import node_instrument
 from pubsub.ops.localcluster import LocalCluster
-from pubsub.publications.antientropy import make_publication
 from pubsub.publications.messages import Publication, PublishNew
+from pubsub.publications.topicstate import make_publication
 from pubsub.runtime.host import Telemetry
 from pubsub.runtime.settings import TelemetrySettings
 from pubsub.supervisor.telemetry import supervisor_instrument

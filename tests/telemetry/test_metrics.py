@@ -339,7 +339,7 @@ def test_the_label_values_reported_from_the_start_cover_the_code() -> None:
     for package in ("pubsub", "broker"):
         for path in (ROOT / package).rglob("*.py"):
             text = path.read_text(encoding="utf-8")
-            codes.update(re.findall(r'(?:stats\.error|_bad_input)\(\s*(?:conn,\s*)?"([a-z_]+)"', text))
+            codes.update(re.findall(r'(?:stats\.error|bad_input)\(\s*(?:conn,\s*)?"([a-z_]+)"', text))
             if package == "pubsub":  # a node's (the broker counts rejected_* of its own)
                 reasons.update(re.findall(r'_reject\("([a-z_]+)"\)', text))
                 reasons.update(re.findall(r'counters\["rejected_([a-z_]+)"\]', text))
