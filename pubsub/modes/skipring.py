@@ -127,8 +127,9 @@ def _member_key(key: str) -> str:
 
 def _legitimate(supervisor_body: Mapping[str, Any], states: Mapping[str, Any], topic: str) -> list[str]:
     """The ring agrees with the supervisor's membership, and its database is legitimate
-    (`pubsub.ops.ringview.ring_problems`)."""
-    from pubsub.ops.ringview import members_of, ring_problems
+    (`pubsub.skipring.statuscheck.ring_problems`)."""
+    from pubsub.ops.members import members_of
+    from pubsub.skipring.statuscheck import ring_problems
 
     entry = (supervisor_body.get("topics") or {}).get(topic) or {}
     problems = ring_problems(members_of(supervisor_body, topic), states)
