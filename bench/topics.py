@@ -54,7 +54,7 @@ from bench.machine import machine
 from pubsub.kernel.control import ErrorReply, Reply, StatusRequest
 from pubsub.kernel.message import Message, Topic
 from pubsub.ops.localcluster import LocalCluster
-from pubsub.ops.ringview import members_of
+from pubsub.ops.members import members_of
 from pubsub.publications.messages import JoinTopic
 from pubsub.runtime.client import request
 

@@ -34,8 +34,9 @@ from bench.e2e.drive import Publisher
 from bench.e2e.systems import System
 from pubsub.client.library import Client
 from pubsub.ops.localcluster import LocalCluster
+from pubsub.ops.members import members_of
 from pubsub.ops.processes import pick_free_ports
-from pubsub.ops.ringview import members_of, ring_problems
+from pubsub.skipring.statuscheck import ring_problems
 
 RING_TIMEOUT = 300.0
 START_TIMEOUT = 60.0

@@ -18,7 +18,7 @@ whether its database is legitimate and whether the overlay is, by the overlay's 
 (`pubsub.kernel.contracts.Overlay.legitimate`; the manifest names the overlay).  For the
 skip ring ``legitimate`` means the supervisor's database is, and every member's label,
 left, right, ring and shortcut entries agree with the supervisor's membership
-(`pubsub.ops.ringview.ring_problems`; the test suite has the independent oracle that also
+(`pubsub.skipring.statuscheck.ring_problems`; the test suite has the independent oracle that also
 recomputes which shortcut labels each node must have).  Members of the rings that the
 cluster did not start (a node run by hand against its supervisor) are asked too and listed
 as such (``other_members``), so the rings are checked whole.  ``--json`` prints the same as
@@ -67,8 +67,8 @@ from pubsub.ops.detached import (
     write_manifest,
 )
 from pubsub.ops.localcluster import LocalCluster
+from pubsub.ops.members import members_of
 from pubsub.ops.processes import ClusterError
-from pubsub.ops.ringview import members_of
 from pubsub.runtime.client import RequestError, request
 
 DEFAULT_DIR = ".pubsub-cluster"

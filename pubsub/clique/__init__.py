@@ -13,5 +13,7 @@ and the member list travels whole (at most `pubsub.clique.messages.MAX_MEMBERS`)
 * `pubsub.clique.overlay`: `CliqueOverlay`, the node side (`NodeOverlay`);
 * `pubsub.clique.supervisor`: `CliqueSupervisor`, the supervisor core;
 * `pubsub.clique.admission`: who may send what, with TLS;
+* `pubsub.clique.views`: a topic judged and shown from status reports (the experiment
+  runner's check, the demo's table, the supervisor's web view);
 * `pubsub.clique.mode`: the registry's entry (`pubsub.kernel.registry`).
 """

@@ -7,7 +7,7 @@ clique)."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pubsub.kernel.contracts import Mode, Overlay
@@ -94,6 +94,31 @@ def legitimate(supervisor_body: Mapping[str, Any], states: Mapping[str, Any], to
     return problems
 
 
+def _reports_legitimate(entries: Mapping[str, Mapping[str, Any]]) -> bool:
+    """`pubsub.clique.views.reports_legitimate`: the reporting nodes' own clique."""
+    from pubsub.clique.views import reports_legitimate
+
+    return reports_legitimate(entries)
+
+
+def _member_table(
+    members: Mapping[str, str], states: Mapping[str, Mapping[str, Any]], name_of: Callable[[str], str]
+) -> tuple[str, list[str], list[list[str]]]:
+    """`pubsub.clique.views.member_table`: the members in the supervisor's order."""
+    from pubsub.clique.views import member_table
+
+    return member_table(members, states, name_of)
+
+
+def _web_topic(
+    topic: str, entry: Mapping[str, Any], answers: Mapping[str, Any], suspects: Iterable[str] = ()
+) -> dict[str, Any]:
+    """`pubsub.clique.views.web_topic`: the members evenly on the circle, the complete graph."""
+    from pubsub.clique.views import web_topic
+
+    return web_topic(topic, entry, answers, suspects)
+
+
 OVERLAY = Overlay(
     name="clique",
     summary="every member a neighbour of every other: the zero-diameter baseline for small topics",
@@ -106,6 +131,10 @@ OVERLAY = Overlay(
     kinds=_kinds,
     member_key=validate_ref,
     legitimate=legitimate,
+    reports_legitimate=_reports_legitimate,
+    member_table=_member_table,
+    web_topic=_web_topic,
+    topic_tracker=None,  # the convergence analysis does not measure the clique yet
 )
 
 MODE = Mode(

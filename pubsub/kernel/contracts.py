@@ -15,7 +15,7 @@ mode's types.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -85,6 +85,47 @@ class VerbForm:
     exclusive: dict[str, str] = field(default_factory=dict)
 
 
+#: One topic's snapshot of one node as the analysis reads it from the event stream
+#: (docs/events.md, ``snapshot``): the overlay's own fields of the node's state.
+Snapshot = Mapping[str, Any]
+
+
+class TopicTracker(Protocol):
+    """One topic's state over time, as the convergence analysis (`pubsub.ops.analysis`)
+    scans it: the nodes' snapshots in, the measures of the overlay's legitimacy out."""
+
+    def apply(self, ref: str, snapshot: Snapshot | None) -> None:
+        """Replace one node's state (None: it is no member any more, or it died)."""
+        ...
+
+    def measures(self) -> dict[str, Any]:
+        """The measures of the current state: ``members``, ``legitimate``, ``exact_nodes``
+        (members whose state is as in the legitimate overlay of the current members),
+        ``correct_edges`` and ``compared_edges``, ``labels_ok``, ``roots_equal``,
+        ``mean_degree`` and ``max_degree``."""
+        ...
+
+    def degrees(self) -> list[int]:
+        """Each member's number of distinct neighbours now."""
+        ...
+
+    def ideal_degrees(self) -> list[int]:
+        """The same in the legitimate overlay of the current members."""
+        ...
+
+
+#: (members: ref -> stored key, states: ref -> the node's status entry for the topic,
+#: name_of: ref -> a short name) -> (how the rows are ordered, header, rows).
+MemberTable = Callable[
+    [Mapping[str, str], Mapping[str, Mapping[str, Any]], Callable[[str], str]],
+    tuple[str, list[str], list[list[str]]],
+]
+
+#: (topic, the supervisor's status entry for it, {polled ref: its status body, or why it
+#: gave none}, suspects) -> the topic as the supervisor's web view draws it.
+WebTopic = Callable[[str, Mapping[str, Any], Mapping[str, Any], Any], dict[str, Any]]
+
+
 @dataclass(frozen=True)
 class Overlay:
     """An overlay of the shared publication layer (`pubsub.publications`), as the node and
@@ -111,6 +152,18 @@ class Overlay:
                        that keep the topic from the overlay's legitimate state ([] when
                        legitimate): the independent check of `pubsub cluster status`, the
                        experiments and the analysis
+    reports_legitimate ({node ref: its status entry for the topic}) -> whether the nodes
+                       that report a topic hold its legitimate state, judged from their
+                       reports alone (the experiment runner's periodic check)
+    member_table       the demo's table of one topic (`MemberTable`)
+    web_topic          (topic, supervisor's status entry for it, {polled ref: status body
+                       or why none}, suspects) -> the topic as the supervisor's web view
+                       draws it (`WebTopic`): ``topic``, ``n``, ``members`` (ref, label, r,
+                       answering, suspect, publications), ``edges`` (from, to, kind),
+                       ``legitimate``, ``problems``, ``legitimate_database``,
+                       ``publications_agree``
+    topic_tracker      () -> a `TopicTracker` for the convergence analysis, or None where
+                       the analysis does not measure this overlay yet
     """
 
     name: str
@@ -124,6 +177,10 @@ class Overlay:
     kinds: Callable[[], tuple[str, ...]]
     member_key: Callable[[str], str]
     legitimate: Callable[[Any, Any, str], list[str]]
+    reports_legitimate: Callable[[Mapping[str, Mapping[str, Any]]], bool]
+    member_table: MemberTable
+    web_topic: WebTopic
+    topic_tracker: Callable[[], TopicTracker] | None = None
 
 
 @dataclass(frozen=True)

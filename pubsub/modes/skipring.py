@@ -10,10 +10,10 @@ registry (`pubsub.modes`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from pubsub.kernel.contracts import Core, Mode, Overlay
+from pubsub.kernel.contracts import Core, Mode, Overlay, TopicTracker
 from pubsub.kernel.message import Message, Ref
 
 
@@ -128,14 +128,47 @@ def _member_key(key: str) -> str:
 
 def _legitimate(supervisor_body: Mapping[str, Any], states: Mapping[str, Any], topic: str) -> list[str]:
     """The ring agrees with the supervisor's membership, and its database is legitimate
-    (`pubsub.ops.ringview.ring_problems`)."""
-    from pubsub.ops.ringview import members_of, ring_problems
+    (`pubsub.skipring.statuscheck.ring_problems`)."""
+    from pubsub.ops.members import members_of
+    from pubsub.skipring.statuscheck import ring_problems
 
     entry = (supervisor_body.get("topics") or {}).get(topic) or {}
     problems = ring_problems(members_of(supervisor_body, topic), states)
     if not entry.get("legitimate_database"):
         problems.insert(0, "the supervisor's database is not legitimate")
     return problems
+
+
+def _reports_legitimate(entries: Mapping[str, Mapping[str, Any]]) -> bool:
+    """`pubsub.skipring.statuscheck.reports_legitimate`: the reporting nodes' own SR(n)."""
+    from pubsub.skipring.statuscheck import reports_legitimate
+
+    return reports_legitimate(entries)
+
+
+def _member_table(
+    members: Mapping[str, str], states: Mapping[str, Mapping[str, Any]], name_of: Callable[[str], str]
+) -> tuple[str, list[str], list[list[str]]]:
+    """`pubsub.skipring.statuscheck.member_table`: the ring in ring order."""
+    from pubsub.skipring.statuscheck import member_table
+
+    return member_table(members, states, name_of)
+
+
+def _web_topic(
+    topic: str, entry: Mapping[str, Any], answers: Mapping[str, Any], suspects: Iterable[str] = ()
+) -> dict[str, Any]:
+    """`pubsub.skipring.supervisor.webtopic.topic_view`: judged against the ideal SR(n)."""
+    from pubsub.skipring.supervisor.webtopic import topic_view
+
+    return topic_view(topic, entry, answers, suspects)
+
+
+def _topic_tracker() -> TopicTracker:
+    """`pubsub.skipring.convergence.SkipRingTracker`: legitimacy of SR(n), incrementally."""
+    from pubsub.skipring.convergence import SkipRingTracker
+
+    return SkipRingTracker()
 
 
 OVERLAY = Overlay(
@@ -150,6 +183,10 @@ OVERLAY = Overlay(
     kinds=_kinds,
     member_key=_member_key,
     legitimate=_legitimate,
+    reports_legitimate=_reports_legitimate,
+    member_table=_member_table,
+    web_topic=_web_topic,
+    topic_tracker=_topic_tracker,
 )
 
 

@@ -7,11 +7,12 @@ Run as ``python -m pubsub.ops.demo [--workdir DIR]``.  The demo
    address of the supervisor's web view (``--web-listen``: the rings drawn live);
 2. subscribes all 8 nodes to "news" and 5 of them to "sports";
 3. waits, under a deadline, until both rings agree with the supervisor and stay so between
-   two looks (the overlay's own check; for the skip ring `pubsub.ops.ringview.ring_problems`:
-   labels as the supervisor assigned them, left/right/ring following the supervisor's
-   order, every shortcut resolved to the node holding that label);
-4. prints each ring in ring order: label, r(label) as a fraction, node, reference and
-   shortcuts, and what the web view says of it (``/api/rings``);
+   two looks (the overlay's own check, `Overlay.legitimate`; for the skip ring: labels as
+   the supervisor assigned them, left/right/ring following the supervisor's order, every
+   shortcut resolved to the node holding that label);
+4. prints each topic as its overlay lays it out (`Overlay.member_table`; for the skip ring
+   in ring order: label, r(label) as a fraction, node, reference and shortcuts), and what
+   the web view says of it (``/api/rings``);
 5. publishes a few messages on each topic from different nodes, one of them through a
    node that does not subscribe to "sports" (it hands the publication over to a member),
    and prints the acknowledgements;
@@ -36,8 +37,6 @@ from typing import Any
 
 from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import ClusterError, sigterm_unwinds
-from pubsub.ops.ringview import ring_order
-from pubsub.skipring.labels import Label
 
 N_NODES = 8
 TOPICS: dict[str, range] = {"news": range(8), "sports": range(5)}
@@ -71,45 +70,13 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def _fraction(bits: str) -> str:
-    r = Label(bits).r()
-    return str(r.numerator) if r.denominator == 1 else f"{r.numerator}/{r.denominator}"
-
-
 def render_ring(cluster: LocalCluster, topic: str, snapshot: Snapshot) -> str:
-    """One topic's ring as a table, in ring order (by r); for another overlay than the skip
-    ring, its members as the supervisor lists them (`render_members`)."""
-    if cluster.overlay.name != "skipring":
-        return render_members(cluster, topic, snapshot)
+    """One topic as a table, as the cluster's overlay lays it out (`Overlay.member_table`:
+    for the skip ring its ring order, by r, with labels and shortcuts)."""
     members, states = snapshot
-    rows = []
-    for position, ref in enumerate(ring_order(members)):
-        state = states.get(ref, {})
-        shortcuts = state.get("shortcuts") or {}
-        shown = ", ".join(
-            f"{bits}->{cluster.name_of(str(target)) if target else '?'}"
-            for bits, target in sorted(shortcuts.items(), key=lambda kv: Label(kv[0]))
-        )
-        rows.append(
-            [str(position), members[ref], _fraction(members[ref]), cluster.name_of(ref), ref,
-             shown or "-"]
-        )
-    title = f"topic {topic!r}: {len(members)} members, ring order (r = position on [0, 1))"
-    return title + "\n" + _table(["#", "label", "r", "node", "ref", "shortcuts"], rows)
-
-
-def render_members(cluster: LocalCluster, topic: str, snapshot: Snapshot) -> str:
-    """One topic's members as the supervisor lists them, with how many neighbours each
-    reports (its overlay's own status entries)."""
-    members, states = snapshot
-    rows = []
-    for key, ref in sorted((key, ref) for ref, key in members.items()):
-        state = states.get(ref, {})
-        listed = state.get("members")
-        neighbours = str(len(listed) - 1) if isinstance(listed, list) else "?"
-        rows.append([key, cluster.name_of(ref), ref, neighbours])
-    title = f"topic {topic!r}: {len(members)} members ({cluster.overlay.name} overlay)"
-    return title + "\n" + _table(["#", "node", "ref", "neighbours"], rows)
+    order, header, rows = cluster.overlay.member_table(members, states, cluster.name_of)
+    title = f"topic {topic!r}: {len(members)} members, {order}"
+    return title + "\n" + _table(header, rows)
 
 
 def wait_for_rings(cluster: LocalCluster, wanted: Mapping[str, set[str]]) -> dict[str, Snapshot]:

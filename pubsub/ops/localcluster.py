@@ -49,10 +49,12 @@ Stopping.  `stop` sends SIGTERM to every daemon still running, waits a bounded t
 SIGKILL to the rest and reaps them all.  It runs on leaving the ``with`` block, whatever
 happened inside, and as an ``atexit`` hook if the cluster was never stopped.
 
-`ring_problems` is a light consistency test of one topic's ring against the supervisor's
-membership (labels, left/right/ring in the supervisor's order, shortcut entries resolved to
-the nodes the supervisor lists).  It does not compute which shortcut labels a node should
-have; the test suite has an independent oracle for the full skip ring (tests/checker.py).
+Checks.  `snapshot` pairs one topic's members as the supervisor lists them
+(`pubsub.ops.members.members_of`) with the states its nodes report; `problems` judges them
+by the cluster's overlay's own check (`Overlay.legitimate`: for the skip ring a light
+consistency test of labels, left/right/ring and shortcut entries against the supervisor's
+membership; the test suite has an independent oracle for the full skip ring,
+tests/checker.py).
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ from pubsub.kernel.control import ErrorReply, Reply
 from pubsub.kernel.message import Message, Topic
 from pubsub.kernel.shards import merged_topics
 from pubsub.ops.daemongroup import DaemonGroup
+from pubsub.ops.members import members_of
 from pubsub.ops.processes import (
     HOST,
     REQUEST_TIMEOUT,
@@ -82,7 +85,6 @@ from pubsub.ops.processes import (
     pick_free_ports,
     poll,
 )
-from pubsub.ops.ringview import members_of
 from pubsub.ops.tlsfiles import ClusterCerts
 from pubsub.publications.messages import JoinTopic, LeaveTopic
 from pubsub.runtime.client import RequestError, request

@@ -1,10 +1,10 @@
-"""The supervisor's web view (issue 12, item 5): every topic's skip ring as it is now.
+"""The supervisor's web view (issue 12, item 5): every topic's overlay as it is now.
 
 With ``--web-listen HOST:PORT`` (`pubsub.supervisor.settings.SupervisorSettings.web_listen`) the
 supervisor serves, beside its own port (`pubsub.runtime.httpserve.HttpService`):
 
-* ``GET /`` -- one page (``webview.html``: plain JavaScript and SVG) that draws each topic's
-  ring: the members on a circle at the angle 2π·r(label), the ring and shortcut edges the
+* ``GET /`` -- one page (``webview.html``: plain JavaScript and SVG) that draws each topic:
+  the members on a circle at the angle 2π·r (their place in the overlay), the edges the
   nodes report, whether the topic is legitimate, each member's publication count, and a log
   of faults and convergence;
 * ``GET /api/rings`` -- the same data as JSON (`RingWatch.view`);
@@ -13,12 +13,11 @@ supervisor serves, beside its own port (`pubsub.runtime.httpserve.HttpService`):
 
 The supervisor knows the members of every topic (its database).  Once per `POLL_INTERVAL`
 the watch asks every member for its status (`pubsub.runtime.client.request`, at most
-`MAX_PARALLEL` at a time, each within `NODE_TIMEOUT`) and judges each topic against the
-ideal skip ring of the supervisor's membership (`pubsub.skipring.ideal`, Definition 2.1).
-*Legitimate* means: labels exactly l(0..n-1), every member answers and holds exactly its
-ideal label, left, right, ring and shortcuts, and no other polled node holds state for the
-topic.  Whether the members' publication tries agree is shown beside it
-(``publications_agree``), not as part of legitimacy.
+`MAX_PARALLEL` at a time, each within `NODE_TIMEOUT`) and judges each topic by its
+overlay's own view of it (`pubsub.kernel.contracts.Overlay.web_topic`: for the skip ring,
+against the ideal skip ring of the supervisor's membership; for the clique, every member
+answering with the supervisor's member list).  Whether the members' publication tries
+agree is shown beside it (``publications_agree``), not as part of legitimacy.
 
 The log (`LOG_LENGTH` entries, newest last) records what changed between two polls:
 ``fault`` (a member stops answering, or the supervisor removes a member as crashed),
@@ -36,15 +35,16 @@ import logging
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
+from pubsub.kernel import registry
+from pubsub.kernel.contracts import WebTopic
 from pubsub.kernel.control import Reply, StatusRequest
 from pubsub.runtime.client import RequestError, request
-from pubsub.skipring.ideal import NodeView, edge_score, ideal_ring, is_canonical, parse_label
 
 log = logging.getLogger(__name__)
 
@@ -75,123 +75,15 @@ async def ask_status(ref: str, context: ssl.SSLContext | None = None) -> Mapping
     return f"{ref} answered status with {reply.kind}"
 
 
-# --- one topic -------------------------------------------------------------------------------
-def _position(bits: str) -> float | None:
-    """r(label) as a float in [0, 1), or None for a malformed label."""
-    label = parse_label(bits)
-    return None if label is None else float(label.r())
-
-
-def _edges(ref: str, state: Mapping[str, Any]) -> dict[str, str]:
-    """target -> kind ("ring" or "shortcut") of the edges one node reports for a topic."""
-    out: dict[str, str] = {}
-    shortcuts = state.get("shortcuts")
-    if isinstance(shortcuts, Mapping):
-        for target in shortcuts.values():
-            if isinstance(target, str):
-                out[target] = "shortcut"
-    for key in ("left", "right", "ring"):
-        contact = state.get(key)
-        if isinstance(contact, (list, tuple)) and len(contact) == 2 and isinstance(contact[1], str):
-            out[str(contact[1])] = "ring"
-    out.pop(ref, None)
-    return out
-
-
-def topic_view(
-    topic: str,
-    entry: Mapping[str, Any],
-    answers: Mapping[str, Mapping[str, Any] | str],
-    suspects: Iterable[str] = (),
-) -> dict[str, Any]:
-    """One topic as the page draws it, judged against the ideal skip ring.
-
-    `entry` is the topic's part of the supervisor's status (``members``,
-    ``legitimate_database``); `answers` maps every polled node to its status body or to why
-    it did not answer.  Returns ``topic``, ``n``, ``members`` (in ring order: ref, label,
-    r, answering, suspect, publications), ``edges`` (from, to, kind; from the members'
-    reports), ``legitimate``, ``problems`` (why not, at most 20), ``legitimate_database``
-    and ``publications_agree``.
-    """
-    suspected = set(suspects)
-    listed: dict[str, str] = {}
-    problems: list[str] = []
-    for member in entry.get("members") or []:
-        ref, bits = member.get("ref"), str(member.get("label"))
-        if ref is None:
-            problems.append(f"label {bits} is held by nobody")
-        else:
-            listed[str(ref)] = bits
-    if not listed:
-        problems.append("no members")
-    elif not is_canonical(listed.values()):
-        problems.append(f"labels are not l(0..{len(listed) - 1})")
-    ideal = ideal_ring(listed)
-    states: dict[str, Mapping[str, Any]] = {}
-    for ref, body in answers.items():
-        if isinstance(body, Mapping):
-            state = (body.get("topics") or {}).get(topic)
-            if isinstance(state, Mapping):
-                states[ref] = state
-
-    members: list[dict[str, Any]] = []
-    edges: list[dict[str, str]] = []
-    roots: set[str] = set()
-    for ref, bits in sorted(listed.items(), key=lambda item: (_position(item[1]) or 0.0, len(item[1]), item[0])):
-        answer = answers.get(ref)
-        state = states.get(ref)
-        publications = (state or {}).get("publications") or {}
-        count = publications.get("count") if isinstance(publications, Mapping) else None
-        members.append(
-            {
-                "ref": ref,
-                "label": bits,
-                "r": _position(bits),
-                "answering": isinstance(answer, Mapping),
-                "suspect": ref in suspected,
-                "publications": count if isinstance(count, int) else None,
-            }
-        )
-        if not isinstance(answer, Mapping):
-            problems.append(f"{ref} does not answer" + (f": {answer}" if answer else ""))
-            continue
-        if state is None:
-            problems.append(f"{ref} holds no state for the topic")
-            continue
-        root = publications.get("root") if isinstance(publications, Mapping) else None
-        roots.add(json.dumps(root))
-        edges.extend({"from": ref, "to": to, "kind": kind} for to, kind in sorted(_edges(ref, state).items()))
-        view = NodeView.from_report(
-            ref, state.get("label"), state.get("left"), state.get("right"), state.get("ring"),
-            state.get("shortcuts"), None,
-        )
-        want = ideal.get(ref)
-        if view.label != bits:
-            problems.append(f"{ref} has label {view.label}, the supervisor says {bits}")
-        elif want is not None:
-            correct, compared = edge_score(want, view)
-            if correct != compared:
-                problems.append(f"{ref}: {correct} of {compared} edges as in SR({len(listed)})")
-    for ref in sorted(set(states) - set(listed)):
-        problems.append(f"{ref} holds state for the topic but is not a member")
-    return {
-        "topic": topic,
-        "n": len(listed),
-        "members": members,
-        "edges": edges,
-        "legitimate": not problems,
-        "problems": problems[:20],
-        "legitimate_database": bool(entry.get("legitimate_database")),
-        "publications_agree": len(roots) <= 1 and all(m["answering"] for m in members),
-    }
-
-
 # --- the watch -------------------------------------------------------------------------------
 class RingWatch:
     """Polls the members, keeps the current view and the log, and feeds the streams.
 
     `supervisor_status` returns the supervisor core's status (read on the daemon's own
-    event loop); `ask` asks one node (default `ask_status`; tests pass their own).
+    event loop); `ask` asks one node (default `ask_status`; tests pass their own);
+    `web_topic` judges one topic (the supervisor's overlay's `Overlay.web_topic`; default:
+    that of the overlay the supervisor's status names as its ``overlay``, the default
+    overlay when it names none).
     """
 
     def __init__(
@@ -201,10 +93,12 @@ class RingWatch:
         ask: Ask = ask_status,
         interval: float = POLL_INTERVAL,
         clock: Callable[[], float] = time.time,
+        web_topic: WebTopic | None = None,
     ) -> None:
         self.ref = ref
         self.supervisor_status = supervisor_status
         self.ask = ask
+        self.web_topic = web_topic
         self.interval = interval
         self.clock = clock
         self.polls = 0
@@ -228,7 +122,8 @@ class RingWatch:
         replies = await asyncio.gather(*(self._ask(ref) for ref in refs))
         answers = dict(zip(refs, replies, strict=True))
         suspects = [str(s) for s in status.get("suspects") or []]
-        views = {topic: topic_view(topic, entry, answers, suspects) for topic, entry in sorted(topics.items())}
+        judge = self.web_topic or registry.overlay(str(status.get("overlay") or registry.DEFAULT_OVERLAY)).web_topic
+        views = {topic: judge(topic, entry, answers, suspects) for topic, entry in sorted(topics.items())}
         crashes = int(status.get("crashes_detected") or 0)
         self._log_changes(views, answers, crashes)
         self._topics = views

@@ -6,7 +6,7 @@ The attacker is a separate raw connection holding at most a *client* certificate
 cluster CA (``mallory``), or, where an attack needs a daemon's identity, a node certificate
 for a reference of its own (a member of nothing), or nothing at all.  Against TLS every
 attack must fail: refused (the error code the attacker gets), counted (the daemon's
-``stats.errors`` or signature counters), the ring exact (`pubsub.ops.ringview.ring_problems`),
+``stats.errors`` or signature counters), the ring exact (`pubsub.skipring.statuscheck.ring_problems`),
 nothing stored and nothing lost.  Against the insecure cluster the same test documents what
 the attack does there; the insecure cluster then heals (self-stabilization) or is repaired
 before the next test, which the test waits for.
@@ -51,12 +51,12 @@ from pubsub.kernel.control import ChaosRequest, Hello, Reply, StatusRequest
 from pubsub.kernel.message import Message, Ref, Topic
 from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import pick_free_ports, poll
-from pubsub.ops.ringview import ring_problems
 from pubsub.publications.messages import LeaveTopic, Payload, Publication, PublicationKey, Publish
 from pubsub.publications.trie import publication_key
 from pubsub.runtime.client import request
 from pubsub.skipring.labels import Label
 from pubsub.skipring.messages import Ping, Pong, SetData, Subscribe, Unsubscribe
+from pubsub.skipring.statuscheck import ring_problems
 from tests.attackers import Listener, codes, contiguous_base_port, exchange, own_node_identity, tls_context
 
 pytestmark = pytest.mark.integration

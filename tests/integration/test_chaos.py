@@ -26,12 +26,13 @@ from pubsub.cli.main import main
 from pubsub.kernel import wire
 from pubsub.kernel.control import ChaosRequest, ErrorReply, Hello
 from pubsub.ops.localcluster import LocalCluster
+from pubsub.ops.members import members_of
 from pubsub.ops.processes import ClusterError, pick_free_ports
-from pubsub.ops.ringview import members_of, ring_order
 from pubsub.runtime.admin import admin_request
 from pubsub.runtime.adminparams import ChaosError
 from pubsub.runtime.client import request
 from pubsub.runtime.settings import AdminSettings, SettingsError, load
+from pubsub.skipring.statuscheck import ring_order
 from tests.cluster_checks import ring_problems
 
 # The tests share one cluster: tests/conftest.py keeps this module on one xdist worker.

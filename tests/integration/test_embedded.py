@@ -24,10 +24,10 @@ from pubsub.client.embedded import EmbeddedError, EmbeddedNode
 from pubsub.client.library import Client, ClientError, ConnectionLost, PublishError
 from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import pick_free_ports
-from pubsub.ops.ringview import ring_problems
 from pubsub.ops.tlsfiles import CLIENT_NAME
 from pubsub.publications.messages import Delivery
 from pubsub.runtime.settings import RuntimeSettings
+from pubsub.skipring.statuscheck import ring_problems
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,8 @@ from urllib.parse import unquote
 import aiohttp
 import pytest
 
-from pubsub.ops import ringview
 from pubsub.ops.localcluster import LocalCluster
+from pubsub.ops.members import members_of
 from pubsub.ops.processes import pick_free_ports, poll
 
 pytestmark = [
@@ -86,7 +86,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
             cluster.subscribe(i, TOPIC)
 
         def unconfigured() -> list[str]:
-            listed = set(ringview.members_of(cluster.supervisor_status(), TOPIC))
+            listed = set(members_of(cluster.supervisor_status(), TOPIC))
             problems = [f"{ref} not listed" for ref in cluster.node_refs if ref not in listed]
             for i in range(3):
                 if ((cluster.node_status(i).get("topics") or {}).get(TOPIC) or {}).get("label") is None:

@@ -32,8 +32,8 @@ from typing import Any
 import pytest
 
 from pubsub.client.library import Client, ClientError
-from pubsub.ops import ringview
 from pubsub.ops.localcluster import LocalCluster
+from pubsub.ops.members import members_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -61,7 +61,7 @@ def members(cluster: LocalCluster, topic: str) -> None:
         cluster.subscribe(i, topic)
 
     def missing() -> list[str]:
-        listed = set(ringview.members_of(cluster.supervisor_status(), topic))
+        listed = set(members_of(cluster.supervisor_status(), topic))
         problems = [f"{ref} not listed" for ref in cluster.node_refs if ref not in listed]
         for i in range(4):
             entry = (cluster.node_status(i).get("topics") or {}).get(topic) or {}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pubsub.ops import ringview
+from pubsub.ops import members
 from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import pick_free_ports, poll, terminate
 
@@ -64,7 +64,7 @@ def members_of(cluster: LocalCluster, topic: str, nodes: list[int]) -> None:
     wanted = {cluster.node_refs[i] for i in nodes}
 
     def missing() -> list[str]:
-        listed = set(ringview.members_of(cluster.supervisor_status(), topic))
+        listed = set(members.members_of(cluster.supervisor_status(), topic))
         problems = [f"{ref} not listed" for ref in sorted(wanted - listed)]
         for i in nodes:
             entry = (cluster.node_status(i).get("topics") or {}).get(topic) or {}

@@ -37,12 +37,12 @@ from pubsub.kernel.control import Hello
 from pubsub.kernel.message import Message, Ref, Topic
 from pubsub.ops.localcluster import ClusterError, LocalCluster
 from pubsub.ops.processes import pick_free_ports
-from pubsub.ops.ringview import ring_problems
 from pubsub.publications.messages import KeyCertificate, Publication, PublicationKey, Publish, Spread
 from pubsub.publications.signatures import key_id_of, sign_batch
 from pubsub.publications.trie import publication_key
 from pubsub.runtime.certificates import fingerprint, issue, load_ca, write_pair
 from pubsub.runtime.identity import file_stem
+from pubsub.skipring.statuscheck import ring_problems
 
 pytestmark = pytest.mark.integration
 

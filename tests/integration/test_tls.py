@@ -35,9 +35,9 @@ from pubsub.kernel.control import ErrorReply, Hello, StatusRequest
 from pubsub.kernel.message import Topic
 from pubsub.ops.localcluster import LocalCluster
 from pubsub.ops.processes import pick_free_ports, poll, terminate
-from pubsub.ops.ringview import ring_problems
 from pubsub.ops.tlsfiles import ClusterCerts
 from pubsub.skipring.messages import SetData
+from pubsub.skipring.statuscheck import ring_problems
 from tests.attackers import exchange, tls_context
 
 pytestmark = pytest.mark.integration

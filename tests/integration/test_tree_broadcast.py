@@ -22,7 +22,7 @@ import pytest
 
 from pubsub.client.library import Ack, Client
 from pubsub.ops.localcluster import LocalCluster
-from pubsub.ops.ringview import ring_problems
+from pubsub.skipring.statuscheck import ring_problems
 
 pytestmark = pytest.mark.integration
 

@@ -50,8 +50,8 @@ from typing import Any
 import pytest
 import yaml
 
+from pubsub.ops.members import members_of
 from pubsub.ops.processes import pick_free_ports, poll, terminate
-from pubsub.ops.ringview import members_of
 from tests.checker import compare
 from tests.cluster_checks import referenced
 

@@ -1,5 +1,6 @@
 """The supervisor's web view without processes (pubsub/supervisor/webview.py): one topic judged
-against the independent checker, the event log of a fault and its repair, the HTTP routes
+against the independent checker (the skip ring's view of a topic,
+pubsub/skipring/supervisor/webtopic.py), the event log of a fault and its repair, the HTTP routes
 and the loopback rule of its setting.  The browser test against a live cluster is
 tests/integration/test_webview.py."""
 
@@ -16,8 +17,9 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from pubsub.runtime.httpserve import HttpService
 from pubsub.runtime.settings import SettingsError, load
+from pubsub.skipring.supervisor.webtopic import topic_view
 from pubsub.supervisor.settings import SupervisorSettings
-from pubsub.supervisor.webview import RingWatch, application, topic_view
+from pubsub.supervisor.webview import RingWatch, application
 from tests.checker import ideal_edges, ideal_skip_ring, sr_members, to_reported
 
 TOPIC = "t"

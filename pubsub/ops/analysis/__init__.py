@@ -1,7 +1,7 @@
 """The convergence analysis of a run's event stream (issue 5): `pubsub analyze`.
 
-    ideal.py      the ideal skip ring of a member set and legitimacy (paper 000, §2.1) — pure
-    timeline.py   one topic's state over time: steps, buckets, time to legitimacy — pure
+    timeline.py   one topic's state over time: steps, buckets, time to legitimacy, measured
+                  by the run's overlay's `TopicTracker` (`Overlay.topic_tracker`) — pure
     schema.py     the explicit Spark schema of docs/events.md, and row checks
     session.py    the Spark session (local[2], quiet, no UI)
     javacheck.py  Java 17+ for Spark, or a clear error

@@ -105,6 +105,11 @@ def nothing_usable(summary: dict[str, Any]) -> str | None:
     "long (or until the end of the data); 0 = first legitimate instant.",
 )
 @click.option(
+    "--overlay",
+    default=None,
+    help="The overlay the run ran, whose legitimacy is measured [default: the default overlay, skipring].",
+)
+@click.option(
     "--master",
     default=None,
     help="Spark master [default: local[2], or whatever spark-submit was given].",
@@ -131,6 +136,7 @@ def analyze(
     trigger: float,
     bucket: float,
     stable: float,
+    overlay: str | None,
     master: str | None,
     shuffle_partitions: int,
     work_dir: Path | None,
@@ -144,6 +150,14 @@ def analyze(
     per phase and a "still ..." line after 10 s without any other.  Needs Java 17+ and the `analysis` extra
     (pyspark, matplotlib, pyarrow).
     """
+    from pubsub.kernel import registry
+    from pubsub.ops.analysis.timeline import NotMeasured, tracker_factory
+
+    overlay = overlay or registry.DEFAULT_OVERLAY
+    try:
+        tracker_factory(overlay)
+    except (NotMeasured, registry.UnknownMode) as exc:
+        raise AnalysisError(str(exc)) from exc
     events = (events_dir or _events_of(run_dir)).absolute()
     target = (out or run_dir / "analysis").absolute()
     if not stream and not events.is_dir():
@@ -190,6 +204,7 @@ def analyze(
         bucket=bucket,
         stable=stable,
         work_dir=work_dir.absolute() if work_dir else None,
+        overlay=overlay,
     )
     with Progress("pubsub analyze") as progress:
         if events != run_dir.absolute() / "events" and events_dir is None:

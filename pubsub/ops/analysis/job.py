@@ -37,8 +37,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from pubsub.kernel import registry
 from pubsub.ops.analysis.output import TABLES, write_json, write_table
-from pubsub.ops.analysis.timeline import Grid, markers_from_rows
+from pubsub.ops.analysis.timeline import SNAPSHOT_FIELDS, Grid, markers_from_rows, tracker_factory
 
 #: At most this many time buckets; a wider span widens the buckets (with a warning).
 MAX_BUCKETS = 20_000
@@ -57,6 +58,8 @@ class Options:
     bucket: float = 0.5
     stable: float = 0.5
     work_dir: Path | None = None
+    #: The overlay the run ran (``--overlay``): whose `TopicTracker` measures its topics.
+    overlay: str = registry.DEFAULT_OVERLAY
 
     @property
     def work(self) -> Path:
@@ -86,6 +89,7 @@ def compute(spark: Any, events: Any, opts: Options) -> Results:
 
 
 def _compute(spark: Any, ev: Any, opts: Options, F: Any) -> Results:
+    tracker_factory(opts.overlay)  # NotMeasured before any work for an overlay it cannot measure
     counts = (
         ev.groupBy("kind", "problem")
         .agg(F.count(F.lit(1)).alias("n"), F.min("ts").alias("lo"), F.max("ts").alias("hi"))
@@ -165,18 +169,11 @@ def _compute(spark: Any, ev: Any, opts: Options, F: Any) -> Results:
     from pubsub.ops.analysis.timeline import topic_task
 
     snapshots = good.where(F.col("kind") == "snapshot").select(
-        "topic",
-        "ts",
-        "source",
-        "member",
-        "label",
-        "left",
-        "right",
-        "ring",
-        "shortcuts",
-        "trie_root",
+        "topic", "ts", "source", "member", *SNAPSHOT_FIELDS
     )
-    task = partial(topic_task, markers=markers, status=dict(status), grid=grid, stable=opts.stable)
+    task = partial(
+        topic_task, markers=markers, status=dict(status), grid=grid, stable=opts.stable, overlay=opts.overlay
+    )
     per_topic = sorted(
         snapshots.rdd.map(_keyed).groupByKey().map(task).collect(), key=lambda t: t["topic"]
     )
@@ -321,7 +318,7 @@ def _summarise(results: Results, per_topic: list[dict[str, Any]]) -> None:
             "latency_history": history.get(name, {}),
             "degree": {
                 "distribution": degrees,
-                "ideal_distribution": ideal,  # the same members in the ideal skip ring SR(n)
+                "ideal_distribution": ideal,  # the same members in their legitimate overlay
                 "mean": (sum(int(d) * n for d, n in degrees.items()) / count) if count else None,
                 "max": max((int(d) for d in degrees), default=None),
             },

@@ -21,19 +21,22 @@ instant at which any measured value changes, each valid until the next one.  Fro
   shows up in the next snapshots (a marker is written a moment before its effect).
 * the degree distribution of the members at the end of the data.
 
-Legitimacy is `pubsub.skipring.ideal.is_legitimate`, computed incrementally: only the node
-that changed is re-scored unless the membership or a label changed.
+What is measured, and what legitimate means, is the overlay's: its `TopicTracker`
+(`pubsub.kernel.contracts.Overlay.topic_tracker`, looked up by the overlay's name; the
+default overlay's unless told otherwise) is handed each node's snapshots in time order and
+gives the measures of a `Step` after every instant.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pubsub.skipring.ideal import IdealNode, NodeView, edge_score, ideal_ring, is_canonical
+from pubsub.kernel import registry
+from pubsub.kernel.contracts import Snapshot, TopicTracker
 
 #: Marker actions after which the targeted nodes hold no state until their next snapshot.
 REMOVING_ACTIONS = frozenset({"crash", "kill"})
@@ -87,93 +90,42 @@ class Marker:
     targets: tuple[str, ...] = ()
 
 
-#: One input row of the scan: (ts, node ref, its new view, or None when it left / died).
-Change = tuple[float, str, NodeView | None]
+#: One input row of the scan: (ts, node ref, its new snapshot (the overlay's fields, see
+#: `SNAPSHOT_FIELDS`), or None when it left / died).
+Change = tuple[float, str, Snapshot | None]
 
 
-class TopicState:
-    """The current state of one topic and its incrementally maintained scores."""
+class NotMeasured(ValueError):
+    """The overlay has no `TopicTracker`: the analysis does not measure it (yet)."""
 
-    def __init__(self) -> None:
-        self.views: dict[str, NodeView] = {}
-        self.ideal: dict[str, IdealNode] = {}
-        self.labels_ok = False
-        self._dirty = True
-        self._scores: dict[str, tuple[int, int, bool]] = {}
-        self._degrees: dict[str, int] = {}
 
-    def apply(self, ref: str, view: NodeView | None) -> None:
-        """Replace one node's state (None: it is no member any more)."""
-        old = self.views.get(ref)
-        if view is None:
-            if old is not None:
-                del self.views[ref]
-                self._scores.pop(ref, None)
-                self._degrees.pop(ref, None)
-                self._dirty = True
-            return
-        self.views[ref] = view
-        self._degrees[ref] = len(view.neighbours())
-        if old is None or old.label != view.label:
-            self._dirty = True
-        elif not self._dirty:
-            self._scores[ref] = self._score(ref, view)
-
-    def _score(self, ref: str, view: NodeView) -> tuple[int, int, bool]:
-        want = self.ideal.get(ref)
-        correct, compared = edge_score(want, view)
-        exact = want is not None and view.label == want.label and correct == compared
-        return (correct, compared, exact)
-
-    def evaluate(self, ts: float) -> Step:
-        """The step describing the current state (recomputing the ideal when needed)."""
-        if self._dirty:
-            labels = {ref: v.label for ref, v in self.views.items() if v.label is not None}
-            self.ideal = ideal_ring(labels)
-            self.labels_ok = is_canonical(v.label for v in self.views.values())
-            self._scores = {ref: self._score(ref, v) for ref, v in self.views.items()}
-            self._dirty = False
-        n = len(self.views)
-        correct = sum(s[0] for s in self._scores.values())
-        compared = sum(s[1] for s in self._scores.values())
-        exact = sum(1 for s in self._scores.values() if s[2])
-        roots_equal = len({v.trie_root for v in self.views.values()}) <= 1
-        degrees = self.degrees()
-        return Step(
-            ts=ts,
-            members=n,
-            legitimate=n > 0 and self.labels_ok and roots_equal and exact == n,
-            labels_ok=self.labels_ok,
-            roots_equal=roots_equal,
-            exact_nodes=exact,
-            correct_edges=correct,
-            compared_edges=compared,
-            mean_degree=sum(degrees) / n if n else 0.0,
-            max_degree=max(degrees, default=0),
+def tracker_factory(overlay: str = registry.DEFAULT_OVERLAY) -> Callable[[], TopicTracker]:
+    """The registered overlay's `Overlay.topic_tracker`; `NotMeasured` when it has none,
+    UnknownMode (`pubsub.kernel.registry`) when there is no such overlay."""
+    factory = registry.overlay(overlay).topic_tracker
+    if factory is None:
+        raise NotMeasured(
+            f"the convergence analysis does not measure the {overlay!r} overlay yet "
+            "(its Overlay.topic_tracker is None)"
         )
-
-    def degrees(self) -> list[int]:
-        """Each member's degree: distinct neighbours among left, right, ring, shortcuts."""
-        return list(self._degrees.values())
-
-    def ideal_degrees(self) -> list[int]:
-        """Degrees the current members would have in their ideal ring (undirected view of
-        each member's own table, as for `degrees`)."""
-        return [len(node.neighbours() - {ref}) for ref, node in self.ideal.items()]
+    return factory
 
 
-def scan(changes: Iterable[Change]) -> tuple[list[Step], TopicState]:
-    """Apply time-ordered changes; one step per instant at which a value changes."""
-    state = TopicState()
+def scan(
+    changes: Iterable[Change], tracker: TopicTracker | None = None
+) -> tuple[list[Step], TopicTracker]:
+    """Apply time-ordered changes to `tracker` (default: a new one of the default
+    overlay's); one step per instant at which a value changes."""
+    state = tracker if tracker is not None else tracker_factory()()
     steps: list[Step] = []
     pending_ts: float | None = None
-    for ts, ref, view in sorted(changes, key=lambda c: c[0]):
+    for ts, ref, snapshot in sorted(changes, key=lambda c: c[0]):
         if pending_ts is not None and ts != pending_ts:
-            _record(steps, state.evaluate(pending_ts))
-        state.apply(ref, view)
+            _record(steps, Step(ts=pending_ts, **state.measures()))
+        state.apply(ref, snapshot)
         pending_ts = ts
     if pending_ts is not None:
-        _record(steps, state.evaluate(pending_ts))
+        _record(steps, Step(ts=pending_ts, **state.measures()))
     return steps, state
 
 
@@ -309,20 +261,23 @@ def analyse_topic(
     status_checks: Sequence[tuple[float, bool | None, int | None]],
     grid: Grid,
     stable: float,
+    overlay: str = registry.DEFAULT_OVERLAY,
 ) -> dict[str, Any]:
     """Everything the job reports about one topic, as plain picklable values.
 
     ``changes`` are the topic's snapshot changes; removals by crash markers are added here
     (for the nodes the topic has seen).  ``markers`` are all markers of the run; those
     without a topic or with this topic get a convergence row.  ``status_checks`` are the
-    experiment runner's (ts, legitimate, members) observations for this topic.
+    experiment runner's (ts, legitimate, members) observations for this topic.  The
+    measures are those of the `overlay`'s `TopicTracker` (`NotMeasured` if it has none).
     """
+    tracker = tracker_factory(overlay)()
     changes = list(changes)
     seen = {ref for _, ref, _ in changes}
     for m in markers:
         if m.action in REMOVING_ACTIONS:
             changes.extend((m.ts, ref, None) for ref in m.targets if ref in seen)
-    steps, final = scan(changes)
+    steps, final = scan(changes, tracker)
     runs = legitimate_runs(steps, grid.t_end)
 
     convergence: list[dict[str, Any]] = []
@@ -417,21 +372,20 @@ def markers_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Marker]:
     return out
 
 
-#: One snapshot as the Spark job hands it over:
-#: (ts, source, member, label, left, right, ring, shortcuts, trie_root).
+#: The fields of a `snapshot` event (docs/events.md) the Spark job hands over, after ts,
+#: source and member: what the overlays' trackers read.
+SNAPSHOT_FIELDS = ("label", "left", "right", "ring", "shortcuts", "trie_root")
+
+#: One snapshot as the Spark job hands it over: (ts, source, member, *SNAPSHOT_FIELDS).
 Record = tuple[Any, ...]
 
 
 def changes_from_records(records: Iterable[Record]) -> list[Change]:
     """Snapshot records to scan changes (a non-member snapshot removes the node)."""
     changes: list[Change] = []
-    for ts, source, member, label, left, right, ring, shortcuts, root in records:
-        view = (
-            NodeView.from_report(source, label, left, right, ring, shortcuts, root)
-            if member
-            else None
-        )
-        changes.append((float(ts), source, view))
+    for ts, source, member, *fields in records:
+        snapshot = dict(zip(SNAPSHOT_FIELDS, fields, strict=True)) if member else None
+        changes.append((float(ts), source, snapshot))
     return changes
 
 
@@ -441,9 +395,10 @@ def topic_task(
     status: Mapping[str, Sequence[tuple[float, bool | None, int | None]]],
     grid: Grid,
     stable: float,
+    overlay: str = registry.DEFAULT_OVERLAY,
 ) -> dict[str, Any]:
     """The per-topic work of the Spark job: (topic, its snapshot records) -> results."""
     topic, records = item
     return analyse_topic(
-        topic, changes_from_records(records), markers, status.get(topic, ()), grid, stable
+        topic, changes_from_records(records), markers, status.get(topic, ()), grid, stable, overlay
     )

@@ -30,6 +30,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pubsub.kernel import registry
+from pubsub.kernel.contracts import Overlay
 from pubsub.ops.experiment.records import (
     ADMIN_TIMEOUT,
     POLL_SECONDS,
@@ -47,37 +49,31 @@ from pubsub.ops.processes import ClusterError
 from pubsub.runtime.admin import admin_request
 from pubsub.runtime.adminparams import ChaosError, new_marker_id
 from pubsub.runtime.client import RequestError
-from pubsub.skipring.ideal import NodeView, is_legitimate
 from pubsub.telemetry.events import EventWriter
 
 
 def topic_checks(
-    statuses: Mapping[str, Mapping[str, Any]], topics: Iterable[str], ts: float
+    statuses: Mapping[str, Mapping[str, Any]],
+    topics: Iterable[str],
+    ts: float,
+    overlay: Overlay | None = None,
 ) -> list[StatusCheck]:
-    """Per topic, whether the running nodes' reported states form the legitimate skip ring.
+    """Per topic, whether the running nodes' reported states form the overlay's legitimate
+    state (default: the default overlay's).
 
     The members are the nodes that report the topic (as in the `snapshot` events); the test
-    is `pubsub.skipring.ideal.is_legitimate` (labels l(0..n-1), ideal edges, equal roots).
+    is the overlay's own, from those reports alone (`Overlay.reports_legitimate`; for the
+    skip ring: labels l(0..n-1), ideal edges, equal roots).
     """
+    judge = (overlay or registry.overlay()).reports_legitimate
     checks = []
     for topic in topics:
-        views: dict[str, NodeView] = {}
+        entries: dict[str, Mapping[str, Any]] = {}
         for ref, body in statuses.items():
             entry = (body.get("topics") or {}).get(topic)
-            if entry is None:
-                continue
-            root = (entry.get("publications") or {}).get("root")
-            root_hash = root[1] if isinstance(root, (list, tuple)) and len(root) == 2 else ""
-            views[ref] = NodeView.from_report(
-                ref,
-                entry.get("label"),
-                entry.get("left"),
-                entry.get("right"),
-                entry.get("ring"),
-                entry.get("shortcuts"),
-                root_hash or "",
-            )
-        checks.append(StatusCheck(ts, topic, is_legitimate(views), len(views)))
+            if entry is not None:
+                entries[ref] = entry
+        checks.append(StatusCheck(ts, topic, judge(entries), len(entries)))
     return checks
 
 
@@ -215,7 +211,7 @@ class Experiment:
             statuses = self.cluster.node_statuses()
         except ClusterError:
             return []  # a node died between two polls; the next poll sees the new set
-        checks = topic_checks(statuses, self.scenario.topics, time.time())
+        checks = topic_checks(statuses, self.scenario.topics, time.time(), self.cluster.overlay)
         for check in checks:
             self.checks.append(check)
             self._emit(

@@ -1,24 +1,22 @@
-"""A skip ring as the supervisor reports it: members and labels, the ring order, and
-what a node's reported state lacks against that membership (`ring_problems`).  Used by
-the demo, `pubsub cluster status` and the tests' cluster checks."""
+"""A skip ring as its nodes report it in their status (pure: no I/O).
+
+* `ring_order` and `ring_problems`: the members as the supervisor lists them (ref -> label
+  bits, `pubsub.ops.members.members_of`), their ring order, and what the nodes' reported
+  states lack against that membership -- the skip ring's `Overlay.legitimate` (with the
+  database check, `pubsub.modes.skipring`), also used by the tests' cluster checks;
+* `reports_legitimate`: whether the nodes that report a topic hold the legitimate skip ring
+  of themselves, judged from their reports alone (`pubsub.skipring.ideal.is_legitimate`:
+  labels l(0..n-1), ideal edges, equal trie roots) -- the experiment runner's check;
+* `member_table`: the demo's table of one ring, in ring order (label, r, shortcuts).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from pubsub.skipring.ideal import NodeView, is_legitimate
 from pubsub.skipring.labels import Label, LabelError
-
-
-def members_of(supervisor_body: Mapping[str, Any], topic: str) -> dict[str, str]:
-    """ref -> label bits of one topic, from a supervisor status body."""
-    entry = (supervisor_body.get("topics") or {}).get(topic) or {}
-    members: dict[str, str] = {}
-    for member in entry.get("members", []):
-        bits = str(member.get("label"))
-        ref = member.get("ref")
-        members[str(ref) if ref is not None else f"<none:{bits}>"] = bits
-    return members
 
 
 # --- a light consistency test ------------------------------------------------------------------
@@ -96,3 +94,54 @@ def ring_problems(
     for ref in sorted(set(states) - set(members)):
         problems.append(f"{ref}: reports a state but is not a member")
     return problems
+
+
+# --- the reports alone -------------------------------------------------------------------------
+def view_of(ref: str, entry: Mapping[str, Any]) -> NodeView:
+    """One node's status entry for a topic as a `NodeView` (its trie root: the hash of the
+    ``publications`` section's ``root``, "" without one)."""
+    root = (entry.get("publications") or {}).get("root")
+    root_hash = root[1] if isinstance(root, (list, tuple)) and len(root) == 2 else ""
+    return NodeView.from_report(
+        ref,
+        entry.get("label"),
+        entry.get("left"),
+        entry.get("right"),
+        entry.get("ring"),
+        entry.get("shortcuts"),
+        root_hash or "",
+    )
+
+
+def reports_legitimate(entries: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether the nodes that report a topic ({ref: its status entry for the topic}) form
+    the legitimate skip ring of themselves (`pubsub.skipring.ideal.is_legitimate`)."""
+    return is_legitimate({ref: view_of(ref, entry) for ref, entry in entries.items()})
+
+
+# --- the demo's table --------------------------------------------------------------------------
+def _fraction(bits: str) -> str:
+    r = Label(bits).r()
+    return str(r.numerator) if r.denominator == 1 else f"{r.numerator}/{r.denominator}"
+
+
+def member_table(
+    members: Mapping[str, str],
+    states: Mapping[str, Mapping[str, Any]],
+    name_of: Callable[[str], str],
+) -> tuple[str, list[str], list[list[str]]]:
+    """One topic's ring in ring order (by r): position, label, r(label) as a fraction, node,
+    reference and the shortcuts it reports (label -> node); `Overlay.member_table`."""
+    rows = []
+    for position, ref in enumerate(ring_order(members)):
+        state = states.get(ref, {})
+        shortcuts = state.get("shortcuts") or {}
+        shown = ", ".join(
+            f"{bits}->{name_of(str(target)) if target else '?'}"
+            for bits, target in sorted(shortcuts.items(), key=lambda kv: Label(kv[0]))
+        )
+        rows.append(
+            [str(position), members[ref], _fraction(members[ref]), name_of(ref), ref, shown or "-"]
+        )
+    order = "ring order (r = position on [0, 1))"
+    return order, ["#", "label", "r", "node", "ref", "shortcuts"], rows

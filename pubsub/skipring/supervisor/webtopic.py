@@ -1,0 +1,129 @@
+"""One topic of the supervisor's web view (`pubsub.supervisor.webview`) for the skip ring:
+the skip ring's `Overlay.web_topic` (pure: no I/O).
+
+The topic is judged against the ideal skip ring of the supervisor's membership
+(`pubsub.skipring.ideal`, Definition 2.1).  *Legitimate* means: labels exactly l(0..n-1),
+every member answers and holds exactly its ideal label, left, right, ring and shortcuts,
+and no other polled node holds state for the topic.  Whether the members' publication
+tries agree is shown beside it (``publications_agree``), not as part of legitimacy.  The
+page places each member at the angle 2π·r(label) and draws the ring and shortcut edges the
+nodes report.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pubsub.skipring.ideal import NodeView, edge_score, ideal_ring, is_canonical, parse_label
+
+
+def _position(bits: str) -> float | None:
+    """r(label) as a float in [0, 1), or None for a malformed label."""
+    label = parse_label(bits)
+    return None if label is None else float(label.r())
+
+
+def _edges(ref: str, state: Mapping[str, Any]) -> dict[str, str]:
+    """target -> kind ("ring" or "shortcut") of the edges one node reports for a topic."""
+    out: dict[str, str] = {}
+    shortcuts = state.get("shortcuts")
+    if isinstance(shortcuts, Mapping):
+        for target in shortcuts.values():
+            if isinstance(target, str):
+                out[target] = "shortcut"
+    for key in ("left", "right", "ring"):
+        contact = state.get(key)
+        if isinstance(contact, (list, tuple)) and len(contact) == 2 and isinstance(contact[1], str):
+            out[str(contact[1])] = "ring"
+    out.pop(ref, None)
+    return out
+
+
+def topic_view(
+    topic: str,
+    entry: Mapping[str, Any],
+    answers: Mapping[str, Mapping[str, Any] | str],
+    suspects: Iterable[str] = (),
+) -> dict[str, Any]:
+    """One topic as the page draws it, judged against the ideal skip ring.
+
+    `entry` is the topic's part of the supervisor's status (``members``,
+    ``legitimate_database``); `answers` maps every polled node to its status body or to why
+    it did not answer.  Returns ``topic``, ``n``, ``members`` (in ring order: ref, label,
+    r, answering, suspect, publications), ``edges`` (from, to, kind; from the members'
+    reports), ``legitimate``, ``problems`` (why not, at most 20), ``legitimate_database``
+    and ``publications_agree``.
+    """
+    suspected = set(suspects)
+    listed: dict[str, str] = {}
+    problems: list[str] = []
+    for member in entry.get("members") or []:
+        ref, bits = member.get("ref"), str(member.get("label"))
+        if ref is None:
+            problems.append(f"label {bits} is held by nobody")
+        else:
+            listed[str(ref)] = bits
+    if not listed:
+        problems.append("no members")
+    elif not is_canonical(listed.values()):
+        problems.append(f"labels are not l(0..{len(listed) - 1})")
+    ideal = ideal_ring(listed)
+    states: dict[str, Mapping[str, Any]] = {}
+    for ref, body in answers.items():
+        if isinstance(body, Mapping):
+            state = (body.get("topics") or {}).get(topic)
+            if isinstance(state, Mapping):
+                states[ref] = state
+
+    members: list[dict[str, Any]] = []
+    edges: list[dict[str, str]] = []
+    roots: set[str] = set()
+    for ref, bits in sorted(listed.items(), key=lambda item: (_position(item[1]) or 0.0, len(item[1]), item[0])):
+        answer = answers.get(ref)
+        state = states.get(ref)
+        publications = (state or {}).get("publications") or {}
+        count = publications.get("count") if isinstance(publications, Mapping) else None
+        members.append(
+            {
+                "ref": ref,
+                "label": bits,
+                "r": _position(bits),
+                "answering": isinstance(answer, Mapping),
+                "suspect": ref in suspected,
+                "publications": count if isinstance(count, int) else None,
+            }
+        )
+        if not isinstance(answer, Mapping):
+            problems.append(f"{ref} does not answer" + (f": {answer}" if answer else ""))
+            continue
+        if state is None:
+            problems.append(f"{ref} holds no state for the topic")
+            continue
+        root = publications.get("root") if isinstance(publications, Mapping) else None
+        roots.add(json.dumps(root))
+        edges.extend({"from": ref, "to": to, "kind": kind} for to, kind in sorted(_edges(ref, state).items()))
+        view = NodeView.from_report(
+            ref, state.get("label"), state.get("left"), state.get("right"), state.get("ring"),
+            state.get("shortcuts"), None,
+        )
+        want = ideal.get(ref)
+        if view.label != bits:
+            problems.append(f"{ref} has label {view.label}, the supervisor says {bits}")
+        elif want is not None:
+            correct, compared = edge_score(want, view)
+            if correct != compared:
+                problems.append(f"{ref}: {correct} of {compared} edges as in SR({len(listed)})")
+    for ref in sorted(set(states) - set(listed)):
+        problems.append(f"{ref} holds state for the topic but is not a member")
+    return {
+        "topic": topic,
+        "n": len(listed),
+        "members": members,
+        "edges": edges,
+        "legitimate": not problems,
+        "problems": problems[:20],
+        "legitimate_database": bool(entry.get("legitimate_database")),
+        "publications_agree": len(roots) <= 1 and all(m["answering"] for m in members),
+    }
