@@ -1,7 +1,9 @@
 """The import rules of docs/architecture.md ("Layers"), checked on the tree and shown to bite.
 
 The rules live in pyproject.toml as import-linter contracts (cores do no I/O; kernel,
-runtime, telemetry and the simulation engine import no mode; arrows point down) plus one
+runtime, telemetry and the simulation engine import no mode; the daemons, runtime,
+telemetry, client, tools and simulation engine import no overlay and no broker; arrows
+point down) plus one
 rule import-linter cannot state, no import cycle between modules, checked here with grimp
 (the import graph library import-linter is built on).  Each rule is also run against a
 small throwaway tree with one deliberate violation, so a rule that silently stopped
@@ -163,6 +165,12 @@ def _write(base: Path, module: str, source: str) -> None:
         ("pubsub.skipring.bad", "import pubsub.node\n", "Arrows point down"),
         ("pubsub.skipring.supervisor.bad", "import pubsub.supervisor.app\n", "Arrows point down"),
         ("pubsub.runtime.bad", "import pubsub.client\n", "Arrows point down"),
+        ("pubsub.clique.bad", "import socket\n", "Cores and kernel do no I/O"),
+        ("pubsub.node.bad", "import pubsub.skipring.labels\n", "import no overlay and no broker"),
+        ("pubsub.supervisor.bad", "import pubsub.clique.supervisor\n", "import no overlay and no broker"),
+        ("pubsub.client.bad", "import broker.cores\n", "import no overlay and no broker"),
+        ("pubsub.ops.bad", "import pubsub.skipring.ideal\n", "import no overlay and no broker"),
+        ("pubsub.sim.engine.bad", "import pubsub.clique\n", "import no overlay and no broker"),
     ],
 )
 def test_each_contract_catches_a_deliberate_violation(

@@ -122,6 +122,7 @@ def _web_topic(
 OVERLAY = Overlay(
     name="clique",
     summary="every member a neighbour of every other: the zero-diameter baseline for small topics",
+    package="pubsub.clique",
     node_core=_node_core,
     supervisor_core=_supervisor_core,
     node_admits=_node_admits,

@@ -132,16 +132,21 @@ class Overlay:
     supervisor daemons, the simulator and the tools host it: every part is looked up here,
     by the overlay's name (``pubsub node --overlay NAME``), never imported by them.
 
+    package            the package that holds the overlay's cores (``pubsub.skipring``):
+                       what no host may import (tests/test_overlay_boundaries.py derives
+                       its rules from it), and which imports no host, no other overlay and
+                       no I/O
     node_core          (ref, supervisor, *, rng, **publication options) -> the node core:
                        `pubsub.publications.node.PublicationNode` over the overlay's
                        `NodeOverlay`
     supervisor_core    (ref, *, rng, config_budget, probe_timeout, journal, peers,
                        peer_timeout) -> the supervisor core the supervisor daemon hosts
-                       (`pubsub.supervisor.app.HostedSupervisor`)
+                       (`pubsub.supervisor.app.SupervisorCoreLike`)
     node_admits        with TLS: (msg, role, name, supervisor) -> why a peer's message is
                        refused at a node, or None
     supervisor_admits  with TLS: (msg, role, name) -> the same at the supervisor
-    node_faults        (node app) -> its admin actions beyond the generic ones
+    node_faults        (node app) -> its admin actions beyond the generic ones (the skip
+                       ring: `pubsub.node.faults`' corrupt_node over the core's `corrupt`)
     supervisor_faults  (supervisor app) -> the same at the supervisor
     kinds              () -> the message kinds its daemons speak (the kernel's, the shared
                        publication layer's and its own), which their runtime's counters
@@ -168,6 +173,7 @@ class Overlay:
 
     name: str
     summary: str
+    package: str
     node_core: Callable[..., Any]
     supervisor_core: Callable[..., Any]
     node_admits: Callable[[Message, str, str, Any], str | None]

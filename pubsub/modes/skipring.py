@@ -174,6 +174,7 @@ def _topic_tracker() -> TopicTracker:
 OVERLAY = Overlay(
     name="skipring",
     summary="skip rings per topic, built by BuildSR (paper 000)",
+    package="pubsub.skipring",
     node_core=_node_core,
     supervisor_core=_supervisor_core,
     node_admits=_node_admits,

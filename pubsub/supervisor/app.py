@@ -279,7 +279,10 @@ def web_view(
     from pubsub.supervisor.webview import RingWatch, application, ask_status  # aiohttp: only when served
 
     host_name, port = split_ref(settings.web_listen)
-    watch = RingWatch(listen, core.status, functools.partial(ask_status, context=context))
+    watch = RingWatch(
+        listen, core.status, functools.partial(ask_status, context=context),
+        web_topic=registry.overlay(settings.overlay).web_topic,
+    )
     return [HttpService("web view", application(watch), host_name, port)]
 
 
