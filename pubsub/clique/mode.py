@@ -7,11 +7,12 @@ clique)."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pubsub.kernel.contracts import Mode, Overlay
-from pubsub.kernel.message import Message, Ref, kinds_of
+from pubsub.kernel.message import Ref, kinds_of
+from pubsub.kernel.registry import lazy
 from pubsub.kernel.wire import validate_ref
 
 
@@ -54,18 +55,6 @@ def _kinds() -> tuple[str, ...]:
     return tuple(sorted({*SHARED_KINDS, *kinds_of(messages)}))
 
 
-def _node_admits(msg: Message, role: str, name: str, supervisor: Any) -> str | None:
-    from pubsub.clique.admission import node_admits
-
-    return node_admits(msg, role, name, supervisor)
-
-
-def _supervisor_admits(msg: Message, role: str, name: str) -> str | None:
-    from pubsub.clique.admission import supervisor_admits
-
-    return supervisor_admits(msg, role, name)
-
-
 def _no_faults(app: Any) -> dict[str, Any]:
     """No admin actions beyond the generic ones (crash, partition, drop, info)."""
     return {}
@@ -94,47 +83,22 @@ def legitimate(supervisor_body: Mapping[str, Any], states: Mapping[str, Any], to
     return problems
 
 
-def _reports_legitimate(entries: Mapping[str, Mapping[str, Any]]) -> bool:
-    """`pubsub.clique.views.reports_legitimate`: the reporting nodes' own clique."""
-    from pubsub.clique.views import reports_legitimate
-
-    return reports_legitimate(entries)
-
-
-def _member_table(
-    members: Mapping[str, str], states: Mapping[str, Mapping[str, Any]], name_of: Callable[[str], str]
-) -> tuple[str, list[str], list[list[str]]]:
-    """`pubsub.clique.views.member_table`: the members in the supervisor's order."""
-    from pubsub.clique.views import member_table
-
-    return member_table(members, states, name_of)
-
-
-def _web_topic(
-    topic: str, entry: Mapping[str, Any], answers: Mapping[str, Any], suspects: Iterable[str] = ()
-) -> dict[str, Any]:
-    """`pubsub.clique.views.web_topic`: the members evenly on the circle, the complete graph."""
-    from pubsub.clique.views import web_topic
-
-    return web_topic(topic, entry, answers, suspects)
-
-
 OVERLAY = Overlay(
     name="clique",
     summary="every member a neighbour of every other: the zero-diameter baseline for small topics",
     package="pubsub.clique",
     node_core=_node_core,
     supervisor_core=_supervisor_core,
-    node_admits=_node_admits,
-    supervisor_admits=_supervisor_admits,
+    node_admits=lazy("pubsub.clique.admission:node_admits"),
+    supervisor_admits=lazy("pubsub.clique.admission:supervisor_admits"),
     node_faults=_no_faults,
     supervisor_faults=_no_faults,
     kinds=_kinds,
     member_key=validate_ref,
     legitimate=legitimate,
-    reports_legitimate=_reports_legitimate,
-    member_table=_member_table,
-    web_topic=_web_topic,
+    reports_legitimate=lazy("pubsub.clique.views:reports_legitimate"),
+    member_table=lazy("pubsub.clique.views:member_table"),
+    web_topic=lazy("pubsub.clique.views:web_topic"),
     topic_tracker=None,  # the convergence analysis does not measure the clique yet
 )
 

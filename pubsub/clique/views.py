@@ -14,12 +14,10 @@ supervisor's entry lists the members in its order, ``label`` being each one's pl
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-#: At most this many problems per topic in the web view.
-MAX_PROBLEMS = 20
+from pubsub.publications.topicview import TopicView
 
 
 def _root(entry: Mapping[str, Any]) -> str:
@@ -90,9 +88,9 @@ def web_topic(
     member, every member answers and holds the supervisor's list (same order), configured
     and reaching everyone, and no other polled node is configured in the topic.
     """
-    suspected = set(suspects)
+    view = TopicView(topic, answers, suspects)
+    problems = view.problems
     listed: list[str] = []
-    problems: list[str] = []
     for member in entry.get("members") or []:
         ref = member.get("ref")
         if ref is None:
@@ -103,58 +101,20 @@ def web_topic(
         problems.append("no members")
     elif len(set(listed)) != len(listed):
         problems.append("the supervisor lists a member twice")
-    states: dict[str, Mapping[str, Any]] = {}
-    for ref, body in answers.items():
-        if isinstance(body, Mapping):
-            state = (body.get("topics") or {}).get(topic)
-            if isinstance(state, Mapping):
-                states[ref] = state
-
     n = len(listed)
-    members: list[dict[str, Any]] = []
-    edges: list[dict[str, str]] = []
-    roots: set[str] = set()
     for place, ref in enumerate(listed):
-        answer = answers.get(ref)
-        state = states.get(ref)
-        publications = (state or {}).get("publications") or {}
-        count = publications.get("count") if isinstance(publications, Mapping) else None
-        members.append(
-            {
-                "ref": ref,
-                "label": str(place),
-                "r": place / n,
-                "answering": isinstance(answer, Mapping),
-                "suspect": ref in suspected,
-                "publications": count if isinstance(count, int) else None,
-            }
-        )
-        if not isinstance(answer, Mapping):
-            problems.append(f"{ref} does not answer" + (f": {answer}" if answer else ""))
-            continue
+        state = view.member(ref, str(place), place / n)
         if state is None:
-            problems.append(f"{ref} holds no state for the topic")
             continue
-        root = publications.get("root") if isinstance(publications, Mapping) else None
-        roots.add(json.dumps(root))
         held = _listed(state)
-        edges.extend({"from": ref, "to": to, "kind": "ring"} for to in sorted(set(held or ())) if to != ref)
+        view.edges.extend({"from": ref, "to": to, "kind": "ring"} for to in sorted(set(held or ())) if to != ref)
         if held != listed:
             problems.append(f"{ref} lists {held!r}, the supervisor lists {listed!r}")
         elif not state.get("configured"):
             problems.append(f"{ref} is not configured in the topic")
         elif state.get("unreachable"):
             problems.append(f"{ref} cannot reach {state.get('unreachable')!r}")
-    for ref in sorted(set(states) - set(listed)):
-        if states[ref].get("configured"):
+    for ref in sorted(set(view.states) - set(listed)):
+        if view.states[ref].get("configured"):
             problems.append(f"{ref} is configured in the topic but is not a member")
-    return {
-        "topic": topic,
-        "n": n,
-        "members": members,
-        "edges": edges,
-        "legitimate": not problems,
-        "problems": problems[:MAX_PROBLEMS],
-        "legitimate_database": bool(entry.get("legitimate_database")),
-        "publications_agree": len(roots) <= 1 and all(m["answering"] for m in members),
-    }
+    return view.body(entry, n)

@@ -11,6 +11,8 @@ on a mode's packages.  The overlays (modes whose `Mode.overlay` is set) are what
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
+from typing import Any
 
 from pubsub.kernel.contracts import Mode, Overlay
 
@@ -22,6 +24,23 @@ MODE_MODULES = (
 
 #: The overlay the daemons and the simulator run unless told otherwise.
 DEFAULT_OVERLAY = "skipring"
+
+
+def lazy(target: str) -> Callable[..., Any]:
+    """The callable ``"package.module:name"``, imported when it is first called: how a mode
+    names its parts (`Mode`, `Overlay`) without importing them at registration, so that
+    asking the registry costs no mode's imports."""
+    module, _, name = target.partition(":")
+    if not module or not name:
+        raise ValueError(f"a lazy part is 'module:name', not {target!r}")
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"`{module}.{name}`, imported on first use."
+    call.lazy_target = target  # type: ignore[attr-defined]  # for tests/kernel/test_registry.py
+    return call
 
 
 class UnknownMode(LookupError):

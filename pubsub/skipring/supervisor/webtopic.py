@@ -12,10 +12,10 @@ nodes report.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pubsub.publications.topicview import TopicView
 from pubsub.skipring.ideal import NodeView, edge_score, ideal_ring, is_canonical, parse_label
 
 
@@ -56,9 +56,9 @@ def topic_view(
     reports), ``legitimate``, ``problems`` (why not, at most 20), ``legitimate_database``
     and ``publications_agree``.
     """
-    suspected = set(suspects)
+    view = TopicView(topic, answers, suspects)
+    problems = view.problems
     listed: dict[str, str] = {}
-    problems: list[str] = []
     for member in entry.get("members") or []:
         ref, bits = member.get("ref"), str(member.get("label"))
         if ref is None:
@@ -70,60 +70,22 @@ def topic_view(
     elif not is_canonical(listed.values()):
         problems.append(f"labels are not l(0..{len(listed) - 1})")
     ideal = ideal_ring(listed)
-    states: dict[str, Mapping[str, Any]] = {}
-    for ref, body in answers.items():
-        if isinstance(body, Mapping):
-            state = (body.get("topics") or {}).get(topic)
-            if isinstance(state, Mapping):
-                states[ref] = state
-
-    members: list[dict[str, Any]] = []
-    edges: list[dict[str, str]] = []
-    roots: set[str] = set()
     for ref, bits in sorted(listed.items(), key=lambda item: (_position(item[1]) or 0.0, len(item[1]), item[0])):
-        answer = answers.get(ref)
-        state = states.get(ref)
-        publications = (state or {}).get("publications") or {}
-        count = publications.get("count") if isinstance(publications, Mapping) else None
-        members.append(
-            {
-                "ref": ref,
-                "label": bits,
-                "r": _position(bits),
-                "answering": isinstance(answer, Mapping),
-                "suspect": ref in suspected,
-                "publications": count if isinstance(count, int) else None,
-            }
-        )
-        if not isinstance(answer, Mapping):
-            problems.append(f"{ref} does not answer" + (f": {answer}" if answer else ""))
-            continue
+        state = view.member(ref, bits, _position(bits))
         if state is None:
-            problems.append(f"{ref} holds no state for the topic")
             continue
-        root = publications.get("root") if isinstance(publications, Mapping) else None
-        roots.add(json.dumps(root))
-        edges.extend({"from": ref, "to": to, "kind": kind} for to, kind in sorted(_edges(ref, state).items()))
-        view = NodeView.from_report(
+        view.edges.extend({"from": ref, "to": to, "kind": kind} for to, kind in sorted(_edges(ref, state).items()))
+        node = NodeView.from_report(
             ref, state.get("label"), state.get("left"), state.get("right"), state.get("ring"),
             state.get("shortcuts"), None,
         )
         want = ideal.get(ref)
-        if view.label != bits:
-            problems.append(f"{ref} has label {view.label}, the supervisor says {bits}")
+        if node.label != bits:
+            problems.append(f"{ref} has label {node.label}, the supervisor says {bits}")
         elif want is not None:
-            correct, compared = edge_score(want, view)
+            correct, compared = edge_score(want, node)
             if correct != compared:
                 problems.append(f"{ref}: {correct} of {compared} edges as in SR({len(listed)})")
-    for ref in sorted(set(states) - set(listed)):
+    for ref in sorted(set(view.states) - set(listed)):
         problems.append(f"{ref} holds state for the topic but is not a member")
-    return {
-        "topic": topic,
-        "n": len(listed),
-        "members": members,
-        "edges": edges,
-        "legitimate": not problems,
-        "problems": problems[:20],
-        "legitimate_database": bool(entry.get("legitimate_database")),
-        "publications_agree": len(roots) <= 1 and all(m["answering"] for m in members),
-    }
+    return view.body(entry, len(listed))
