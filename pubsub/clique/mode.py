@@ -35,6 +35,7 @@ def _supervisor_core(
     config_budget: int = 1,
     probe_timeout: float = 2.0,
     journal: bool = True,
+    retention: Any = None,
     peers: Iterable[str] = (),
     peer_timeout: float | None = None,
     **ignored: Any,
@@ -44,7 +45,9 @@ def _supervisor_core(
 
     if list(peers):
         raise ValueError("the clique overlay runs one supervisor: --peers and --join are the skip ring's")
-    return CliqueSupervisor(ref, rng=rng, config_budget=config_budget, probe_timeout=probe_timeout, journal=journal)
+    return CliqueSupervisor(
+        ref, rng=rng, config_budget=config_budget, probe_timeout=probe_timeout, journal=journal, retention=retention
+    )
 
 
 def _kinds() -> tuple[str, ...]:

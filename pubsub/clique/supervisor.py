@@ -51,6 +51,7 @@ class CliqueSupervisor:
         config_budget: int = 1,
         probe_timeout: float = 2.0,
         journal: bool = True,
+        retention: RetentionTable | None = None,
     ) -> None:
         if config_budget < 1 or probe_timeout <= 0:
             raise ValueError("config_budget must be at least 1 and probe_timeout positive")
@@ -66,7 +67,9 @@ class CliqueSupervisor:
         self.probes: dict[Ref, tuple[int, float]] = {}
         self._nonce = 0
         self._now = 0.0
-        self.retention = RetentionTable()
+        #: Retention settings per topic, sent with each configuration: the daemon's table
+        #: (`retention=`), or a table of its own.
+        self.retention = retention if retention is not None else RetentionTable()
         self._changes: list[tuple[str, str, str | None]] | None = [] if journal else None
         self._out: list[Send] = []
         #: joins, leaves, configurations_sent, suspects, crashes_detected, refused_joins.

@@ -61,10 +61,9 @@ class SupervisorCoreLike(Protocol):
 
     Its durable database travels as rows ``(topic, key, ref)``: `load` at start,
     `drain_changes` after every call (None for a removal).  Retention settings are the
-    shared layer's `RetentionTable`, which the core holds and sends with each
-    configuration; the daemon keeps the table's changes durable."""
-
-    retention: RetentionTable
+    shared layer's `RetentionTable`, which the daemon builds, loads and keeps durable, and
+    hands the core at construction (``retention=``, `Overlay.supervisor_core`): the core
+    sends the settings with each configuration."""
 
     @property
     def config_counters(self) -> Mapping[str, int]:
@@ -87,10 +86,13 @@ class SupervisorApp:
 
     def __init__(
         self, ref: Ref, core: SupervisorCoreLike, store: SupervisorStore, stats: Stats,
-        *, overlay: str = registry.DEFAULT_OVERLAY,
+        *, retention: RetentionTable, overlay: str = registry.DEFAULT_OVERLAY,
     ) -> None:
         self.ref = ref
         self.core = core
+        #: Each topic's retention settings: the table the core was built with (it sends them
+        #: with each configuration); this daemon keeps it durable and changes it.
+        self.retention = retention
         #: With TLS, who may send what: the overlay's rules (`Overlay.supervisor_admits`).
         self._supervisor_admits = registry.overlay(overlay).supervisor_admits
         self.store = store
@@ -147,34 +149,34 @@ class SupervisorApp:
         members that join later, also when the topic has none yet; a purge of a topic without
         members is refused (`no_members`) and changes nothing: it would remove nothing now,
         only, later, whatever a rejoining node brings back -- most likely a mistyped topic."""
-        core = self.core
+        core, table = self.core, self.retention
         if isinstance(msg, PurgeTopic) and not core.member_refs(msg.topic):
             detail = (
                 f"no member holds {msg.topic}: nothing purged (a purge reaches the topic's members; "
                 "none has joined it, or all have left)"
             )
             return ErrorReply(code="no_members", detail=detail), []
-        before = core.retention.get(msg.topic)
+        before = table.get(msg.topic)
         wall_ms = int(time.time() * 1000)
         try:
             if isinstance(msg, PurgeTopic):
-                core.retention.purge(msg.topic, wall_ms)
+                table.purge(msg.topic, wall_ms)
             else:
-                core.retention.set(msg.topic, msg.max_age_ms, msg.max_count, msg.max_bytes, wall_ms)
+                table.set(msg.topic, msg.max_age_ms, msg.max_count, msg.max_bytes, wall_ms)
         except ValueError as exc:
             return ErrorReply(code="bad_retention", detail=str(exc)[:200]), []
         try:
             self.store.save_retention(
                 (topic, p.max_age_ms, p.max_count, p.max_bytes, p.purged_ms)
-                for topic, p in core.retention.drain_changes()
+                for topic, p in table.drain_changes()
             )
         except StoreError as exc:  # nothing changes: the settings in force stay, nothing is sent
-            core.retention.restore(msg.topic, before)
+            table.restore(msg.topic, before)
             self.stats.error("store_error")
             log.error("%s", exc)
             return ErrorReply(code="store_error", detail=str(exc)[:200]), []
-        sends = core.retention.announce(msg.topic, core.member_refs(msg.topic))
-        policy = core.retention.get(msg.topic)
+        sends = table.announce(msg.topic, core.member_refs(msg.topic))
+        policy = table.get(msg.topic)
         assert policy is not None  # set and purge always leave the topic a policy (RetentionTable._put)
         members = len({s.dest for s in sends})
         action = "purge" if isinstance(msg, PurgeTopic) else "retention"
@@ -243,18 +245,19 @@ async def _serve_supervisor(
     store = SupervisorStore(settings.data_dir, overlay.member_key)
     try:
         peers = [p for p in settings.peer_refs() if p != listen]
+        retention = RetentionTable()
+        retention.load(store.load_retention())
         core = overlay.supervisor_core(
             listen, config_budget=settings.config_budget, rng=random.Random(),
-            peers=peers, peer_timeout=settings.peer_timeout,
+            peers=peers, peer_timeout=settings.peer_timeout, retention=retention,
         )
         rows = store.load()
         core.load(rows)
-        core.retention.load(store.load_retention())
         log.info("%s: %s overlay, loaded %d members from %s", listen, overlay.name, len(rows), store.path)
         if peers:
             log.info("%s: sharded supervisors, peers %s", listen, ", ".join(peers))
         stats = Stats()
-        app = SupervisorApp(listen, core, store, stats, overlay=overlay.name)
+        app = SupervisorApp(listen, core, store, stats, retention=retention, overlay=overlay.name)
         daemon = Daemon(
             role="supervisor",
             app=app,

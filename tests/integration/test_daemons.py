@@ -68,7 +68,7 @@ async def supervisor(data: Path, port: int = 0) -> AsyncIterator[tuple[Runtime, 
     core = SupervisorCore(ref, rng=random.Random(1))
     core.load(store.load())
     stats = Stats()
-    app = SupervisorApp(ref, core, store, stats)
+    app = SupervisorApp(ref, core, store, stats, retention=core.retention)
     rt = Runtime(app, FAST, stats=stats, sock=sock)
     try:
         await rt.start()

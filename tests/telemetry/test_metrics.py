@@ -288,7 +288,8 @@ def test_supervisor_counts_crashes_and_configuration_traffic(tmp_path: Path) -> 
     from pubsub.supervisor.store import SupervisorStore
 
     with SupervisorStore(tmp_path / "s") as store:
-        app = SupervisorApp(Ref("s:1"), SupervisorCore(Ref("s:1"), rng=random.Random(1)), store, None)  # type: ignore[arg-type]
+        core = SupervisorCore(Ref("s:1"), rng=random.Random(1))
+        app = SupervisorApp(Ref("s:1"), core, store, None, retention=core.retention)  # type: ignore[arg-type]
         app.handle(Subscribe(T, Ref("n:1")), 0.0)
         app.handle(Subscribe(T, Ref("n:2")), 0.0)
         app.handle(GetConfiguration(T, Ref("n:1")), 0.0)

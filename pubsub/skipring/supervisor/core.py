@@ -98,6 +98,7 @@ class SupervisorCore:
         rng: random.Random,
         probe_timeout: float = 2.0,
         journal: bool = True,
+        retention: RetentionTable | None = None,
     ) -> None:
         """`config_budget` is the paper's budget (Alg. 3 l.3: one configuration per
         Timeout); `max_config_budget` caps the raised budget while repairing (None: never
@@ -117,8 +118,9 @@ class SupervisorCore:
         self.crashes_detected = 0
         self._urgent: dict[Topic, list[Ref]] = {}
         self._changes: list[tuple[str, str, str | None]] | None = [] if journal else None
-        #: Retention settings per topic (`pubsub.publications.retention`).
-        self.retention = RetentionTable()
+        #: Retention settings per topic (`pubsub.publications.retention`), sent with each
+        #: configuration: the daemon's table (`retention=`), or a table of its own.
+        self.retention = retention if retention is not None else RetentionTable()
         self._out: list[Send] = []
         #: Configuration traffic, for the metrics (`config_counters` of the daemon's
         #: contract): configuration_requests (GetConfiguration handled),
