@@ -15,6 +15,9 @@
     python -m bench topics [options]              issue 14: idle frames and CPU per node against
                                                   topics per node (1 .. 1,000), real processes;
                                                   not in the default run (5 to 10 minutes)
+    python -m bench tco [options]                 paper 001 §VI (Figs. 2-8) on the tco cores, beside
+                                                  the paper's numbers; not in the default run
+                                                  (--quick: about a minute; the paper's size: long)
 
 `--quick` works in every form.  Options other than --quick need a benchmark name
 (`python -m bench skipring --help`, `python -m bench antientropy --help`).
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import sys
 
-from bench import antientropy, dissemination, endtoend, matching, scale, scot, skipring, topics
+from bench import antientropy, dissemination, endtoend, matching, scale, scot, skipring, tco, topics
 
 BENCHMARKS = {
     "skipring": skipring.main,
@@ -35,10 +38,12 @@ BENCHMARKS = {
     "matching": matching.main,
     "scot": scot.main,
     "topics": topics.main,
+    "tco": tco.main,
 }
 #: Run only when named: `python -m bench topics` joins 4 nodes to 1,000 topics (4 to 10 minutes
 #: on a shared 2-core machine).
-SEPARATE = {"topics"}
+#: `python -m bench tco` at the paper's size recomputes Low-ODA on 2,000 nodes many times.
+SEPARATE = {"topics", "tco"}
 
 
 def main(argv: list[str] | None = None) -> None:
