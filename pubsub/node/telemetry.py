@@ -17,8 +17,8 @@ from prometheus_client.metrics_core import (
 
 from pubsub.runtime.host import Instrument, Instruments
 from pubsub.runtime.settings import TelemetrySettings
-from pubsub.telemetry.events import EventWriter, Observer, _pair, _SnapshotObserver
-from pubsub.telemetry.metrics import LatencyHistogram, TopicLabels, _by_label, _counter, _gauge
+from pubsub.telemetry.events import EventWriter, Observer, SnapshotObserver, as_pair
+from pubsub.telemetry.metrics import LatencyHistogram, TopicLabels, by_label, counter_family, gauge_family
 
 #: Arrival paths of a stored publication, as label values.
 VIAS = ("local", "handover", "tree", "flood", "antientropy")
@@ -89,8 +89,8 @@ class NodeCollector:
             length[value] = max(length.get(value, 0), len(bits) if bits else 0)
             degree[value] += _degree(app.ref, entry)
             trie[value] += int((entry.get("publications") or {}).get("count", 0) or 0)
-        yield _gauge("pubsub_node_topics", "Topics this node runs.", len(running))
-        yield _by_label(
+        yield gauge_family("pubsub_node_topics", "Topics this node runs.", len(running))
+        yield by_label(
             GaugeMetricFamily(
                 "pubsub_node_label_length",
                 "Length of this node's label in the topic's skip ring (0 while it has none).",
@@ -98,7 +98,7 @@ class NodeCollector:
             ),
             length,
         )
-        yield _by_label(
+        yield by_label(
             GaugeMetricFamily(
                 "pubsub_node_degree",
                 "Distinct nodes this node references for the topic (ring and shortcut edges).",
@@ -106,7 +106,7 @@ class NodeCollector:
             ),
             degree,
         )
-        yield _by_label(
+        yield by_label(
             GaugeMetricFamily(
                 "pubsub_trie_publications", "Publications in the topic's Patricia trie.",
                 labels=["topic"],
@@ -114,11 +114,11 @@ class NodeCollector:
             trie,
         )
         counters = app.core.publication_counters()
-        yield _counter(
+        yield counter_family(
             "pubsub_antientropy_rounds", "Anti-entropy rounds started (CheckTrie of the root).",
             counters.get("rounds", 0),
         )
-        yield _counter(
+        yield counter_family(
             "pubsub_antientropy_repairs",
             "Publications received through anti-entropy (Publish) that were missing here.",
             counters.get("repairs", 0),
@@ -128,7 +128,7 @@ class NodeCollector:
             for key, value in counters.items()
             if key.startswith("rejected_") and key != "rejected_malformed"
         }
-        yield _by_label(
+        yield by_label(
             CounterMetricFamily(
                 "pubsub_publications_rejected",
                 "Malformed publication messages rejected, by reason.",
@@ -139,7 +139,7 @@ class NodeCollector:
         )
         signing = getattr(app, "signing", None)
         if signing is not None:  # with TLS (`pubsub.node.signing`)
-            yield _by_label(
+            yield by_label(
                 CounterMetricFamily(
                     "pubsub_signature_rejections",
                     "Publications refused because their signature does not hold, by reason.",
@@ -147,7 +147,7 @@ class NodeCollector:
                 ),
                 signing.status()["rejected"],
             )
-        yield _by_label(
+        yield by_label(
             CounterMetricFamily(
                 "pubsub_publications_delivered",
                 "Publications this node stored for the first time (durably), by arrival path.",
@@ -162,17 +162,17 @@ class NodeCollector:
             "its commit at this node, by arrival path.",
             VIAS,
         )
-        yield _counter(
+        yield counter_family(
             "pubsub_client_deliveries", "Delivery frames written to client streams.",
             app.deliveries.delivered,
         )
-        yield _gauge(
+        yield gauge_family(
             "pubsub_client_streams", "Open client streams (Follow).",
             sum(app.deliveries.counts().values()),
         )
-        yield _counter("pubsub_store_commits", "Store commits since the start (under sync normal each "
+        yield counter_family("pubsub_store_commits", "Store commits since the start (under sync normal each "
                        "is one write to the store's journal).", app.store.commits)
-        yield _counter("pubsub_store_settles", "Transactions that moved the journal's commits into "
+        yield counter_family("pubsub_store_settles", "Transactions that moved the journal's commits into "
                        "SQLite since the start.", app.store.settles)
 
 
@@ -204,16 +204,16 @@ def node_snapshot(entry: Mapping[str, Any] | None) -> dict[str, Any]:
         "member": True,
         "leaving": bool(entry.get("leaving", False)),
         "label": entry.get("label"),
-        "left": _pair(entry.get("left")),
-        "right": _pair(entry.get("right")),
-        "ring": _pair(entry.get("ring")),
+        "left": as_pair(entry.get("left")),
+        "right": as_pair(entry.get("right")),
+        "ring": as_pair(entry.get("ring")),
         "shortcuts": {str(k): v for k, v in sorted(shortcuts.items())},
         "trie_root": root_hex,
         "trie_size": size,
     }
 
 
-class NodeEvents(_SnapshotObserver):
+class NodeEvents(SnapshotObserver):
     """``snapshot``, ``messages`` and ``delivery`` events of a node daemon (`NodeApp`)."""
 
     kind = "snapshot"

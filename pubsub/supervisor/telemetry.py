@@ -16,8 +16,8 @@ from prometheus_client.metrics_core import (
 
 from pubsub.runtime.host import Instrument, Instruments
 from pubsub.runtime.settings import TelemetrySettings
-from pubsub.telemetry.events import EventWriter, Observer, _SnapshotObserver
-from pubsub.telemetry.metrics import TopicLabels, _by_label, _counter, _gauge
+from pubsub.telemetry.events import EventWriter, Observer, SnapshotObserver
+from pubsub.telemetry.metrics import TopicLabels, by_label, counter_family, gauge_family
 
 
 class SupervisorCollector:
@@ -41,16 +41,16 @@ class SupervisorCollector:
             members[value] += int(entry.get("n", 0))
             ok = 1 if entry.get("legitimate_database") else 0
             legit[value] = min(legit.get(value, 1), ok)
-        yield _gauge("pubsub_supervisor_topics", "Topics in the supervisor's database.",
+        yield gauge_family("pubsub_supervisor_topics", "Topics in the supervisor's database.",
                      len(running))
-        yield _by_label(
+        yield by_label(
             GaugeMetricFamily(
                 "pubsub_topic_members", "Subscribers in the topic's database (n).",
                 labels=["topic"],
             ),
             members,
         )
-        yield _by_label(
+        yield by_label(
             GaugeMetricFamily(
                 "pubsub_topic_legitimate_database",
                 "1 when the topic's labels are exactly l(0..n-1), each with its own subscriber.",
@@ -59,7 +59,7 @@ class SupervisorCollector:
             legit,
         )
         counters = app.core.config_counters
-        yield _counter(
+        yield counter_family(
             "pubsub_supervisor_configuration_requests",
             "GetConfiguration requests received.",
             counters.get("configuration_requests", 0),
@@ -73,17 +73,17 @@ class SupervisorCollector:
         sent.add_metric(["configuration"], counters.get("configurations_sent", 0))
         sent.add_metric(["none"], counters.get("configurations_none", 0))
         yield sent
-        yield _counter(
+        yield counter_family(
             "pubsub_supervisor_crashes_detected", "Subscribers removed as crashed.",
             int(status.get("crashes_detected", 0)),
         )
-        yield _gauge(
+        yield gauge_family(
             "pubsub_supervisor_suspects", "Subscribers being probed after a crash hint.",
             len(status.get("suspects") or ()),
         )
 
 
-class SupervisorEvents(_SnapshotObserver):
+class SupervisorEvents(SnapshotObserver):
     """``supervisor`` and ``messages`` events of the supervisor daemon (`SupervisorApp`).
 
     Changes are learnt from the database journal (`changed`), so a check looks only at

@@ -384,13 +384,14 @@ def _call_soon(callback: Callable[[], None]) -> bool:
     return True
 
 
-def _pair(value: object) -> list[str] | None:
+def as_pair(value: object) -> list[str] | None:
+    """A reported pair (a contact's [label, ref]) as two strings, or None if it is not one."""
     if isinstance(value, (list, tuple)) and len(value) == 2:
         return [str(value[0]), str(value[1])]
     return None
 
 
-class _SnapshotObserver(Observer):
+class SnapshotObserver(Observer):
     """Shared machinery: change checks once per loop pass, periodic snapshots, messages.
 
     Subclasses say how to read the state of topics (`_states`) and when a topic is gone

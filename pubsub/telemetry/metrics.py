@@ -126,15 +126,17 @@ def _bound(value: float) -> str:
 
 
 # ------------------------------------------------------------------------------- collectors
-def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+def counter_family(name: str, doc: str, value: float) -> CounterMetricFamily:
+    """A counter of one value, without labels (the daemons' collectors use it)."""
     return CounterMetricFamily(name, doc, value=value)
 
 
-def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+def gauge_family(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    """A gauge of one value, without labels."""
     return GaugeMetricFamily(name, doc, value=value)
 
 
-def _by_label(
+def by_label(
     family: CounterMetricFamily | GaugeMetricFamily, values: Mapping[str, float], known: Iterable[str] = ()
 ) -> CounterMetricFamily | GaugeMetricFamily:
     """`family` with a sample per label value of `values`, and one (0 until counted) for
@@ -190,7 +192,7 @@ class RuntimeCollector:
         )
         info.add_metric([self.role, self.ref], 1)
         yield info
-        yield _by_label(
+        yield by_label(
             CounterMetricFamily(
                 "pubsub_messages_sent",
                 "Messages written to peers and clients, by type (those that travelled in a "
@@ -200,7 +202,7 @@ class RuntimeCollector:
             Counter(s.frames_out) + Counter(getattr(s, "bundled_out", {})),
             self.kinds,
         )
-        yield _by_label(
+        yield by_label(
             CounterMetricFamily(
                 "pubsub_messages_received",
                 "Valid messages read, by type (bundles counted as for pubsub_messages_sent).",
@@ -209,7 +211,7 @@ class RuntimeCollector:
             Counter(s.frames_in) + Counter(getattr(s, "bundled_in", {})),
             self.kinds,
         )
-        yield _by_label(
+        yield by_label(
             CounterMetricFamily(
                 "pubsub_sent_bytes", "Bytes of frames written (with the 4-byte header), by type.",
                 labels=["type"],
@@ -217,7 +219,7 @@ class RuntimeCollector:
             s.bytes_out,
             self.kinds,
         )
-        yield _by_label(
+        yield by_label(
             CounterMetricFamily(
                 "pubsub_received_bytes", "Bytes of valid frames read (with the header), by type.",
                 labels=["type"],
@@ -225,7 +227,7 @@ class RuntimeCollector:
             s.bytes_in,
             self.kinds,
         )
-        yield _by_label(
+        yield by_label(
             CounterMetricFamily(
                 "pubsub_frame_errors",
                 "Rejected input and runtime failures, by code (bad_msgpack, truncated_frame, "
@@ -235,32 +237,32 @@ class RuntimeCollector:
             s.errors,
             self.error_codes,
         )
-        yield _counter(
+        yield counter_family(
             "pubsub_dropped_sends", "Frames dropped (queue full, peer unreachable, stopping).",
             s.dropped_sends,
         )
-        yield _counter(
+        yield counter_family(
             "pubsub_peers_unreachable",
             "Times a peer was reported unreachable after repeated failed connects.",
             s.peers_unreachable,
         )
-        yield _gauge("pubsub_connections_open", "Open TCP connections.", s.connections_open)
+        yield gauge_family("pubsub_connections_open", "Open TCP connections.", s.connections_open)
         for name, attr, doc, reasons in LIMIT_COUNTERS:
-            yield _by_label(CounterMetricFamily(name, doc, labels=["reason"]), getattr(s, attr, {}), reasons)
+            yield by_label(CounterMetricFamily(name, doc, labels=["reason"]), getattr(s, attr, {}), reasons)
         if self.app is not None:
-            yield _counter(
+            yield counter_family(
                 "pubsub_timeout_intervals", "Timeout actions run since the start.",
                 getattr(self.app, "intervals", 0),
             )
         if self.events is not None:
             counts = self.events.counters()
-            yield _counter(
+            yield counter_family(
                 "pubsub_events_written", "Events moved into the run directory.", counts["written"]
             )
-            yield _counter(
+            yield counter_family(
                 "pubsub_events_dropped", "Events lost to disk errors.", counts["dropped"]
             )
-            yield _counter(
+            yield counter_family(
                 "pubsub_events_write_errors",
                 "Disk errors of the event stream (open, write, rename).",
                 counts["errors"],
