@@ -8,7 +8,12 @@
 * `NaiveDynAlg` (Alg. 3, 4): the same with every node as the shadow set.
 * `recompute` is the third baseline: Low-ODA from scratch on the nodes after the round.
 
-Beyond the paper: should a repair leave the overlay split -- possible only when it was not
+Beyond the paper, `ShadowDynAlg.change`: a node that changes its topics, repaired as a leave
+restricted to the topics it dropped (on the shadow set of its neighbours and backups) and a
+join restricted to the topics it added (to its rebuilt backups); an edge left with no
+shared topic is removed first, and the nodes that had it as a backup rebuild theirs.
+
+Also beyond the paper: should a repair leave the overlay split -- possible only when it was not
 a TCO before the round, or when a backup set fell short -- the round falls back to the
 naive repair's potential edges (every pair) for the topics still split, and says so
 (`Repair.widened`).  Contributions are always counted on the whole overlay's components.
@@ -127,6 +132,32 @@ class ShadowDynAlg(_Dynamic):
         for primary in orphans:
             self.table.build(self.overlay, primary, self.coverage, self.method, self.rng)
         repair.rebuilt = orphans
+        return repair
+
+    def change(self, node: Node, topics: Iterable[Topic]) -> Repair:
+        """A node's topics change (beyond the paper; see the module docstring)."""
+        before = self.overlay.topics[node]
+        after = frozenset(topics)
+        dropped, added = before - after, after - before
+        repair = Repair("change", node)
+        if not dropped and not added:
+            return repair
+        shadow = sorted((self.overlay.neighbors[node] | set(self.table.backups.get(node, []))) - {node})
+        self.overlay.set_topics(node, after)
+        for other in sorted(self.overlay.neighbors[node]):
+            if not self.overlay.shared(node, other):
+                self.overlay.remove_edge(node, other)
+                repair.removed.append(edge(node, other))
+        if dropped:
+            self._construct(repair, dropped, combinations(shadow, 2))
+        built = self.table.build(self.overlay, node, self.coverage, self.method, self.rng)
+        repair.shadow = sorted({node, *shadow, *built.backups})
+        if added:
+            self._construct(repair, added, [edge(node, u) for u in sorted(built.backups)])
+        primaries = sorted(self.table.primaries.get(node, set()))
+        for primary in primaries:
+            self.table.build(self.overlay, primary, self.coverage, self.method, self.rng)
+        repair.rebuilt = [node, *primaries]
         return repair
 
 

@@ -62,6 +62,17 @@ class TopicOverlay:
                 del self.subscribers[topic]
         return removed
 
+    def set_topics(self, node: Node, topics: Iterable[Topic]) -> None:
+        """Change a node's topics (its edges stay: the caller decides which go)."""
+        for topic in self.topics[node]:
+            members = self.subscribers[topic]
+            members.discard(node)
+            if not members:
+                del self.subscribers[topic]
+        self.topics[node] = frozenset(topics)
+        for topic in self.topics[node]:
+            self.subscribers.setdefault(topic, set()).add(node)
+
     def add_edge(self, u: Node, v: Node) -> None:
         self.neighbors[u].add(v)
         self.neighbors[v].add(u)

@@ -185,3 +185,30 @@ def test_construct_low_edges_reports_a_split_it_cannot_mend() -> None:
     overlay = TopicOverlay({"a": "x", "b": "x", "c": "x"})
     done = construct_low_edges(overlay, "x", [("a", "b")])
     assert done.added == [("a", "b")] and not done.connected
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_node_changing_its_topics_is_repaired_as_a_leave_and_a_join_restricted_to_the_change(seed: int) -> None:
+    """Beyond the paper: dropped topics are mended inside the node's shadow set, added ones
+    by edges from the node to its rebuilt backups; edges left with no shared topic go."""
+    work = Workload(Shape(nodes=40, topics=12, min_topics=1, max_topics=5), seed=seed)
+    overlay = low_oda(work.initial())
+    dyn = ShadowDynAlg(overlay, rng=random.Random(seed))
+    dyn.build_backups()
+    rng = random.Random(seed + 100)
+    for _ in range(20):
+        node = rng.choice(sorted(overlay.topics))
+        shadow_before = (overlay.neighbors[node] | set(dyn.table.backups.get(node, []))) - {node}
+        topics = work.topics_of_a_node()
+        repair = dyn.change(node, topics)
+        assert overlay.topics[node] == topics
+        assert all(overlay.shared(u, v) for u, v in overlay.edges())  # no edge without a shared topic
+        assert all(node in e for e in repair.removed)
+        if not repair.widened:
+            backups = set(dyn.table.backups.get(node, []))
+            for u, v in repair.added:
+                assert (u in shadow_before and v in shadow_before) or (node in (u, v) and {u, v} - {node} <= backups)
+        assert tco_problems(overlay) == {}, (seed, node)
+        assert dyn.table.check(overlay) == []
+    unchanged = dyn.change(node, overlay.topics[node])
+    assert unchanged.changed == 0 and unchanged.rebuilt == []
