@@ -145,10 +145,11 @@ class SupervisorApp:
 
     def _retention(self, msg: SetRetention | PurgeTopic) -> tuple[Message, list[Send]]:
         """Change a topic's retention settings or purge it: stored first, then sent to the
-        topic's members (the core's `RetentionTable`, `RetentionTable.announce`).  Settings are kept for
-        members that join later, also when the topic has none yet; a purge of a topic without
-        members is refused (`no_members`) and changes nothing: it would remove nothing now,
-        only, later, whatever a rejoining node brings back -- most likely a mistyped topic."""
+        topic's members (this daemon's `RetentionTable`, which the core also sends with each
+        configuration; `RetentionTable.announce`).  Settings are kept for members that join
+        later, also when the topic has none yet; a purge of a topic without members is refused
+        (`no_members`) and changes nothing: it would remove nothing now, only, later, whatever
+        a rejoining node brings back -- most likely a mistyped topic."""
         core, table = self.core, self.retention
         if isinstance(msg, PurgeTopic) and not core.member_refs(msg.topic):
             detail = (
