@@ -109,6 +109,10 @@ class ShadowDynAlg(_Dynamic):
         self.rng = rng
         self.table = BackupTable()
 
+    def _shadow(self, node: Node) -> list[Node]:
+        """v.neighbors ∪ v.backups (Alg. 7 l.1), sorted."""
+        return sorted((self.overlay.neighbors[node] | set(self.table.backups.get(node, []))) - {node})
+
     def build_backups(self) -> None:
         """buildBackupsForTCO (Alg. 6): every node's backups, in node order."""
         for node in sorted(self.overlay.topics):
@@ -124,7 +128,7 @@ class ShadowDynAlg(_Dynamic):
 
     def leave(self, node: Node) -> Repair:
         """repairOverlayOnLeaveByShadows then updateBackupsOnLeave (Alg. 7, 8)."""
-        shadow = sorted((self.overlay.neighbors[node] | set(self.table.backups.get(node, []))) - {node})
+        shadow = self._shadow(node)
         topics = self.overlay.topics[node]
         repair = Repair("leave", node, shadow=shadow, removed=self.overlay.remove_node(node))
         orphans = self.table.remove_node(node)
@@ -142,7 +146,7 @@ class ShadowDynAlg(_Dynamic):
         repair = Repair("change", node)
         if not dropped and not added:
             return repair
-        shadow = sorted((self.overlay.neighbors[node] | set(self.table.backups.get(node, []))) - {node})
+        shadow = self._shadow(node)
         self.overlay.set_topics(node, after)
         for other in sorted(self.overlay.neighbors[node]):
             if not self.overlay.shared(node, other):

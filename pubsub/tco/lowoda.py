@@ -47,13 +47,21 @@ def find_low_edge(
     contrib(e1) <= ρ·contrib(e2), where e2 has the largest contribution among the edges
     that raise the overlay's maximum degree least; then e2.  With its contribution; None
     when no potential edge contributes."""
+    return _choose(overlay, _scored(components, sorted(edge(u, v) for u, v in potential)), rho)
+
+
+def _scored(components: Components, edges: Iterable[Edge]) -> list[tuple[Edge, int]]:
+    """The edges that contribute, with their contributions, in the order given."""
+    return [(e, gain) for e in edges if (gain := components.contribution(*e)) > 0]
+
+
+def _choose(overlay: TopicOverlay, scored: list[tuple[Edge, int]], rho: float) -> tuple[Edge, int] | None:
+    """`find_low_edge`'s choice among `scored` edges, given in node order: the first of
+    equals wins."""
     top = overlay.max_degree()
     e1: tuple[tuple[int, int], Edge, int] | None = None  # ((contribution, -larger degree), edge, contribution)
     e2: tuple[tuple[int, int, int], Edge, int] | None = None  # ((-cost, contribution, -larger), edge, contribution)
-    for u, v in sorted(edge(u, v) for u, v in potential):  # in node order: the first of equals wins
-        gain = components.contribution(u, v)
-        if gain == 0:
-            continue
+    for (u, v), gain in scored:
         larger = max(overlay.degree(u), overlay.degree(v))
         first = (gain, -larger)
         if e1 is None or first > e1[0]:
@@ -82,8 +90,9 @@ def construct_low_edges(
     live = sorted({edge(u, v) for u, v in potential if overlay.shared(u, v) & shared and not overlay.has_edge(u, v)})
     done = Construction(connected=components.connected())
     while not done.connected:
-        live = [(u, v) for u, v in live if not overlay.has_edge(u, v) and components.contribution(u, v) > 0]
-        chosen = find_low_edge(overlay, components, live, rho)
+        scored = _scored(components, live)  # an added edge contributes nothing any more
+        live = [e for e, _ in scored]
+        chosen = _choose(overlay, scored, rho)
         if chosen is None:
             break
         (u, v), _ = chosen
