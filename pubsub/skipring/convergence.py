@@ -19,15 +19,7 @@ def view_of(ref: str, snapshot: Snapshot) -> NodeView:
     """One node's snapshot (its fields ``label``, ``left``, ``right``, ``ring``,
     ``shortcuts`` and ``trie_root``, docs/events.md) as a `NodeView`, never raising:
     malformed fields count as wrong edges."""
-    return NodeView.from_report(
-        ref,
-        snapshot.get("label"),
-        snapshot.get("left"),
-        snapshot.get("right"),
-        snapshot.get("ring"),
-        snapshot.get("shortcuts"),
-        snapshot.get("trie_root"),
-    )
+    return NodeView.from_fields(ref, snapshot, snapshot.get("trie_root"))
 
 
 class SkipRingTracker:

@@ -94,6 +94,15 @@ class NodeView:
             trie_root=trie_root if isinstance(trie_root, str) else None,
         )
 
+    @staticmethod
+    def from_fields(ref: str, fields: Mapping[str, object], trie_root: object = None) -> NodeView:
+        """`from_report` of a node's ``label``, ``left``, ``right``, ``ring`` and ``shortcuts``
+        as a status entry or a snapshot names them, never raising."""
+        return NodeView.from_report(
+            ref, fields.get("label"), fields.get("left"), fields.get("right"), fields.get("ring"),
+            fields.get("shortcuts"), trie_root,
+        )
+
     def neighbours(self) -> set[str]:
         """Distinct references this node stores (its degree is the size), itself excluded."""
         refs = {

@@ -102,15 +102,7 @@ def view_of(ref: str, entry: Mapping[str, Any]) -> NodeView:
     ``publications`` section's ``root``, "" without one)."""
     root = (entry.get("publications") or {}).get("root")
     root_hash = root[1] if isinstance(root, (list, tuple)) and len(root) == 2 else ""
-    return NodeView.from_report(
-        ref,
-        entry.get("label"),
-        entry.get("left"),
-        entry.get("right"),
-        entry.get("ring"),
-        entry.get("shortcuts"),
-        root_hash or "",
-    )
+    return NodeView.from_fields(ref, entry, root_hash or "")
 
 
 def reports_legitimate(entries: Mapping[str, Mapping[str, Any]]) -> bool:

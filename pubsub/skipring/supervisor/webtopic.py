@@ -75,10 +75,7 @@ def topic_view(
         if state is None:
             continue
         view.edges.extend({"from": ref, "to": to, "kind": kind} for to, kind in sorted(_edges(ref, state).items()))
-        node = NodeView.from_report(
-            ref, state.get("label"), state.get("left"), state.get("right"), state.get("ring"),
-            state.get("shortcuts"), None,
-        )
+        node = NodeView.from_fields(ref, state)
         want = ideal.get(ref)
         if node.label != bits:
             problems.append(f"{ref} has label {node.label}, the supervisor says {bits}")
