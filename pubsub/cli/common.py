@@ -50,6 +50,9 @@ FLAGS = {
     "permissions": "--permissions",
     "http_listen": "--http-listen",
     "http_allow_remote": "--http-allow-remote",
+    "rho": "--rho",
+    "coverage": "--coverage",
+    "backup_method": "--backup-method",
 }
 
 

@@ -124,6 +124,29 @@ def _address(value: Any) -> Ref:
     help="A peer supervisor silent this long is dead and its topics move (default 3; env "
     "PUBSUB_PEER_TIMEOUT).",
 )
+@click.option(
+    "--rho",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="R",
+    help="tco only: Low-ODA's ρ > 0; an edge is taken over one of lower degree only if it "
+    "joins more than ρ times as many components (paper 001 Alg. 2; default 3; env PUBSUB_RHO).",
+)
+@click.option(
+    "--coverage",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="LAMBDA",
+    help="tco only: λ >= 1, how many times each node's backups cover each of its topics "
+    "(paper 001 §V-G; default 3; env PUBSUB_COVERAGE).",
+)
+@click.option(
+    "--backup-method",
+    type=click.Choice(["primal-dual", "greedy"]),
+    default=None,
+    help="tco only: how backups are chosen (paper 001 Alg. 12 or 11; default primal-dual; "
+    "env PUBSUB_BACKUP_METHOD).",
+)
 @config_option("the supervisor", _supervisor_settings, "listen")
 @telemetry_options
 @admin_options
@@ -138,6 +161,9 @@ def supervisor(
     peers: str | None,
     join_ref: Ref | None,
     peer_timeout: float | None,
+    rho: float | None,
+    coverage: int | None,
+    backup_method: str | None,
     telemetry: TelemetrySettings,
     admin: AdminSettings,
 ) -> None:
@@ -160,6 +186,9 @@ def supervisor(
             web_allow_remote=web_allow_remote or None,
             peers=",".join(p for p in (peers, join_ref) if p) or None,
             peer_timeout=peer_timeout,
+            rho=rho,
+            coverage=coverage,
+            backup_method=backup_method,
         )
     except SettingsError as exc:
         raise ConfigError(str(exc)) from None

@@ -175,6 +175,10 @@ class CliqueOverlay:
             state.unreachable = state.unreachable & frozenset(members)
         return []
 
+    def refuses(self, msg: Message) -> list[Send] | None:
+        """Every sender is admitted: every member is a neighbour."""
+        return None
+
     def not_a_member(self, msg: Message) -> list[Send]:
         """A publication for a topic we do not run: nothing to say (the sender's list is
         made again by the supervisor's next configuration)."""

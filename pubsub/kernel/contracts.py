@@ -169,6 +169,9 @@ class Overlay:
                        ``publications_agree``
     topic_tracker      () -> a `TopicTracker` for the convergence analysis, or None where
                        the analysis does not measure this overlay yet
+    disseminations     how new publications may spread on it besides anti-entropy
+                       (`pubsub.publications.node.DISSEMINATIONS`), its default first: a
+                       node refuses at start-up any other (the arc broadcast needs a ring)
     """
 
     name: str
@@ -187,6 +190,7 @@ class Overlay:
     member_table: MemberTable
     web_topic: WebTopic
     topic_tracker: Callable[[], TopicTracker] | None = None
+    disseminations: tuple[str, ...] = ("tree", "flood")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ MODE_MODULES = (
     "pubsub.modes.skipring",  # the skip ring (paper 000): the default mode
     "broker.mode",  # SCOT brokers, OctopiA and the PADRES-style baseline (paper 002)
     "pubsub.clique.mode",  # the clique: every member a neighbour of every other (the baseline)
+    "pubsub.tco.mode",  # a topic-connected overlay kept by the supervisor (paper 001)
 )
 
 #: The overlay the daemons and the simulator run unless told otherwise.

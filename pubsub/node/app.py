@@ -78,7 +78,7 @@ from pubsub.node.permits import refusal as client_refusal
 from pubsub.node.retention import RetentionKeeper
 from pubsub.node.rowcodec import Stored
 from pubsub.node.sequence import SequenceBlocks
-from pubsub.node.settings import FRAME_OVERHEAD, HOLD_MIN_BATCH, NodeSettings
+from pubsub.node.settings import FRAME_OVERHEAD, HOLD_MIN_BATCH, NodeSettings, dissemination_of
 from pubsub.node.status import node_status
 from pubsub.node.store import NewRow, PublicationStore, StoreError
 from pubsub.node.telemetry import node_instrument
@@ -563,7 +563,7 @@ async def _serve_node(
             supervisor,
             rng=random.Random(),
             flooding=settings.flooding,
-            dissemination=settings.dissemination,
+            dissemination=dissemination_of(settings),
             # anti-entropy batches must fit in a frame, whatever PUBSUB_MAX_FRAME_BYTES is
             publish_batch_bytes=min(
                 DEFAULT_BATCH_BYTES, runtime_settings.max_frame_bytes - FRAME_OVERHEAD

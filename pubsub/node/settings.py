@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from pubsub.kernel import registry
 from pubsub.kernel.wire import DEFAULT_MAX_FRAME, MAX_PAYLOAD_BYTES
 from pubsub.runtime.envnames import ENV_PREFIX
 from pubsub.runtime.settings import (
@@ -46,10 +47,11 @@ class NodeSettings(BaseSettings):
     flooding: bool = Field(
         True, description="spread new publications besides anti-entropy (off: anti-entropy alone)"
     )
-    dissemination: Literal["tree", "flood"] = Field(
-        "tree",
+    dissemination: Literal["tree", "flood"] | None = Field(
+        None,
         description="how new publications spread: tree (the arc broadcast, n-1 messages) or "
-        "flood (the paper's flooding, §4.3)",
+        "flood (the paper's flooding, §4.3); unset: the overlay's default (tree where the "
+        "overlay has a ring, flood on tco)",
     )
     publish_linger: float = Field(
         0.0,
@@ -134,9 +136,26 @@ class NodeSettings(BaseSettings):
         return self
 
 
+def dissemination_of(node: NodeSettings) -> str:
+    """The dissemination the node runs: the one set, else its overlay's default
+    (`Overlay.disseminations`); SettingsError, naming the allowed ones, for one the
+    overlay cannot run (the arc broadcast needs a ring)."""
+    allowed = registry.overlay(node.overlay).disseminations
+    if node.dissemination is None:
+        return allowed[0]
+    if node.dissemination not in allowed:
+        raise SettingsError(
+            f"invalid configuration: dissemination (--dissemination, PUBSUB_DISSEMINATION): the {node.overlay} "
+            f"overlay spreads publications by {' or '.join(allowed)}, not {node.dissemination} "
+            "(or by anti-entropy alone: --no-flooding)"
+        )
+    return node.dissemination
+
+
 def check_node_limits(node: NodeSettings, runtime: RuntimeSettings) -> None:
     """SettingsError unless the largest payload fits in the largest frame with room for the
-    rest of a PublishNew or Delivery frame."""
+    rest of a PublishNew or Delivery frame, or the overlay cannot run the dissemination."""
+    dissemination_of(node)
     room = runtime.max_frame_bytes - FRAME_OVERHEAD
     if node.max_payload_bytes > room:
         raise SettingsError(

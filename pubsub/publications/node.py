@@ -58,6 +58,7 @@ from pubsub.publications.messages import (
     MemberIs,
     Publication,
     PublishRequest,
+    Spread,
 )
 from pubsub.publications.ordering import DEFAULT_MAX_WAIT, DEFAULT_WAIT, Sequencer
 from pubsub.publications.publishing import DEFAULT_LIMIT, DEFAULT_WINDOW, Publishing
@@ -184,9 +185,14 @@ class PublicationNode:
             topic = msg.topic
             if not self.overlay.runs(topic):
                 return self.overlay.not_a_member(msg)
+            refusal = self.overlay.refuses(msg)
+            if refusal is not None and not isinstance(msg, Spread):
+                return refusal  # nothing in it to keep
             core = self.anti_entropy(topic)
             if self.retention.windows and self.retention.due(topic, now):
                 self.retention.advance(topic, core, now)  # never exchange past a due step
+            if refusal is not None:  # its publications are kept
+                return [*core.handle(msg), *refusal]
             return core.handle(msg)
         effects = self.overlay.handle(msg, now, self.rng)
         if not any(e.__class__ is Released for e in effects):

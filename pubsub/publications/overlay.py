@@ -91,6 +91,12 @@ class NodeOverlay(Protocol):
         """One of the overlay's own messages."""
         ...
 
+    def refuses(self, msg: Message) -> list[Send] | None:
+        """A publication message for a topic this node runs, from a sender the overlay
+        does not admit there: the refusal to send (None: admitted).  The publication
+        layer keeps the publications such a message carries."""
+        ...
+
     def not_a_member(self, msg: Message) -> list[Send]:
         """A publication message for a topic this node does not run: what to answer."""
         ...

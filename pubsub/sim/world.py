@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,6 +171,7 @@ class Simulation:
         trace: bool = False,
         keep_rows: bool = False,
         overlay: str = registry.DEFAULT_OVERLAY,
+        overlay_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.rng = random.Random(seed)
         self.interval = interval
@@ -188,6 +189,7 @@ class Simulation:
             rng=random.Random(self.rng.getrandbits(64)),
             probe_timeout=probe_timeout,
             journal=False,
+            **(overlay_options or {}),
         )
         self.nodes: dict[Ref, Any] = {}
         self.crashed: set[Ref] = set()

@@ -221,6 +221,11 @@ class SkipRingOverlay:
             return sends
         return instance.handle(msg)
 
+    def refuses(self, msg: Message) -> list[Send] | None:
+        """Every sender is admitted: partners and spreads come from any member of the ring
+        (paper 000 Alg. 5)."""
+        return None
+
     def not_a_member(self, msg: Message) -> list[Send]:
         if isinstance(msg, SetData):
             if msg.label is None:

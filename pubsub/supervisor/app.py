@@ -251,6 +251,7 @@ async def _serve_supervisor(
         core = overlay.supervisor_core(
             listen, config_budget=settings.config_budget, rng=random.Random(),
             peers=peers, peer_timeout=settings.peer_timeout, retention=retention,
+            **settings.overlay_options(),
         )
         rows = store.load()
         core.load(rows)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -35,6 +36,35 @@ class SupervisorSettings(BaseSettings):
     peer_timeout: float = Field(
         3.0, gt=0, description="seconds without a beat after which a peer supervisor is dead"
     )
+    rho: float | None = Field(
+        None, gt=0, description="tco: Low-ODA's ρ, how much more an edge must contribute to be "
+        "taken over one of lower degree (paper 001 Alg. 2; unset: 3)"
+    )
+    coverage: int | None = Field(
+        None, ge=1, description="tco: λ, how many times a node's backups cover each of its topics "
+        "(paper 001 §V-G; unset: 3)"
+    )
+    backup_method: Literal["primal-dual", "greedy"] | None = Field(
+        None, description="tco: how backups are chosen, primal-dual (Alg. 12) or greedy (Alg. 11); "
+        "unset: primal-dual"
+    )
+
+    def overlay_options(self) -> dict[str, Any]:
+        """The overlay's own settings that were given (`Overlay.supervisor_core` takes them)."""
+        given = {"rho": self.rho, "coverage": self.coverage, "backup_method": self.backup_method}
+        return {name: value for name, value in given.items() if value is not None}
+
+    @model_validator(mode="after")
+    def _tco_settings_only_for_tco(self) -> SupervisorSettings:
+        """ρ, λ and the backup method are the tco overlay's: refused with any other."""
+        if self.overlay != "tco":
+            given = sorted(self.overlay_options())
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} (--rho, --coverage, --backup-method) set the tco overlay, "
+                    f"not {self.overlay}: add --overlay tco"
+                )
+        return self
 
     def peer_refs(self) -> list[str]:
         """`peers` as a list of references."""

@@ -48,6 +48,8 @@ class BackupTable:
         self.primaries: dict[Node, set[Node]] = {}
         #: Per node, the topics its backups cover fewer than λ times, and by how much.
         self.short: dict[Node, dict[Topic, int]] = {}
+        #: The nodes whose backups or primaries changed since the holder last cleared it.
+        self.touched: set[Node] = set()
 
     def weight(self, overlay: TopicOverlay, node: Node) -> int:
         """|u.neighbors| + |u.primaries| (Alg. 11 l.8, Alg. 12 l.5)."""
@@ -55,8 +57,10 @@ class BackupTable:
 
     def clear(self, node: Node) -> None:
         """Forget `node`'s backups (and it as their primary)."""
+        self.touched.add(node)
         for backup in self.backups.pop(node, []):
             self.primaries.get(backup, set()).discard(node)
+            self.touched.add(backup)
         self.short.pop(node, None)
 
     def assign(self, node: Node, backups: list[Node]) -> None:
@@ -69,6 +73,7 @@ class BackupTable:
     def _take(self, node: Node, backup: Node) -> None:
         self.backups.setdefault(node, []).append(backup)
         self.primaries.setdefault(backup, set()).add(node)
+        self.touched |= {node, backup}
 
     def remove_node(self, node: Node) -> list[Node]:
         """`node` leaves: its backups are forgotten and it is nobody's backup any more;
@@ -76,6 +81,7 @@ class BackupTable:
         rebuilt (Alg. 8)."""
         self.clear(node)
         orphans = sorted(self.primaries.pop(node, set()))
+        self.touched.update(orphans)
         for primary in orphans:
             self.backups[primary] = [b for b in self.backups.get(primary, []) if b != node]
         return orphans

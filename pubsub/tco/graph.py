@@ -35,6 +35,9 @@ class TopicOverlay:
         self.neighbors: dict[Node, set[Node]] = {}
         #: topic -> the nodes that subscribe to it (t.nodes).
         self.subscribers: dict[Topic, set[Node]] = {}
+        #: The nodes whose topics, edges or neighbours' shared topics a mutation changed,
+        #: since the holder last cleared it (the supervisor sends and stores their tables).
+        self.touched: set[Node] = set()
         for node, node_topics in (topics or {}).items():
             self.add_node(node, node_topics)
         for u, v in edges:
@@ -47,12 +50,14 @@ class TopicOverlay:
             raise ValueError(f"node {node!r} is in the overlay already")
         self.topics[node] = frozenset(topics)
         self.neighbors[node] = set()
+        self.touched.add(node)
         for topic in self.topics[node]:
             self.subscribers.setdefault(topic, set()).add(node)
 
     def remove_node(self, node: Node) -> list[Edge]:
         """Remove a node and its edges; the edges removed."""
         removed = [edge(node, other) for other in sorted(self.neighbors[node])]
+        self.touched |= self.neighbors[node] | {node}
         for other in self.neighbors.pop(node):
             self.neighbors[other].discard(node)
         for topic in self.topics.pop(node):
@@ -64,6 +69,7 @@ class TopicOverlay:
 
     def set_topics(self, node: Node, topics: Iterable[Topic]) -> None:
         """Change a node's topics (its edges stay: the caller decides which go)."""
+        self.touched |= self.neighbors[node] | {node}
         for topic in self.topics[node]:
             members = self.subscribers[topic]
             members.discard(node)
@@ -76,10 +82,12 @@ class TopicOverlay:
     def add_edge(self, u: Node, v: Node) -> None:
         self.neighbors[u].add(v)
         self.neighbors[v].add(u)
+        self.touched |= {u, v}
 
     def remove_edge(self, u: Node, v: Node) -> None:
         self.neighbors[u].discard(v)
         self.neighbors[v].discard(u)
+        self.touched |= {u, v}
 
     def has_edge(self, u: Node, v: Node) -> bool:
         return v in self.neighbors.get(u, ())

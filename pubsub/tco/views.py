@@ -1,0 +1,159 @@
+"""How the tools look at a `tco` topic (pure: no I/O): the parts of its `Overlay` that judge
+or show a topic from status reports (`pubsub.tco.mode` wires them in).
+
+A `tco` node's status entry for a topic (`pubsub.tco.overlay.TcoOverlay.status`, with the
+publication layer's section) holds ``neighbours`` (its neighbours there, from its table),
+``configured``, ``leaving``, ``unreachable`` and ``publications``.  The supervisor's entry
+lists the topic's subscribers (``members``, ``label`` their place in sorted order) and the
+``edges`` among them.
+
+* `legitimate`: the topic's state is the supervisor's overlay, and that overlay connects
+  the topic's subscribers (the TCO property for this topic);
+* `reports_legitimate`: the nodes that report the topic agree with each other on their
+  edges, reach each other and are connected, and their trie roots agree;
+* `member_table`, `web_topic`: the demo's table and the web view's drawing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from pubsub.publications.topicview import TopicView
+
+
+def _neighbours(entry: Mapping[str, Any]) -> set[str] | None:
+    held = entry.get("neighbours")
+    if not isinstance(held, (list, tuple)) or not all(isinstance(u, str) for u in held):
+        return None
+    return set(held)
+
+
+def _root(entry: Mapping[str, Any]) -> str:
+    publications = entry.get("publications")
+    root = publications.get("root") if isinstance(publications, Mapping) else None
+    return str(root[1]) if isinstance(root, (list, tuple)) and len(root) == 2 else ""
+
+
+def connected(members: Iterable[str], edges: Iterable[tuple[str, str]]) -> bool:
+    """Whether `edges` connect `members` (at most one component)."""
+    nodes = set(members)
+    adjacent: dict[str, set[str]] = {n: set() for n in nodes}
+    for a, b in edges:
+        if a in nodes and b in nodes:
+            adjacent[a].add(b)
+            adjacent[b].add(a)
+    if not nodes:
+        return True
+    start = min(nodes)
+    seen, stack = {start}, [start]
+    while stack:
+        for other in adjacent[stack.pop()] - seen:
+            seen.add(other)
+            stack.append(other)
+    return seen == nodes
+
+
+def _supervisor_view(entry: Mapping[str, Any]) -> tuple[list[str], dict[str, set[str]]]:
+    members = [str(m.get("ref")) for m in entry.get("members") or []]
+    adjacent: dict[str, set[str]] = {m: set() for m in members}
+    for pair in entry.get("edges") or []:
+        if isinstance(pair, (list, tuple)) and len(pair) == 2:
+            a, b = str(pair[0]), str(pair[1])
+            adjacent.setdefault(a, set()).add(b)
+            adjacent.setdefault(b, set()).add(a)
+    return members, adjacent
+
+
+def problems(entry: Mapping[str, Any], states: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """What keeps a topic from the legitimate state: the supervisor's `entry` for it, the
+    nodes' status entries for it (`states`, by reference)."""
+    members, adjacent = _supervisor_view(entry)
+    found: list[str] = []
+    if len(set(members)) != len(members):
+        found.append("the supervisor lists a subscriber twice")
+    edges = [(a, b) for a in adjacent for b in adjacent[a] if a < b]
+    if not connected(members, edges):
+        found.append("the supervisor's edges do not connect the topic's subscribers")
+    for ref in members:
+        state = states.get(ref)
+        if state is None:
+            found.append(f"{ref}: did not report its state for this topic")
+            continue
+        held = _neighbours(state)
+        if held != adjacent.get(ref, set()):
+            wanted = sorted(adjacent.get(ref, ()))
+            found.append(f"{ref}: holds neighbours {sorted(held or ())}, the supervisor {wanted}")
+        elif not state.get("configured"):
+            found.append(f"{ref}: not configured in the topic")
+        elif state.get("unreachable"):
+            found.append(f"{ref}: cannot reach {state.get('unreachable')!r}")
+    for ref, state in sorted(states.items()):
+        if ref not in members and state.get("configured"):
+            found.append(f"{ref}: configured in the topic, but the supervisor does not list it")
+    return found
+
+
+def legitimate(supervisor_body: Mapping[str, Any], states: Mapping[str, Any], topic: str) -> list[str]:
+    """`Overlay.legitimate`: the problems of `topic` ([] when legitimate)."""
+    entry = (supervisor_body.get("topics") or {}).get(topic) or {}
+    return problems(entry, states)
+
+
+def reports_legitimate(entries: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether the nodes that report a topic ({ref: its status entry}) hold a legitimate
+    state by their reports alone: at least one; each configured and reaching its
+    neighbours, which all report the topic; every edge reported from both ends; the edges
+    connect them; their trie roots agree."""
+    if not entries:
+        return False
+    edges = set()
+    for ref, entry in entries.items():
+        held = _neighbours(entry)
+        if held is None or not entry.get("configured") or entry.get("unreachable") or not held <= set(entries):
+            return False
+        for other in held:
+            if ref not in (_neighbours(entries[other]) or ()):
+                return False
+            edges.add((min(ref, other), max(ref, other)))
+    return connected(entries, edges) and len({_root(e) for e in entries.values()}) == 1
+
+
+def member_table(
+    members: Mapping[str, str],
+    states: Mapping[str, Mapping[str, Any]],
+    name_of: Callable[[str], str],
+) -> tuple[str, list[str], list[list[str]]]:
+    """One topic's subscribers in sorted order: place, node, reference and its neighbours
+    in the topic ("?" when it reports none)."""
+    rows = []
+    for ref in sorted(members):
+        held = _neighbours(states.get(ref, {}))
+        shown = "?" if held is None else ", ".join(name_of(u) for u in sorted(held)) or "-"
+        rows.append([members[ref], name_of(ref), ref, shown])
+    return "in reference order (tco overlay)", ["#", "node", "ref", "neighbours in the topic"], rows
+
+
+def web_topic(
+    topic: str,
+    entry: Mapping[str, Any],
+    answers: Mapping[str, Mapping[str, Any] | str],
+    suspects: Iterable[str] = (),
+) -> dict[str, Any]:
+    """One topic as the supervisor's web view draws it (`Overlay.web_topic`): the
+    subscribers evenly on the circle in reference order, the edges each answering member
+    reports (kind ``tco``), and the problems `problems` finds."""
+    view = TopicView(topic, answers, suspects)
+    members, _ = _supervisor_view(entry)
+    n = len(members)
+    for place, ref in enumerate(members):
+        state = view.member(ref, str(place), place / n)
+        if state is None:
+            continue
+        view.edges.extend(
+            {"from": ref, "to": to, "kind": "tco"} for to in sorted(_neighbours(state) or ()) if ref < to
+        )
+    if not members:
+        view.problems.append("no members")
+    view.problems.extend(problems(entry, view.states))
+    return view.body(entry, n)
