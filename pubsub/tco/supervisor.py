@@ -241,9 +241,10 @@ class TcoSupervisor:
             wrong = len(set(backups)) != len(backups) or any(
                 b not in overlay.topics or b == node or not overlay.shared(node, b) for b in backups
             )
-            if wrong or (node not in self.backups.backups and self._could_have_backups(node)):
+            if wrong or (not backups and self._could_have_backups(node)):
                 self.backups.build(overlay, node, self.dynamic.coverage, self.dynamic.method, self.rng)
-                done["backups_rebuilt"] += 1
+                if self.backups.backups.get(node, []) != backups:
+                    done["backups_rebuilt"] += 1
         for topic in overlay.split_topics():
             potential = combinations(sorted(overlay.subscribers[topic]), 2)
             done["edges_added"] += len(construct_low_edges(overlay, [topic], potential, self.dynamic.rho).added)
