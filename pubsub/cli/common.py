@@ -405,6 +405,7 @@ def admin_options(f: Any) -> Any:
 
 def run_daemon(what: str, listen: str, run: Any) -> None:
     """Run a daemon; turn start-up failures into one-line errors."""
+    from pubsub.node.overlaycheck import OverlayMismatch
     from pubsub.runtime.adminserver import AdminError
     from pubsub.runtime.clienttls import TlsError
     from pubsub.runtime.datadir import StoreError
@@ -415,7 +416,9 @@ def run_daemon(what: str, listen: str, run: Any) -> None:
 
     try:
         run()
-    except (StoreError, MetricsError, EventsError, AdminError, HttpError, TlsError, PermissionsError) as exc:
+    except (
+        StoreError, MetricsError, EventsError, AdminError, HttpError, TlsError, PermissionsError, OverlayMismatch
+    ) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)

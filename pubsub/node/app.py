@@ -74,11 +74,12 @@ from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.node import quotas
 from pubsub.node.commits import GroupCommit
 from pubsub.node.delivery import Deliveries
+from pubsub.node.overlaycheck import agreed_overlay
 from pubsub.node.permits import refusal as client_refusal
 from pubsub.node.retention import RetentionKeeper
 from pubsub.node.rowcodec import Stored
 from pubsub.node.sequence import SequenceBlocks
-from pubsub.node.settings import FRAME_OVERHEAD, HOLD_MIN_BATCH, NodeSettings, dissemination_of
+from pubsub.node.settings import FRAME_OVERHEAD, HOLD_MIN_BATCH, NodeSettings, check_node_limits, dissemination_of
 from pubsub.node.status import node_status
 from pubsub.node.store import NewRow, PublicationStore, StoreError
 from pubsub.node.telemetry import node_instrument
@@ -554,6 +555,11 @@ async def _serve_node(
     on_serving: Callable[[NodeApp], None] | None,
     tune_gc: bool,
 ) -> None:
+    given = settings.overlay if "overlay" in settings.model_fields_set else None
+    learned = await agreed_overlay(supervisor, given, runtime_settings)
+    if learned != settings.overlay:
+        settings = settings.model_copy(update={"overlay": learned})
+        check_node_limits(settings, runtime_settings)
     topic_file = TopicFile(settings.data_dir) if settings.data_dir is not None else None
     store = PublicationStore(settings.data_dir, sync=settings.store_sync)
     overlay = registry.overlay(settings.overlay)

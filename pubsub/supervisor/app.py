@@ -95,6 +95,8 @@ class SupervisorApp:
         self.retention = retention
         #: With TLS, who may send what: the overlay's rules (`Overlay.supervisor_admits`).
         self._supervisor_admits = registry.overlay(overlay).supervisor_admits
+        #: The overlay this supervisor runs (its status says it: nodes learn it there).
+        self.overlay = overlay
         self.store = store
         self.stats = stats
         self._pending: dict[tuple[str, str], str | None] = {}
@@ -131,6 +133,7 @@ class SupervisorApp:
     def control(self, msg: Message, now: float) -> tuple[Message, list[Send]]:
         if isinstance(msg, StatusRequest):
             body = dict(self.core.status())
+            body["overlay"] = self.overlay  # nodes learn it at start (`pubsub.node.overlaycheck`)
             body["stats"] = self.stats.snapshot()
             body["unsaved_changes"] = len(self._pending)
             return Reply(body=body), []

@@ -1,0 +1,96 @@
+"""The `tco` overlay's daemons as a user starts them: `pubsub supervisor --overlay tco`
+with its settings, a node that learns its overlay from its supervisor or refuses another,
+and the start-up refusals (real processes on 127.0.0.1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pubsub.ops.processes import pick_free_ports, poll
+from tests.integration.test_daemon_config import Proc, procs, status, wait_answering
+
+__all__ = ["procs"]  # the fixture, shared with the daemon configuration tests
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_node_learns_tco_from_its_supervisor_and_one_told_otherwise_refuses(
+    tmp_path: Path, procs: list[Proc]
+) -> None:
+    sup_port, learner_port, wrong_port = pick_free_ports(3)
+    sup = f"127.0.0.1:{sup_port}"
+    procs.append(Proc(
+        tmp_path / "sup.log", "supervisor", "--listen", sup, "--data", str(tmp_path / "sup"), "--overlay", "tco",
+        "--rho", "2.5", "--coverage", "2", "--backup-method", "greedy", "--interval", "0.2",
+    ))
+    body = wait_answering(procs[-1], sup)
+    assert (body["overlay"], body["rho"], body["coverage"], body["backup_method"]) == ("tco", 2.5, 2, "greedy")
+    learner = f"127.0.0.1:{learner_port}"
+    procs.append(Proc(tmp_path / "node.log", "node", "--listen", learner, "--supervisor", sup, "--interval", "0.2"))
+    node = wait_answering(procs[-1], learner)
+    assert node["overlay"] == "tco", node.get("overlay")
+    wrong = Proc(
+        tmp_path / "wrong.log", "node", "--listen", f"127.0.0.1:{wrong_port}", "--supervisor", sup,
+        "--overlay", "skipring",
+    )
+    procs.append(wrong)
+    assert wrong.wait_exit() != 0
+    assert "runs the tco overlay, and this node was told to run skipring" in wrong.text()
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["supervisor", "--overlay", "tco", "--rho", "0"], "0.0 is not in the range x>0"),
+        (["supervisor", "--overlay", "tco", "--coverage", "0"], "0 is not in the range x>=1"),
+        (["supervisor", "--overlay", "tco", "--backup-method", "best"], "'primal-dual', 'greedy'"),
+        (["supervisor", "--rho", "2"], "set the tco overlay, not skipring: add --overlay tco"),
+        (["supervisor", "--overlay", "tco", "--peers", "127.0.0.1:1"], "the tco overlay runs one supervisor"),
+        (["node", "--overlay", "tco", "--dissemination", "tree", "--supervisor", "127.0.0.1:1"],
+         "the tco overlay spreads publications by flood, not tree"),
+    ],
+    ids=["rho", "lambda", "method", "rho-without-tco", "sharded", "tree"],
+)
+def test_start_up_refusals_name_the_allowed_values(
+    tmp_path: Path, procs: list[Proc], args: list[str], expected: str
+) -> None:
+    (port,) = pick_free_ports(1)
+    proc = Proc(tmp_path / "out.log", *args, "--listen", f"127.0.0.1:{port}", "--data", str(tmp_path / "d"))
+    procs.append(proc)
+    assert proc.wait_exit() != 0
+    assert expected in proc.text(), proc.text()
+
+
+def test_a_tco_node_without_its_supervisor_keeps_asking_and_joins_once_it_answers(
+    tmp_path: Path, procs: list[Proc]
+) -> None:
+    """The node started first runs the overlay it was given; its topics settle once the
+    supervisor is up (it asks again every Timeout)."""
+    sup_port, node_port = pick_free_ports(2)
+    sup, ref = f"127.0.0.1:{sup_port}", f"127.0.0.1:{node_port}"
+    procs.append(Proc(
+        tmp_path / "node.log", "node", "--listen", ref, "--supervisor", sup, "--overlay", "tco",
+        "--data", str(tmp_path / "node"), "--interval", "0.2",
+    ))
+    wait_answering(procs[-1], ref)
+    procs.append(Proc(
+        tmp_path / "sup.log", "supervisor", "--listen", sup, "--data", str(tmp_path / "sup"), "--overlay", "tco",
+        "--interval", "0.2",
+    ))
+    wait_answering(procs[-1], sup)
+    import asyncio
+
+    from pubsub.kernel.control import Reply
+    from pubsub.publications.messages import JoinTopic
+    from pubsub.runtime.client import request
+
+    reply = asyncio.run(request(ref, JoinTopic("news"), 5.0))
+    assert isinstance(reply, Reply), reply
+
+    def problems() -> list[str]:
+        body = status(ref) or {}
+        return [] if body.get("table_topics") == ["news"] else [f"table {body.get('table_topics')}"]
+
+    poll(problems, 30.0, "the node's table to hold it in news")
