@@ -54,26 +54,35 @@ class TcoOverlay:
         #: Topics whose publication core runs: wanted, or still in the table.
         self.running: set[Topic] = set()
         self.unreachable: set[Ref] = set()
+        #: Whether a TcoSubscribe of ours is unanswered (no table since).
+        self.asking = False
         #: tables, table_entries_dropped (self, twice, sharing no topic), refused_senders,
         #: refusals_heard, suspects_reported.
         self.counters: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ membership
     def _subscribe(self) -> list[Send]:
+        self.asking = True
         return [Send(self.supervisor, TcoSubscribe(self.ref, TopicSet(tuple(sorted(self.wanted_topics)))))]
+
+    def _changed(self) -> list[Send]:
+        """Our topics changed: ask now, or -- while a request is unanswered -- when its
+        table comes (so that topics joined together, as at a restart, cost the supervisor
+        two repairs, not one per topic)."""
+        return [] if self.asking else self._subscribe()
 
     def join(self, topic: Topic, rng: random.Random) -> list[Send]:
         if topic in self.wanted_topics:
             return []
         self.wanted_topics.add(topic)
         self.running.add(topic)
-        return self._subscribe()
+        return self._changed()
 
     def leave(self, topic: Topic) -> list[Send]:
         if topic not in self.wanted_topics:
             return []
         self.wanted_topics.discard(topic)
-        return self._subscribe()
+        return self._changed()
 
     def runs(self, topic: Topic) -> bool:
         return topic in self.running
@@ -141,6 +150,7 @@ class TcoOverlay:
 
     def _table(self, msg: TcoTable) -> list[Effect | Released]:
         self.counters["tables"] += 1
+        self.asking = False
         topics = None if msg.topics is None else frozenset(msg.topics)
         neighbours: dict[Ref, frozenset[Topic]] = {}
         for peer, shared in msg.neighbours:
@@ -159,6 +169,8 @@ class TcoOverlay:
         self.table_topics, self.table_neighbours = topics, neighbours
         self.backups, self.primaries = backups, primaries
         self.running |= self.wanted_topics
+        if not self.settled():
+            out.extend(self._subscribe())  # what changed while we waited, or a table out of date
         return out
 
     def _peers(self, refs: Sequence[Ref]) -> tuple[Ref, ...]:
@@ -176,7 +188,8 @@ class TcoOverlay:
         return refusal or []
 
     def timeout(self, now: float) -> list[Send]:
-        """Until the table holds us in exactly the topics we want, say them again."""
+        """Until the table holds us in exactly the topics we want, say them again (also
+        when the last request is unanswered: it or its answer may be lost)."""
         return [] if self.settled() else self._subscribe()
 
     def topic_timeout(self, topic: Topic, rng: random.Random) -> list[Send]:
