@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from pubsub.client.library import Ack
+from pubsub.kernel import registry
 from pubsub.publications.messages import Delivery
 from pubsub.skipring.labels import Label, LabelError
 
@@ -143,6 +144,10 @@ def format_supervisor_status(body: dict[str, Any]) -> str:
 def format_node_status(body: dict[str, Any]) -> str:
     """A node's status as text: per topic, label, left, right, ring and shortcuts."""
     lines = [f"node {body.get('ref', '?')}  supervisor {body.get('supervisor', '?')}"]
+    name = str(body.get("overlay") or registry.DEFAULT_OVERLAY)
+    overlay = registry.overlay(name) if name in registry.overlay_names() else None
+    if overlay is not None and overlay.status_lines is not None:
+        lines.extend(overlay.status_lines(body))
     topics = body.get("topics") or {}
     if not topics:
         lines.append("no topics")
@@ -152,17 +157,19 @@ def format_node_status(body: dict[str, Any]) -> str:
             continue
         state = " (leaving)" if entry.get("leaving") else ""
         lines.append(f"topic {topic}{state}")
-        rows = [["label", str(entry.get("label") or "-")]]
-        for key in ("left", "right", "ring"):
-            rows.append([key, _contact(entry.get(key))])
-        shortcuts = entry.get("shortcuts") or {}
-        if isinstance(shortcuts, dict) and shortcuts:
-            for i, (label, ref) in enumerate(
-                sorted(shortcuts.items(), key=lambda kv: _label_key(kv[0]))
-            ):
-                rows.append(["shortcuts" if i == 0 else "", f"{label} @ {ref or '?'}"])
-        else:
-            rows.append(["shortcuts", "-"])
+        rows = []
+        if "label" in entry:  # the skip ring's pointers (paper 000, Struct 1)
+            rows.append(["label", str(entry.get("label") or "-")])
+            for key in ("left", "right", "ring"):
+                rows.append([key, _contact(entry.get(key))])
+            shortcuts = entry.get("shortcuts") or {}
+            if isinstance(shortcuts, dict) and shortcuts:
+                for i, (label, ref) in enumerate(
+                    sorted(shortcuts.items(), key=lambda kv: _label_key(kv[0]))
+                ):
+                    rows.append(["shortcuts" if i == 0 else "", f"{label} @ {ref or '?'}"])
+            else:
+                rows.append(["shortcuts", "-"])
         publications = entry.get("publications")
         if isinstance(publications, dict):
             rows.append(["publications", _topic_publications(publications)])

@@ -169,6 +169,8 @@ class Overlay:
                        ``publications_agree``
     topic_tracker      () -> a `TopicTracker` for the convergence analysis, or None where
                        the analysis does not measure this overlay yet
+    status_lines       (node status body) -> lines `pubsub status --node` prints before the
+                       topics (what the overlay holds beyond each topic's entry), or None
     disseminations     how new publications may spread on it besides anti-entropy
                        (`pubsub.publications.node.DISSEMINATIONS`), its default first: a
                        node refuses at start-up any other (the arc broadcast needs a ring)
@@ -190,6 +192,7 @@ class Overlay:
     member_table: MemberTable
     web_topic: WebTopic
     topic_tracker: Callable[[], TopicTracker] | None = None
+    status_lines: Callable[[Mapping[str, Any]], list[str]] | None = None
     disseminations: tuple[str, ...] = ("tree", "flood")
 
 

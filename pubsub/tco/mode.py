@@ -107,6 +107,7 @@ OVERLAY = Overlay(
     member_table=lazy("pubsub.tco.views:member_table"),
     web_topic=lazy("pubsub.tco.views:web_topic"),
     topic_tracker=None,
+    status_lines=lazy("pubsub.tco.views:status_lines"),
     disseminations=DISSEMINATIONS,
 )
 

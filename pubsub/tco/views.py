@@ -11,7 +11,8 @@ lists the topic's subscribers (``members``, ``label`` their place in sorted orde
   the topic's subscribers (the TCO property for this topic);
 * `reports_legitimate`: the nodes that report the topic agree with each other on their
   edges, reach each other and are connected, and their trie roots agree;
-* `member_table`, `web_topic`: the demo's table and the web view's drawing.
+* `member_table`, `web_topic`: the demo's table and the web view's drawing;
+* `status_lines`: what `pubsub status --node` prints of a node's table.
 """
 
 from __future__ import annotations
@@ -157,3 +158,21 @@ def web_topic(
         view.problems.append("no members")
     view.problems.extend(problems(entry, view.states))
     return view.body(entry, n)
+
+
+def status_lines(body: Mapping[str, Any]) -> list[str]:
+    """A `tco` node's table as `pubsub status --node` prints it: its degree (its distinct
+    peers: one edge per neighbour, whatever the topics), each neighbour with the topics
+    they share, its backups and primaries."""
+    neighbours = body.get("neighbours") or {}
+    backups, primaries = body.get("backups") or [], body.get("primaries") or []
+    lines = [
+        f"tco table: degree {len(neighbours)} (distinct peers), {len(backups)} backups, {len(primaries)} primaries",
+    ]
+    width = max((len(str(u)) for u in neighbours), default=9)
+    lines.append(f"  {'NEIGHBOUR':<{width}}  TOPICS SHARED")
+    for ref, shared in sorted(neighbours.items()):
+        lines.append(f"  {ref:<{width}}  {', '.join(shared) if isinstance(shared, list) else shared}")
+    lines.append(f"  backups: {', '.join(backups) or '-'}")
+    lines.append(f"  primaries: {', '.join(primaries) or '-'}")
+    return lines
