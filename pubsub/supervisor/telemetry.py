@@ -81,6 +81,20 @@ class SupervisorCollector:
             "pubsub_supervisor_suspects", "Subscribers being probed after a crash hint.",
             len(status.get("suspects") or ()),
         )
+        yield from overlay_families(getattr(app.core, "measures", list)())
+
+
+def overlay_families(measures: Iterable[tuple[str, str, str, dict[str, str], float]]) -> Iterator[Metric]:
+    """An overlay core's own metrics (its optional ``measures()``: the tco supervisor's
+    degrees, coverage and repairs), one family per name, its label values as given."""
+    families: dict[str, Metric] = {}
+    for name, help_text, kind, labels, value in measures:
+        family = families.get(name)
+        if family is None:
+            cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            family = families[name] = cls(name, help_text, labels=sorted(labels))
+        family.add_metric([labels[k] for k in sorted(labels)], value)  # type: ignore[attr-defined]
+    yield from families.values()
 
 
 class SupervisorEvents(SnapshotObserver):
@@ -99,11 +113,6 @@ class SupervisorEvents(SnapshotObserver):
     def start(self) -> None:
         self._check(None)
 
-    def changed(self, topics: Iterable[str]) -> None:
-        self._dirty.update(topics)
-        if self._dirty:
-            self._schedule()
-
     def _pending_topics(self) -> Iterable[str] | None:
         dirty, self._dirty = self._dirty, set()
         return dirty
@@ -119,7 +128,24 @@ class SupervisorEvents(SnapshotObserver):
                 "legitimate_database": bool(entry.get("legitimate_database", True)),
                 "members": [[m.get("label"), m.get("ref")] for m in entry.get("members", [])],
             }
+            if "edges" in entry:  # an overlay whose record holds edges (tco)
+                out[topic]["edges"] = entry["edges"]
         return out
+
+    def _repairs(self) -> None:
+        """One ``repair`` event per repair the core ran since the last call (tco)."""
+        for repair in getattr(self.app.core, "drain_repairs", list)():
+            self.writer.emit("repair", **repair, interval=self.interval)
+
+    def changed(self, topics: Iterable[str]) -> None:
+        self._repairs()
+        self._dirty.update(topics)
+        if self._dirty:
+            self._schedule()
+
+    def ticked(self) -> None:
+        self._repairs()
+        super().ticked()
 
     def _gone(self, state: dict[str, Any]) -> bool:
         return state["n"] == 0

@@ -135,8 +135,9 @@ class TcoSupervisor:
         #: node -> the table last sent to it.
         self._sent: dict[Node, TcoTable] = {}
         self._out: list[Send] = []
-        #: The newest repairs, for the status and the events.
+        #: The newest repairs, for the status; and those not yet drained for the events.
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_REPAIRS)
+        self._repairs: deque[dict[str, Any]] = deque(maxlen=10 * RECENT_REPAIRS)
         #: joins, leaves, changes, crashes_detected, suspects, edges_added, edges_removed,
         #: repairs_widened, tables_sent, audits, audit_repairs, refused_subscribes.
         self.counters: Counter[str] = Counter()
@@ -169,7 +170,9 @@ class TcoSupervisor:
                 del self.probes[ref]
                 if ref in self.overlay.topics:
                     self.counters["crashes_detected"] += 1
-                    self._repaired(self.dynamic.leave(ref))
+                    repair = self.dynamic.leave(ref)
+                    repair.kind = "crash"
+                    self._repaired(repair)
         self._timeouts += 1
         if self._timeouts % self.audit_every == 0:
             self.audit()
@@ -208,10 +211,58 @@ class TcoSupervisor:
         self.counters["edges_added"] += len(repair.added)
         self.counters["edges_removed"] += len(repair.removed)
         self.counters["repairs_widened"] += repair.widened
-        self.recent.append({
-            "kind": repair.kind, "node": repair.node, "shadow": len(repair.shadow),
+        self._note({
+            "repair": repair.kind, "node": repair.node, "shadow": len(repair.shadow),
             "added": len(repair.added), "removed": len(repair.removed), "widened": repair.widened,
         })
+
+    def _note(self, repair: dict[str, Any]) -> None:
+        self.recent.append(repair)
+        self._repairs.append(repair)
+
+    def drain_repairs(self) -> list[dict[str, Any]]:
+        """The repairs since the last call (the ``repair`` events, docs/events.md): what
+        kind (join, leave, change, audit), of which node, the shadow set's size, the
+        edges added and removed, whether it widened."""
+        out = list(self._repairs)
+        self._repairs.clear()
+        return out
+
+    def measures(self) -> list[tuple[str, str, str, dict[str, str], float]]:
+        """The overlay's own metrics (`pubsub.supervisor.telemetry`): (name, help,
+        gauge | counter, labels, value)."""
+        overlay, counters = self.overlay, self.counters
+        degrees = [overlay.degree(n) for n in overlay.topics]
+        reachable_short = [
+            n for n, short in self.backups.short.items()
+            if n in overlay.topics and any(len(overlay.subscribers.get(t, ())) > 1 for t in short)
+        ]
+        out: list[tuple[str, str, str, dict[str, str], float]] = [
+            ("pubsub_tco_nodes", "Nodes in the overlay.", "gauge", {}, len(degrees)),
+            ("pubsub_tco_edges", "Edges of the overlay.", "gauge", {}, len(overlay.edges())),
+            ("pubsub_tco_max_degree", "Largest number of neighbours of a node.", "gauge", {}, max(degrees, default=0)),
+            ("pubsub_tco_mean_degree", "Mean number of neighbours per node.", "gauge", {},
+             sum(degrees) / len(degrees) if degrees else 0.0),
+            ("pubsub_tco_split_topics", "Topics whose subscribers the edges do not connect.", "gauge", {},
+             len(overlay.split_topics())),
+            ("pubsub_tco_coverage", "λ: how many times backups should cover each topic of a node.", "gauge", {},
+             self.dynamic.coverage),
+            ("pubsub_tco_nodes_short_of_coverage",
+             "Nodes whose backups cover a topic that others subscribe to fewer than λ times.", "gauge", {},
+             len(reachable_short)),
+        ]
+        for kind in ("join", "leave", "change", "crash"):
+            key = {"join": "joins", "leave": "leaves", "change": "changes", "crash": "crashes_detected"}[kind]
+            out.append(("pubsub_tco_repairs", "Repairs run, by what caused them.", "counter", {"kind": kind},
+                        counters[key]))
+        out.append(("pubsub_tco_repairs", "Repairs run, by what caused them.", "counter", {"kind": "audit"},
+                    counters["audit_repairs"]))
+        for change in ("added", "removed"):
+            out.append(("pubsub_tco_repair_edges", "Edges repairs added or removed.", "counter", {"change": change},
+                        counters[f"edges_{change}"]))
+        out.append(("pubsub_tco_repairs_widened", "Repairs that had to widen past the shadow set.", "counter", {},
+                    counters["repairs_widened"]))
+        return out
 
     def _suspect(self, ref: Ref, now: float) -> None:
         if ref in self.probes or ref not in self.overlay.topics:
@@ -250,7 +301,7 @@ class TcoSupervisor:
             done["edges_added"] += len(construct_low_edges(overlay, [topic], potential, self.dynamic.rho).added)
         if done:
             self.counters["audit_repairs"] += 1
-            self.recent.append({"kind": "audit", **done})
+            self._note({"repair": "audit", **done})
         return dict(done)
 
     def _could_have_backups(self, node: Node) -> bool:

@@ -4,12 +4,13 @@ and the start-up refusals (real processes on 127.0.0.1)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from pubsub.ops.processes import pick_free_ports, poll
-from tests.integration.test_daemon_config import Proc, procs, status, wait_answering
+from tests.integration.test_daemon_config import Proc, procs, scrape, status, wait_answering
 
 __all__ = ["procs"]  # the fixture, shared with the daemon configuration tests
 
@@ -19,11 +20,12 @@ pytestmark = pytest.mark.integration
 def test_a_node_learns_tco_from_its_supervisor_and_one_told_otherwise_refuses(
     tmp_path: Path, procs: list[Proc]
 ) -> None:
-    sup_port, learner_port, wrong_port = pick_free_ports(3)
+    sup_port, learner_port, wrong_port, metrics_port = pick_free_ports(4)
     sup = f"127.0.0.1:{sup_port}"
     procs.append(Proc(
         tmp_path / "sup.log", "supervisor", "--listen", sup, "--data", str(tmp_path / "sup"), "--overlay", "tco",
         "--rho", "2.5", "--coverage", "2", "--backup-method", "greedy", "--interval", "0.2",
+        "--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1", "--events-dir", str(tmp_path / "events"),
     ))
     body = wait_answering(procs[-1], sup)
     assert (body["overlay"], body["rho"], body["coverage"], body["backup_method"]) == ("tco", 2.5, 2, "greedy")
@@ -38,6 +40,31 @@ def test_a_node_learns_tco_from_its_supervisor_and_one_told_otherwise_refuses(
     procs.append(wrong)
     assert wrong.wait_exit() != 0
     assert "runs the tco overlay, and this node was told to run skipring" in wrong.text()
+    import asyncio
+
+    from pubsub.publications.messages import JoinTopic
+    from pubsub.runtime.client import request
+
+    asyncio.run(request(learner, JoinTopic("news"), 5.0))
+
+    def joined() -> list[str]:
+        text = scrape(metrics_port)
+        return [] if 'pubsub_tco_repairs_total{kind="join"} 1.0' in text else ["no join repair scraped yet"]
+
+    poll(joined, 30.0, "the supervisor's metrics to count the join")
+    text = scrape(metrics_port)
+    assert "pubsub_tco_max_degree 0.0" in text and "pubsub_tco_split_topics 0.0" in text
+    assert "pubsub_tco_nodes_short_of_coverage 0.0" in text  # news has one subscriber: λ unreachable, not short
+
+    def repair_event() -> list[str]:
+        for path in (tmp_path / "events").glob("*.jsonl"):
+            for line in path.read_text().splitlines():
+                event = json.loads(line)
+                if event.get("kind") == "repair" and event.get("repair") == "join" and event.get("node") == learner:
+                    return []
+        return ["no repair event yet"]
+
+    poll(repair_event, 30.0, "a repair event of the join")
 
 
 @pytest.mark.parametrize(
