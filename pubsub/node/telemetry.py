@@ -192,6 +192,7 @@ def node_snapshot(entry: Mapping[str, Any] | None) -> dict[str, Any]:
             "right": None,
             "ring": None,
             "shortcuts": {},
+            "neighbours": [],
             "trie_root": "",
             "trie_size": 0,
         }
@@ -208,6 +209,7 @@ def node_snapshot(entry: Mapping[str, Any] | None) -> dict[str, Any]:
         "right": as_pair(entry.get("right")),
         "ring": as_pair(entry.get("ring")),
         "shortcuts": {str(k): v for k, v in sorted(shortcuts.items())},
+        "neighbours": [str(u) for u in entry.get("neighbours") or []],  # an overlay without a ring's pointers (tco)
         "trie_root": root_hex,
         "trie_size": size,
     }

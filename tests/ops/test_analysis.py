@@ -22,6 +22,7 @@ import pytest
 from pubsub.ops.analysis.javacheck import parse_version
 from pubsub.ops.analysis.output import read_table
 from pubsub.ops.analysis.timeline import (
+    SNAPSHOT_FIELDS,
     Grid,
     analyse_topic,
     changes_from_records,
@@ -63,24 +64,19 @@ def assert_same_ideal(members: dict[str, str]) -> None:
         assert as_checker_state(got[ref]) == want[ref], (len(members), ref)
 
 
-def scenario_topic(topic: str, stable: float = STABLE) -> dict[str, Any]:
-    """The pure per-topic analysis of the hand-built scenario (what a Spark worker runs)."""
-    rows = ev.events()
-    records = [
-        (
-            r["ts"],
-            r["source"],
-            r["member"],
-            r["label"],
-            r["left"],
-            r["right"],
-            r["ring"],
-            r["shortcuts"],
-            r["trie_root"],
-        )
+def snapshot_records(rows: list[dict[str, Any]], topic: str) -> list[tuple[Any, ...]]:
+    """The topic's snapshot events as the Spark job hands them to a worker."""
+    return [
+        (r["ts"], r["source"], r["member"], *(r.get(name) for name in SNAPSHOT_FIELDS))
         for r in rows
         if r["kind"] == "snapshot" and r["topic"] == topic
     ]
+
+
+def scenario_topic(topic: str, stable: float = STABLE) -> dict[str, Any]:
+    """The pure per-topic analysis of the hand-built scenario (what a Spark worker runs)."""
+    rows = ev.events()
+    records = snapshot_records(rows, topic)
     markers = markers_from_rows(r for r in rows if r["kind"] == "marker")
     lo = min(r["ts"] for r in rows)
     hi = max(r["ts"] for r in rows)
@@ -198,21 +194,7 @@ def test_without_a_stability_window_the_first_legitimate_instant_counts() -> Non
 
 def test_a_marker_that_is_never_followed_by_legitimacy_is_not_reached() -> None:
     rows = [r for r in ev.events() if not (r["kind"] == "snapshot" and r["ts"] >= ev.BASE + 3.0)]
-    records = [
-        (
-            r["ts"],
-            r["source"],
-            r["member"],
-            r["label"],
-            r["left"],
-            r["right"],
-            r["ring"],
-            r["shortcuts"],
-            r["trie_root"],
-        )
-        for r in rows
-        if r["kind"] == "snapshot" and r["topic"] == ev.TOPIC
-    ]
+    records = snapshot_records(rows, ev.TOPIC)
     markers = markers_from_rows(r for r in rows if r["kind"] == "marker")
     out = analyse_topic(
         ev.TOPIC,

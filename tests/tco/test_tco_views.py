@@ -73,3 +73,26 @@ def test_pubsub_status_prints_a_nodes_neighbours_with_the_topics_shared() -> Non
     for peer, shared in sim.nodes[ref].overlay.table_neighbours.items():
         assert f"{peer}" in text and ", ".join(sorted(shared)) in text
     assert "label" not in text  # no skip ring rows
+
+
+def test_the_analysis_tracker_finds_a_converged_tco_legitimate_and_a_broken_edge_not() -> None:
+    """`TcoTracker` on the snapshots the node daemons' telemetry would write
+    (`pubsub.node.telemetry.node_snapshot`) of a simulated overlay."""
+    from pubsub.node.telemetry import node_snapshot
+    from pubsub.ops.analysis.timeline import tracker_factory
+
+    sim = _sim()
+    tracker = tracker_factory("tco")()
+    snapshots = {ref: node_snapshot(entry) for ref, entry in _entries(sim).items()}
+    for ref, snapshot in snapshots.items():
+        tracker.apply(ref, snapshot)
+    got = tracker.measures()
+    assert got["legitimate"] and got["exact_nodes"] == got["members"] == len(snapshots)
+    assert got["correct_edges"] == got["compared_edges"] == 2 * len(sim.supervisor.status()["topics"][TOPIC]["edges"])
+    assert sorted(tracker.degrees()) == sorted(len(s["neighbours"]) for s in snapshots.values())
+    victim = sorted(snapshots)[0]
+    tracker.apply(victim, {**snapshots[victim], "neighbours": []})  # it drops its edges: the others' go unconfirmed
+    broken = tracker.measures()
+    assert not broken["legitimate"] and broken["exact_nodes"] < broken["members"]
+    tracker.apply(victim, None)  # it leaves: the rest may be split
+    assert tracker.measures()["members"] == len(snapshots) - 1

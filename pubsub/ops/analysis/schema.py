@@ -47,6 +47,7 @@ def event_schema() -> Any:
         ("right", contact),
         ("ring", contact),
         ("shortcuts", T.MapType(T.StringType(), T.StringType(), valueContainsNull=True)),
+        ("neighbours", T.ArrayType(T.StringType(), containsNull=True)),
         ("trie_root", T.StringType()),
         ("trie_size", T.LongType()),
         ("interval", T.LongType()),

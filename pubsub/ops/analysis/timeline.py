@@ -374,7 +374,7 @@ def markers_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Marker]:
 
 #: The fields of a `snapshot` event (docs/events.md) the Spark job hands over, after ts,
 #: source and member: what the overlays' trackers read.
-SNAPSHOT_FIELDS = ("label", "left", "right", "ring", "shortcuts", "trie_root")
+SNAPSHOT_FIELDS = ("label", "left", "right", "ring", "shortcuts", "neighbours", "trie_root")
 
 #: One snapshot as the Spark job hands it over: (ts, source, member, *SNAPSHOT_FIELDS).
 Record = tuple[Any, ...]
