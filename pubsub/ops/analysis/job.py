@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -272,6 +272,18 @@ def _compute(spark: Any, ev: Any, opts: Options, F: Any) -> Results:
         .collect()
     )
     results.tables["supervisor_intervals"] = [r.asDict() | {"t": r["ts"] - lo} for r in sup]
+    repairs = (  # the tco supervisor's repairs (an audit's edge counts in the same columns)
+        good.where(F.col("kind") == "repair")
+        .select(
+            "ts", "repair", "node", "shadow",
+            F.coalesce("added", "edges_added", F.lit(0)).alias("added"),
+            F.coalesce("removed", "edges_removed", F.lit(0)).alias("removed"),
+            F.coalesce("widened", F.lit(False)).alias("widened"),
+        )
+        .orderBy("ts")
+        .collect()
+    )
+    results.tables["repairs"] = [r.asDict() | {"t": r["ts"] - lo} for r in repairs]
 
     _summarise(results, per_topic)
     return results
@@ -344,6 +356,13 @@ def _summarise(results: Results, per_topic: list[dict[str, Any]]) -> None:
         "total_sent": sum(sent),
         "mean_sent_per_interval": (sum(sent) / len(sent)) if sent else None,
         "max_sent_per_interval": max(sent, default=None),
+    }
+    repairs = results.tables["repairs"]
+    summary["repairs"] = {  # the tco supervisor's (none on the other overlays)
+        "by_kind": dict(sorted(Counter(str(r["repair"]) for r in repairs).items())),
+        "edges_added": sum(int(r["added"] or 0) for r in repairs),
+        "edges_removed": sum(int(r["removed"] or 0) for r in repairs),
+        "widened": sum(1 for r in repairs if r["widened"]),
     }
     checks = results.tables["status_checks"]
     summary["status_checks"] = {"count": len(checks), "agree": sum(1 for c in checks if c["agree"])}

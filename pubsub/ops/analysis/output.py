@@ -107,6 +107,16 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("bytes_received", "int64"),
         ("errors", "int64"),
     ],
+    "repairs": [
+        ("ts", "float64"),
+        ("t", "float64"),
+        ("repair", "string"),
+        ("node", "string"),
+        ("shadow", "int64"),
+        ("added", "int64"),
+        ("removed", "int64"),
+        ("widened", "bool"),
+    ],
     "status_checks": [
         ("topic", "string"),
         ("ts", "float64"),

@@ -20,7 +20,7 @@ from typing import Any
 CORRUPT = "_corrupt_record"
 
 #: Event kinds the analysis knows (others are counted as unknown and ignored).
-KINDS = frozenset({"snapshot", "supervisor", "messages", "delivery", "marker", "status_check"})
+KINDS = frozenset({"snapshot", "supervisor", "messages", "delivery", "marker", "status_check", "repair"})
 
 #: Upper bound for a plausible ``ts`` (Unix seconds; the year 5138).  Larger, negative,
 #: NaN or missing timestamps make the event unusable.
@@ -56,6 +56,16 @@ def event_schema() -> Any:
         ("n", T.LongType()),
         ("legitimate_database", T.BooleanType()),
         ("members", T.StringType()),  # raw JSON, see the module docstring
+        # repair (tco supervisor)
+        ("repair", T.StringType()),
+        ("node", T.StringType()),
+        ("shadow", T.LongType()),
+        ("added", T.LongType()),
+        ("removed", T.LongType()),
+        ("widened", T.BooleanType()),
+        ("edges_added", T.LongType()),
+        ("edges_removed", T.LongType()),
+        ("backups_rebuilt", T.LongType()),
         # messages
         ("sent", T.MapType(T.StringType(), T.LongType(), valueContainsNull=True)),
         ("received", T.MapType(T.StringType(), T.LongType(), valueContainsNull=True)),

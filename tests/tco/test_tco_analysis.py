@@ -1,0 +1,57 @@
+"""`pubsub analyze --overlay tco` on the events a real tco cluster wrote: the topics'
+legitimacy over time from the nodes' snapshots (`pubsub.tco.convergence.TcoTracker`) and
+the supervisor's repairs, with a real Spark session."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pubsub.ops.localcluster import LocalCluster
+from tests.tco.checker import split_topics
+
+pytestmark = pytest.mark.integration
+
+ANALYZE_TIMEOUT = 600.0
+TOPICS = {0: ["a", "b"], 1: ["a"], 2: ["a", "b"], 3: ["b"]}
+
+
+def test_pubsub_analyze_measures_a_tco_run_and_lists_its_repairs(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with LocalCluster(tmp_path / "cluster", 4, interval=0.2, events_dir=run, overlay="tco") as c:
+        for node, topics in TOPICS.items():
+            for topic in topics:
+                c.subscribe(node, topic)
+
+        def settled() -> list[str]:
+            record = c.supervisor_status()["tables"]
+            if len(record) != 4:
+                return [f"{len(record)} nodes in the record"]
+            edges = {tuple(sorted((a, b))) for a, e in record.items() for b in e["neighbours"]}
+            split = split_topics({r: e["topics"] for r, e in record.items()}, edges)
+            tables = [c.node_status(i).get("table_topics") for i in range(4)]
+            wrong = [i for i, t in enumerate(tables) if t != sorted(TOPICS[i])]
+            return [f"split {split}"] if split else [f"nodes {wrong} not settled"] if wrong else []
+
+        c.poll(settled, 60, "a TCO with every table settled")
+        c.unsubscribe(3, "b")  # a leave: one more repair
+        c.poll(lambda: [] if len(c.supervisor_status()["tables"]) == 3 else ["node 3 still listed"], 60,
+               "the leave")
+        c.poll(lambda: [] if all(c.node_status(i).get("table_topics") == sorted(TOPICS[i]) for i in range(3))
+               else ["unsettled"], 60, "the three tables")
+    done = subprocess.run(
+        [sys.executable, "-m", "pubsub.cli.main", "analyze", str(run), "--overlay", "tco"],
+        capture_output=True, text=True, timeout=ANALYZE_TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((run / "analysis" / "summary.json").read_text())
+    for topic in ("a", "b"):
+        assert summary["topics"][topic]["legitimate_at_end"], summary["topics"][topic]
+        assert summary["topics"][topic]["degree"]["max"] >= 1
+    repairs = summary["repairs"]
+    assert repairs["by_kind"].get("join", 0) >= 1 and repairs["by_kind"].get("leave") == 1, repairs
+    assert repairs["edges_added"] >= 3 and repairs["edges_removed"] >= 1, repairs
