@@ -240,6 +240,8 @@ def value_for(src: Source, world: World, annotation: Any, name: str) -> Any:
     if origin is list or (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
         count = src.below(5) if src.flag(95) else src.choice((65, 257))
         return [value_for(src, world, args[0], name) for _ in range(count)]
+    if origin is tuple and args and Ellipsis not in args:  # a fixed-length pair, as an array
+        return [value_for(src, world, arg, name) for arg in args]
     if origin is Literal:
         return src.choice(args) if src.flag(95) else src.text(4)
     if origin is dict:

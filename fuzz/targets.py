@@ -545,7 +545,7 @@ def _overlay_node(name: str, data: bytes) -> int:
         Ref(NODE_REFS[0]),
         Ref(SUPERVISOR),
         rng=random.Random(src.byte()),
-        dissemination=src.choice(("tree", "flood", "off")),
+        dissemination=src.choice((*overlay.disseminations, "off")),
         handover_attempts=src.choice((1, 2, 3)),
     )
     inputs = _NodeInputs(core, src, world, kinds)
