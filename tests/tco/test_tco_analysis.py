@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ TOPICS = {0: ["a", "b"], 1: ["a"], 2: ["a", "b"], 3: ["b"]}
 
 def test_pubsub_analyze_measures_a_tco_run_and_lists_its_repairs(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    with LocalCluster(tmp_path / "cluster", 4, interval=0.2, events_dir=run, overlay="tco") as c:
+    with LocalCluster(tmp_path / "cluster", 4, interval=0.2, events_dir=run, overlay="tco", web=True) as c:
         for node, topics in TOPICS.items():
             for topic in topics:
                 c.subscribe(node, topic)
@@ -38,6 +39,20 @@ def test_pubsub_analyze_measures_a_tco_run_and_lists_its_repairs(tmp_path: Path)
             return [f"split {split}"] if split else [f"nodes {wrong} not settled"] if wrong else []
 
         c.poll(settled, 60, "a TCO with every table settled")
+        record = c.supervisor_status()["topics"]
+
+        def drawn() -> list[str]:  # the supervisor's web view: each topic's edges, legitimate
+            assert c.web_url is not None
+            with urllib.request.urlopen(c.web_url + "api/rings", timeout=5) as response:
+                view = json.load(response)["topics"]
+            wrong = [t for t in ("a", "b") if not view[t]["legitimate"]]
+            return [f"{t}: {view[t]['problems']}" for t in wrong]
+
+        c.poll(drawn, 30, "the web view to find both topics legitimate")
+        with urllib.request.urlopen(c.web_url + "api/rings", timeout=5) as response:
+            view = json.load(response)["topics"]
+        for topic in ("a", "b"):
+            assert {(e["from"], e["to"]) for e in view[topic]["edges"]} == {tuple(e) for e in record[topic]["edges"]}
         c.unsubscribe(3, "b")  # a leave: one more repair
         c.poll(lambda: [] if len(c.supervisor_status()["tables"]) == 3 else ["node 3 still listed"], 60,
                "the leave")
