@@ -433,7 +433,9 @@ class TcoSupervisor:
         if topic is not None and topic not in self.overlay.subscribers:
             raise FaultRefused("unknown_topic", f"no node subscribes to {topic!r}")
         chosen = [topic] if topic is not None else sorted(self.overlay.subscribers)
-        return {t: self._corrupt(t, rng) for t in chosen}
+        done = {t: self._corrupt(t, rng) for t in chosen}
+        self._out = self._settle()  # stored at the daemon's flush; the tables go with the next call
+        return done
 
     def _corrupt(self, topic: str, rng: random.Random) -> dict[str, int]:
         overlay, done = self.overlay, Counter[str]()

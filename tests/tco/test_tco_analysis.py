@@ -45,6 +45,8 @@ def test_pubsub_analyze_measures_a_tco_run_and_lists_its_repairs(tmp_path: Path)
             assert c.web_url is not None
             with urllib.request.urlopen(c.web_url + "api/rings", timeout=5) as response:
                 view = json.load(response)["topics"]
+            if set(view) < {"a", "b"}:
+                return [f"the view shows {sorted(view)}"]
             wrong = [t for t in ("a", "b") if not view[t]["legitimate"]]
             return [f"{t}: {view[t]['problems']}" for t in wrong]
 
@@ -53,6 +55,16 @@ def test_pubsub_analyze_measures_a_tco_run_and_lists_its_repairs(tmp_path: Path)
             view = json.load(response)["topics"]
         for topic in ("a", "b"):
             assert {(e["from"], e["to"]) for e in view[topic]["edges"]} == {tuple(e) for e in record[topic]["edges"]}
+        corrupted = subprocess.run(
+            [sys.executable, "-m", "pubsub.cli.main", "chaos", "corrupt-supervisor", "--admin", c.admin_ref("supervisor"),
+             "--seed", "3", "--json"],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert corrupted.returncode == 0, corrupted.stderr
+        assert "edges_removed" in corrupted.stdout or "wrong_backups" in corrupted.stdout, corrupted.stdout
+        c.poll(lambda: [] if c.supervisor_status()["counters"].get("audit_repairs", 0) >= 1 else ["no audit yet"],
+               60, "the audit to mend the corrupted record")
+        c.poll(settled, 60, "a TCO again, every table settled")
         c.unsubscribe(3, "b")  # a leave: one more repair
         c.poll(lambda: [] if len(c.supervisor_status()["tables"]) == 3 else ["node 3 still listed"], 60,
                "the leave")
@@ -69,4 +81,5 @@ def test_pubsub_analyze_measures_a_tco_run_and_lists_its_repairs(tmp_path: Path)
         assert summary["topics"][topic]["degree"]["max"] >= 1
     repairs = summary["repairs"]
     assert repairs["by_kind"].get("join", 0) >= 1 and repairs["by_kind"].get("leave") == 1, repairs
+    assert repairs["by_kind"].get("audit", 0) >= 1, repairs  # the corrupted record was mended
     assert repairs["edges_added"] >= 3 and repairs["edges_removed"] >= 1, repairs
