@@ -411,13 +411,15 @@ def run_daemon(what: str, listen: str, run: Any) -> None:
     from pubsub.runtime.datadir import StoreError
     from pubsub.runtime.httpserve import HttpError
     from pubsub.runtime.permissions import PermissionsError
+    from pubsub.runtime.settings import SettingsError
     from pubsub.telemetry.events import EventsError
     from pubsub.telemetry.metrics import MetricsError
 
     try:
         run()
     except (
-        StoreError, MetricsError, EventsError, AdminError, HttpError, TlsError, PermissionsError, OverlayMismatch
+        StoreError, MetricsError, EventsError, AdminError, HttpError, TlsError, PermissionsError, OverlayMismatch,
+        SettingsError,
     ) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:

@@ -44,7 +44,7 @@ from pubsub.runtime.httpserve import HttpService
 from pubsub.runtime.identity import Identity
 from pubsub.runtime.net import Runtime
 from pubsub.runtime.permissions import DENIED, Authority
-from pubsub.runtime.settings import AdminSettings, RuntimeSettings, TelemetrySettings
+from pubsub.runtime.settings import AdminSettings, RuntimeSettings, SettingsError, TelemetrySettings
 from pubsub.runtime.stats import Stats
 from pubsub.runtime.tls import connect_context
 from pubsub.supervisor.settings import SupervisorSettings
@@ -251,11 +251,14 @@ async def _serve_supervisor(
         peers = [p for p in settings.peer_refs() if p != listen]
         retention = RetentionTable()
         retention.load(store.load_retention())
-        core = overlay.supervisor_core(
-            listen, config_budget=settings.config_budget, rng=random.Random(),
-            peers=peers, peer_timeout=settings.peer_timeout, retention=retention,
-            **settings.overlay_options(),
-        )
+        try:
+            core = overlay.supervisor_core(
+                listen, config_budget=settings.config_budget, rng=random.Random(),
+                peers=peers, peer_timeout=settings.peer_timeout, retention=retention,
+                **settings.overlay_options(),
+            )
+        except ValueError as exc:  # the overlay refuses a setting (e.g. peers: one supervisor)
+            raise SettingsError(f"invalid configuration: {exc}") from None
         rows = store.load()
         core.load(rows)
         log.info("%s: %s overlay, loaded %d members from %s", listen, overlay.name, len(rows), store.path)

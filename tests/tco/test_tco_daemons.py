@@ -88,6 +88,7 @@ def test_start_up_refusals_name_the_allowed_values(
     procs.append(proc)
     assert proc.wait_exit() != 0
     assert expected in proc.text(), proc.text()
+    assert "Traceback" not in proc.text()  # one line, not a stack
 
 
 def test_a_tco_node_without_its_supervisor_keeps_asking_and_joins_once_it_answers(
