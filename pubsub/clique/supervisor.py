@@ -37,6 +37,7 @@ from pubsub.clique.messages import (
 )
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.publications.messages import GetMember, MemberIs
+from pubsub.publications.probes import Probes
 from pubsub.publications.retention import RetentionTable
 
 
@@ -63,9 +64,8 @@ class CliqueSupervisor:
         self.topics: dict[Topic, list[Ref]] = {}
         #: topic -> where the round robin of configurations stands.
         self._turn: Counter[Topic] = Counter()
-        #: suspected member -> (nonce of its probe, when the probe expires).
-        self.probes: dict[Ref, tuple[int, float]] = {}
-        self._nonce = 0
+        #: The members under suspicion (`pubsub.publications.probes`).
+        self.probes = Probes(probe_timeout)
         self._now = 0.0
         #: Retention settings per topic, sent with each configuration: the daemon's table
         #: (`retention=`), or a table of its own.
@@ -90,9 +90,7 @@ class CliqueSupervisor:
         elif isinstance(msg, CliqueSuspect):
             self._suspect(msg.suspect, now)
         elif isinstance(msg, CliquePong):
-            probe = self.probes.get(msg.ref)
-            if probe is not None and probe[0] == msg.nonce:
-                del self.probes[msg.ref]
+            self.probes.answered(msg.ref, msg.nonce)
         elif isinstance(msg, GetMember):
             self._get_member(msg.topic, msg.ref, msg.nonce, msg.avoid)
         return self._flush()
@@ -101,10 +99,8 @@ class CliqueSupervisor:
         """Remove the members whose probe expired; configure `config_budget` members of
         every topic, in round robin."""
         self._now = now
-        for ref, (_, until) in list(self.probes.items()):
-            if until <= now:
-                del self.probes[ref]
-                self._remove_everywhere(ref)
+        for ref in self.probes.expired(now):
+            self._remove_everywhere(ref)
         for topic, members in self.topics.items():
             if not members:
                 continue
@@ -148,10 +144,10 @@ class CliqueSupervisor:
     def _suspect(self, ref: Ref, now: float) -> None:
         if ref in self.probes or not any(ref in m for m in self.topics.values()):
             return
-        self.counters["suspects"] += 1
-        self._nonce += 1
-        self.probes[ref] = (self._nonce, now + self.probe_timeout)
-        self._send(ref, CliquePing(self._nonce))
+        nonce = self.probes.suspect(ref, now)
+        if nonce is not None:
+            self.counters["suspects"] += 1
+            self._send(ref, CliquePing(nonce))
 
     def _remove_everywhere(self, ref: Ref) -> None:
         self.counters["crashes_detected"] += 1
@@ -218,7 +214,7 @@ class CliqueSupervisor:
             "ref": self.ref,
             "overlay": "clique",
             "config_budget": self.config_budget,
-            "suspects": sorted(self.probes),
+            "suspects": self.probes.suspects(),
             "counters": dict(sorted(self.counters.items())),
             "retention": self.retention.status(),
             "topics": {

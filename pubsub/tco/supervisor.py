@@ -47,6 +47,7 @@ from pubsub.kernel.contracts import FaultRefused
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.kernel.wire import WireError, validate_ref
 from pubsub.publications.messages import GetMember, MemberIs
+from pubsub.publications.probes import Probes
 from pubsub.publications.retention import RetentionTable
 from pubsub.tco.backups import DEFAULT_LAMBDA, METHODS
 from pubsub.tco.dynamic import Repair, ShadowDynAlg
@@ -122,9 +123,8 @@ class TcoSupervisor:
         #: The repairs (ρ, λ and the backup method are checked here: ValueError).
         self.dynamic = ShadowDynAlg(self.overlay, rng=rng, coverage=coverage, method=method, rho=rho)
         self.backups = self.dynamic.table
-        #: suspected node -> (nonce of its probe, when the probe expires).
-        self.probes: dict[Ref, tuple[int, float]] = {}
-        self._nonce = 0
+        #: The nodes under suspicion (`pubsub.publications.probes`).
+        self.probes = Probes(probe_timeout)
         self._turn = 0
         self._timeouts = 0
         self.retention = retention if retention is not None else RetentionTable()
@@ -150,14 +150,12 @@ class TcoSupervisor:
     # ------------------------------------------------------------------ the protocol
     def handle(self, msg: Message, now: float) -> list[Send]:
         if isinstance(msg, TcoSubscribe):
-            self.probes.pop(msg.ref, None)  # it speaks: it is alive
+            self.probes.alive(msg.ref)  # it speaks: it is alive
             self._subscribe(msg.ref, frozenset(msg.topics))
         elif isinstance(msg, TcoSuspect):
             self._suspect(msg.suspect, now)
         elif isinstance(msg, TcoPong):
-            probe = self.probes.get(msg.ref)
-            if probe is not None and probe[0] == msg.nonce:
-                del self.probes[msg.ref]
+            self.probes.answered(msg.ref, msg.nonce)
         elif isinstance(msg, GetMember):
             self._get_member(msg.topic, msg.ref, msg.nonce, msg.avoid)
         return self._settle()
@@ -165,14 +163,12 @@ class TcoSupervisor:
     def timeout(self, now: float) -> list[Send]:
         """Leave repairs for the nodes whose probe expired; an audit every `audit_every`
         Timeouts; `config_budget` tables in round robin."""
-        for ref, (_, until) in sorted(self.probes.items()):
-            if until <= now:
-                del self.probes[ref]
-                if ref in self.overlay.topics:
-                    self.counters["crashes_detected"] += 1
-                    repair = self.dynamic.leave(ref)
-                    repair.kind = "crash"
-                    self._repaired(repair)
+        for ref in self.probes.expired(now):
+            if ref in self.overlay.topics:
+                self.counters["crashes_detected"] += 1
+                repair = self.dynamic.leave(ref)
+                repair.kind = "crash"
+                self._repaired(repair)
         self._timeouts += 1
         if self._timeouts % self.audit_every == 0:
             self.audit()
@@ -265,12 +261,12 @@ class TcoSupervisor:
         return out
 
     def _suspect(self, ref: Ref, now: float) -> None:
-        if ref in self.probes or ref not in self.overlay.topics:
+        if ref not in self.overlay.topics:
             return
-        self.counters["suspects"] += 1
-        self._nonce += 1
-        self.probes[ref] = (self._nonce, now + self.probe_timeout)
-        self._send(ref, TcoPing(self._nonce))
+        nonce = self.probes.suspect(ref, now)
+        if nonce is not None:
+            self.counters["suspects"] += 1
+            self._send(ref, TcoPing(nonce))
 
     def _get_member(self, topic: Topic, ref: Ref, nonce: int, avoid: Ref | None) -> None:
         members = sorted(self.overlay.subscribers.get(topic, ()))
@@ -472,7 +468,7 @@ class TcoSupervisor:
             "rho": self.dynamic.rho,
             "coverage": self.dynamic.coverage,
             "backup_method": self.dynamic.method,
-            "suspects": sorted(self.probes),
+            "suspects": self.probes.suspects(),
             "counters": dict(sorted(self.counters.items())),
             "retention": self.retention.status(),
             "nodes": len(overlay.topics),
