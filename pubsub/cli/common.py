@@ -227,7 +227,8 @@ def overlay_option(f: Any) -> Any:
         type=click.Choice(overlay_names()),
         default=None,
         help=f"The overlay the topics' members form; the supervisor and its nodes must run the "
-        f"same (default {DEFAULT_OVERLAY}; env PUBSUB_OVERLAY).",
+        f"same: a node given none runs its supervisor's, and one given another refuses to start "
+        f"(default {DEFAULT_OVERLAY}; env PUBSUB_OVERLAY).",
     )(f)
 
 

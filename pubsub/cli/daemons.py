@@ -241,8 +241,8 @@ def supervisor(
     type=click.Choice(["tree", "flood"]),
     default=None,
     help="How new publications spread besides anti-entropy: tree (a spanning tree over the "
-    "skip ring, n-1 messages per publication; the default) or flood (the paper's flooding) "
-    "(env PUBSUB_DISSEMINATION).",
+    "skip ring or the clique, n-1 messages per publication; their default) or flood (the "
+    "paper's flooding; tco's default and only choice) (env PUBSUB_DISSEMINATION).",
 )
 @click.option(
     "--linger",
