@@ -50,7 +50,7 @@ COMMON = {"ts": float, "kind": str, "source": str, "role": str}
 SCHEMA: dict[str, dict[str, Any]] = {
     "snapshot": {
         "topic": str, "member": bool, "leaving": bool, "label": (str, None), "left": PAIR,
-        "right": PAIR, "ring": PAIR, "shortcuts": dict, "trie_root": str, "trie_size": int,
+        "right": PAIR, "ring": PAIR, "shortcuts": dict, "neighbours": list, "trie_root": str, "trie_size": int,
         "interval": int, "reason": ("change", "periodic"),
     },
     "supervisor": {
