@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv bytecode demo lint test test-slow bench fuzz clean check-java chromium analyze experiments wheelhouse podman-setup
+.PHONY: venv bytecode demo lint test test-slow bench fuzz clean check-java chromium servers analyze experiments wheelhouse podman-setup
 
 venv: $(STAMP)
 
@@ -54,9 +54,15 @@ lint: $(STAMP)
 chromium:
 	@tests/install-chromium.sh
 
+# The reference servers tests/bench/test_bench_endtoend.py runs pubsub beside (Debian's
+# redis-server and nats-server): installed with apt when missing and this machine can;
+# otherwise the script says what is missing and that test runs fewer systems or skips.
+servers:
+	@bench/install-servers.sh
+
 # Lint first, then the whole suite except the long simulation sweeps (about 15 minutes on
 # 2 cores once the podman images exist); it names the skipped tests and the slowest ones.
-test: lint check-java chromium bytecode
+test: lint check-java chromium servers bytecode
 	$(BIN)/python -m pytest -q -rs -n auto -m "not slow" --durations=15
 
 # The long sweeps (n = 1000 from 18 more corrupted states); see README.
@@ -71,8 +77,7 @@ experiments: check-java bytecode
 # The end-to-end benchmark runs pubsub beside Debian's nats-server (NATS core, JetStream) and
 # redis-server: installed with apt when missing and this machine can (root or sudo); otherwise
 # the script says what is missing and the benchmark reports those systems as "not run: <reason>".
-bench: bytecode
-	@bench/install-servers.sh
+bench: bytecode servers
 	$(BIN)/python -m bench
 
 # Coverage-guided fuzzing (README, "Fuzzing"): 10^6 inputs over the frame decoder, the codec
