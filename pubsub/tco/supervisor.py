@@ -7,7 +7,8 @@ node's backups and primaries, and repairs it with `ShadowDynAlg` (`pubsub.tco.dy
 * a node new to the overlay that names its topics (`TcoSubscribe`) is a join (Alg. 9-10);
 * a node that names no topic any more is a leave (Alg. 7-8), and so is a node found dead
   -- reported by a peer (`TcoSuspect`) or by our own runtime, probed (`TcoPing`) and silent
-  for `probe_timeout` seconds;
+  for `probe_timeout` seconds; it is told it is in no topic (and so is any node the record
+  does not hold that speaks), so that one found dead wrongly names its topics again;
 * a node that names other topics is a topic change (`ShadowDynAlg.change`: an extension
   the paper does not have).
 
@@ -154,8 +155,10 @@ class TcoSupervisor:
             self._subscribe(msg.ref, frozenset(msg.topics))
         elif isinstance(msg, TcoSuspect):
             self._suspect(msg.suspect, now)
+            self._unknown(msg.ref)
         elif isinstance(msg, TcoPong):
             self.probes.answered(msg.ref, msg.nonce)
+            self._unknown(msg.ref)
         elif isinstance(msg, GetMember):
             self._get_member(msg.topic, msg.ref, msg.nonce, msg.avoid)
         return self._settle()
@@ -169,6 +172,7 @@ class TcoSupervisor:
                 repair = self.dynamic.leave(ref)
                 repair.kind = "crash"
                 self._repaired(repair)
+                self._send(ref, NO_TABLE)  # should it live after all, it asks again
         self._timeouts += 1
         if self._timeouts % self.audit_every == 0:
             self.audit()
@@ -202,6 +206,12 @@ class TcoSupervisor:
             self.counters["changes"] += 1
             self._repaired(self.dynamic.change(ref, topics))
         self._send_table(ref)  # the answer, also when nothing changed (it lost its table)
+
+    def _unknown(self, ref: Ref) -> None:
+        """A node the record does not hold speaks (removed as crashed while it lived, or
+        forgotten): tell it it is in no topic, so that it names its topics again."""
+        if ref not in self.overlay.topics:
+            self._send(ref, NO_TABLE)
 
     def _repaired(self, repair: Repair) -> None:
         self.counters["edges_added"] += len(repair.added)

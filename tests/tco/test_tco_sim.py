@@ -17,7 +17,7 @@ import pytest
 from pubsub.kernel.message import Ref, Topic
 from pubsub.publications.messages import CheckTrie
 from pubsub.sim.world import SUPERVISOR, Simulation
-from pubsub.tco.messages import Neighbourhood, Peers, TcoNotNeighbour, TcoSubscribe, TcoTable, TopicSet
+from pubsub.tco.messages import Neighbourhood, Peers, TcoNotNeighbour, TcoSubscribe, TcoSuspect, TcoTable, TopicSet
 from tests.tco.checker import split_topics
 
 
@@ -322,3 +322,19 @@ def test_a_store_with_rows_that_contradict_each_other_is_cleaned_on_load() -> No
     assert core.overlay.edges() == set()
     core.audit()
     assert core.overlay.is_topic_connected()
+
+
+def test_a_node_removed_as_crashed_while_alive_is_told_and_joins_again() -> None:
+    """A false suspicion: the victim's pongs are lost, so the supervisor runs the crash
+    repair on a live node; it is told it is in no topic, names its topics again, and the
+    overlay holds it once more."""
+    sim, chosen = tco(12, 3, seed=13, probe_timeout=2.0)
+    victim, reporter = sorted(chosen)[:2]
+    node = sim.nodes[victim]
+    real_handle = node.overlay.handle
+    node.overlay.handle = lambda msg, now, rng: [] if type(msg).__name__ == "TcoPing" else real_handle(msg, now, rng)
+    sim.inject(SUPERVISOR, TcoSuspect(reporter, victim), src=reporter)
+    assert sim.run_intervals_until(lambda: sim.supervisor.counters["crashes_detected"] == 1, 20) is not None
+    node.overlay.handle = real_handle
+    converge(sim)
+    assert sorted(sim.supervisor.overlay.topics[victim]) == sorted(chosen[victim])
