@@ -1,7 +1,9 @@
 """The `tco` overlay's messages: a node's topics, its table, probes and refusals.
 
 A node tells its supervisor every topic it wants to be in (`TcoSubscribe`; none: it leaves
-them all), again on every Timeout until its table agrees, and whenever a peer refused it.
+them all), again on every Timeout until its table agrees, whenever a peer refused it, and
+every `REFRESH_EVERY` Timeouts even when its table agrees (a record that lost it learns it
+again).
 The supervisor answers with the node's table (`TcoTable`): the topics it holds the node in,
 its neighbours with the topics each shares, and its backups and primaries (paper 001,
 Struct 5); ``topics`` None says "you are in no topic", the permission to let every topic go.
@@ -72,10 +74,13 @@ register_field_type(Neighbourhood, validate_neighbourhood, lambda value: [[ref, 
 
 @message("tco_subscribe")
 class TcoSubscribe(Message):
-    """Node -> supervisor: `ref` wants to be in exactly `topics` (none: in no topic)."""
+    """Node -> supervisor: `ref` wants to be in exactly `topics` (none: in no topic).
+    `refresh`: the periodic reminder of a node whose table agrees, answered only if the
+    record does not hold it so."""
 
     ref: Ref
     topics: TopicSet
+    refresh: bool = False
 
 
 @message("tco_table")

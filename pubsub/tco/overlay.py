@@ -34,6 +34,9 @@ from pubsub.publications.messages import CheckAndPublish, CheckTrie, Spread
 from pubsub.publications.overlay import Released
 from pubsub.tco.messages import TcoNotNeighbour, TcoPing, TcoPong, TcoSubscribe, TcoSuspect, TcoTable, TopicSet
 
+#: Timeouts between two reminders of a node whose table agrees (`TcoSubscribe.refresh`).
+REFRESH_EVERY = 20
+
 #: The publication messages that name their sender, which a node checks against its table.
 SENDER_NAMED = (CheckTrie, CheckAndPublish, Spread)
 
@@ -56,14 +59,18 @@ class TcoOverlay:
         self.unreachable: set[Ref] = set()
         #: Whether a TcoSubscribe of ours is unanswered (no table since).
         self.asking = False
+        #: Timeouts since we last told the supervisor our topics.
+        self._quiet = 0
         #: tables, table_entries_dropped (self, twice, sharing no topic), refused_senders,
         #: refusals_heard, suspects_reported.
         self.counters: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ membership
-    def _subscribe(self) -> list[Send]:
-        self.asking = True
-        return [Send(self.supervisor, TcoSubscribe(self.ref, TopicSet(tuple(sorted(self.wanted_topics)))))]
+    def _subscribe(self, refresh: bool = False) -> list[Send]:
+        self.asking = not refresh
+        self._quiet = 0
+        topics = TopicSet(tuple(sorted(self.wanted_topics)))
+        return [Send(self.supervisor, TcoSubscribe(self.ref, topics, refresh))]
 
     def _changed(self) -> list[Send]:
         """Our topics changed: ask now, or -- while a request is unanswered -- when its
@@ -189,8 +196,13 @@ class TcoOverlay:
 
     def timeout(self, now: float) -> list[Send]:
         """Until the table holds us in exactly the topics we want, say them again (also
-        when the last request is unanswered: it or its answer may be lost)."""
-        return [] if self.settled() else self._subscribe()
+        when the last request is unanswered: it or its answer may be lost); once it does,
+        remind the supervisor every `REFRESH_EVERY` Timeouts (a record that lost us, or
+        a supervisor restarted without its store, learns us again)."""
+        if not self.settled():
+            return self._subscribe()
+        self._quiet += 1
+        return self._subscribe(refresh=True) if self._quiet >= REFRESH_EVERY and self.wanted_topics else []
 
     def topic_timeout(self, topic: Topic, rng: random.Random) -> list[Send]:
         return []

@@ -152,7 +152,7 @@ class TcoSupervisor:
     def handle(self, msg: Message, now: float) -> list[Send]:
         if isinstance(msg, TcoSubscribe):
             self.probes.alive(msg.ref)  # it speaks: it is alive
-            self._subscribe(msg.ref, frozenset(msg.topics))
+            self._subscribe(msg.ref, frozenset(msg.topics), msg.refresh)
         elif isinstance(msg, TcoSuspect):
             self._suspect(msg.suspect, now)
             self._unknown(msg.ref)
@@ -190,8 +190,10 @@ class TcoSupervisor:
         return self._settle()
 
     # ------------------------------------------------------------------ membership and repairs
-    def _subscribe(self, ref: Ref, topics: frozenset[str]) -> None:
+    def _subscribe(self, ref: Ref, topics: frozenset[str], refresh: bool = False) -> None:
         known = ref in self.overlay.topics
+        if refresh and known and self.overlay.topics[ref] == topics:
+            return  # the record agrees with the reminder: nothing to say
         if not topics:
             if known:
                 self.counters["leaves"] += 1

@@ -338,3 +338,19 @@ def test_a_node_removed_as_crashed_while_alive_is_told_and_joins_again() -> None
     node.overlay.handle = real_handle
     converge(sim)
     assert sorted(sim.supervisor.overlay.topics[victim]) == sorted(chosen[victim])
+
+
+def test_a_live_node_the_record_lost_is_learnt_again_from_its_reminder() -> None:
+    """The record drops a node it never heard leave (a supervisor that lost its store is
+    the same state for every node): the node's table still agrees with what it wants, and
+    its periodic reminder (`TcoSubscribe.refresh`) makes the supervisor join it again."""
+    from pubsub.tco.overlay import REFRESH_EVERY
+
+    sim, chosen = tco(12, 3, seed=17)
+    victim = sorted(chosen)[3]
+    sim.supervisor.dynamic.leave(victim)  # forgotten: nobody tells the victim
+    sim.supervisor.overlay.touched.clear()
+    sim.supervisor.backups.touched.clear()
+    assert oracle(sim)
+    assert converge(sim, 3 * REFRESH_EVERY) <= 2 * REFRESH_EVERY
+    assert sorted(sim.supervisor.overlay.topics[victim]) == sorted(chosen[victim])
