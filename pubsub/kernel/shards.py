@@ -181,7 +181,7 @@ class Supervisors(Message):
 @message("supervisors_request")
 class SupervisorsRequest(Message):
     """Client -> supervisor: which supervisors are alive?  Answered with
-    ``Reply(body={"live": [...]})``."""
+    ``Reply(body={"live": [...], "overlay": the overlay it runs})``."""
 
 
 __all__ = [

@@ -1,12 +1,13 @@
 """A node learns its overlay from its supervisor at start, and refuses to run another.
 
-Before the node daemon builds its core it asks its supervisor for its status (one control
-request, `StatusRequest`) and reads the overlay it runs (``overlay`` in the body, added by
-the supervisor daemon).  Started without ``--overlay`` (nor ``PUBSUB_OVERLAY`` or the
-config file's ``overlay``), the node runs that overlay; started with one that differs, it
-refuses to start (`OverlayMismatch`), naming both.  A supervisor that cannot be reached
-within `LEARN_TIMEOUT` seconds (not started yet) teaches nothing: the node runs the overlay
-it was given, or the default one, and says so in its log.
+Before the node daemon builds its core it asks its supervisor which overlay it runs: one
+control request, `SupervisorsRequest`, whose answer is small whatever the overlay holds (a
+status would build the whole record: tco's every table), ``overlay`` in its body.
+Started without ``--overlay`` (nor ``PUBSUB_OVERLAY`` or the config file's ``overlay``),
+the node runs that overlay; started with one that differs, it refuses to start
+(`OverlayMismatch`), naming both.  A supervisor that cannot be reached within
+`LEARN_TIMEOUT` seconds (not started yet) teaches nothing: the node runs the overlay it was
+given, or the default one, and says so in its log.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from __future__ import annotations
 import logging
 
 from pubsub.kernel import registry
-from pubsub.kernel.control import Reply, StatusRequest
-from pubsub.kernel.message import Ref
+from pubsub.kernel.control import Reply
+from pubsub.kernel.message import Message, Ref
+from pubsub.kernel.shards import SupervisorsRequest
 from pubsub.runtime.client import RequestError, request
 from pubsub.runtime.settings import RuntimeSettings
 from pubsub.runtime.tls import connect_context
@@ -36,14 +38,15 @@ async def agreed_overlay(
     """The overlay this node runs: its supervisor's (module docstring); OverlayMismatch
     when `given` (None: not given) differs from it."""
     try:
-        reply = await request(supervisor, StatusRequest(), timeout, context=connect_context(settings))
+        reply: Message | RequestError = await request(
+            supervisor, SupervisorsRequest(), timeout, context=connect_context(settings)
+        )
     except RequestError as exc:
-        chosen = given or registry.DEFAULT_OVERLAY
-        log.warning("could not ask the supervisor %s for its overlay (%s): running %s", supervisor, exc, chosen)
-        return chosen
+        reply = exc
     if not isinstance(reply, Reply):
         chosen = given or registry.DEFAULT_OVERLAY
-        log.warning("the supervisor %s did not say its overlay (%s): running %s", supervisor, reply.kind, chosen)
+        why = reply if isinstance(reply, RequestError) else f"it answered {reply.kind}"
+        log.warning("could not learn the overlay of the supervisor %s (%s): running %s", supervisor, why, chosen)
         return chosen
     learned = str(reply.body.get("overlay") or registry.DEFAULT_OVERLAY)
     if given is not None and given != learned:

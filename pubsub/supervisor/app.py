@@ -141,7 +141,8 @@ class SupervisorApp:
             return self._retention(msg)
         if isinstance(msg, SupervisorsRequest):
             live = getattr(self.core, "live", None)
-            return Reply(body={"live": live() if callable(live) else [self.ref]}), []
+            body = {"live": live() if callable(live) else [self.ref], "overlay": self.overlay}
+            return Reply(body=body), []
         return ErrorReply(
             code="unsupported", detail=f"the supervisor does not accept {msg.kind!r} from clients"
         ), []
