@@ -473,6 +473,7 @@ class TcoSupervisor:
         overlay = self.overlay
         degrees = [overlay.degree(n) for n in overlay.topics]
         short = {n: s for n, s in self.backups.short.items() if n in overlay.topics}
+        split = overlay.split_topics()
         return {
             "ref": self.ref,
             "overlay": "tco",
@@ -487,7 +488,7 @@ class TcoSupervisor:
             "edges": len(overlay.edges()),
             "max_degree": max(degrees, default=0),
             "mean_degree": round(sum(degrees) / len(degrees), 3) if degrees else 0.0,
-            "split_topics": overlay.split_topics(),
+            "split_topics": split,
             "coverage_short": {n: dict(sorted(s.items())) for n, s in sorted(short.items())},
             "recent_repairs": list(self.recent),
             "tables": {
@@ -502,11 +503,9 @@ class TcoSupervisor:
             "topics": {
                 topic: {
                     "n": len(members),
-                    "legitimate_database": len(overlay.components(topic)) <= 1,
+                    "legitimate_database": topic not in split,
                     "members": [{"label": str(i), "ref": ref} for i, ref in enumerate(sorted(members))],
-                    "edges": sorted(
-                        [a, b] for a, b in overlay.edges() if a in members and b in members
-                    ),
+                    "edges": sorted([a, b] for a in members for b in overlay.neighbors[a] if a < b and b in members),
                 }
                 for topic, members in sorted(overlay.subscribers.items())
             },
