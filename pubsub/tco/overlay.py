@@ -57,6 +57,9 @@ class TcoOverlay:
         #: Topics whose publication core runs: wanted, or still in the table.
         self.running: set[Topic] = set()
         self.unreachable: set[Ref] = set()
+        #: topic -> its reachable neighbours, sorted: built when first asked (every
+        #: flooded publication asks), dropped when the table or `unreachable` changes.
+        self._by_topic: dict[Topic, tuple[Ref, ...]] = {}
         #: Whether a TcoSubscribe of ours is unanswered (no table since).
         self.asking = False
         #: Timeouts since we last told the supervisor our topics.
@@ -118,10 +121,13 @@ class TcoOverlay:
 
     # ------------------------------------------------------------------ what publications travel on
     def neighbours(self, topic: Topic) -> Iterator[Ref]:
-        return iter([
-            u for u, shared in sorted(self.table_neighbours.items())
-            if topic in shared and u not in self.unreachable
-        ])
+        held = self._by_topic.get(topic)
+        if held is None:
+            held = self._by_topic[topic] = tuple(
+                u for u, shared in sorted(self.table_neighbours.items())
+                if topic in shared and u not in self.unreachable
+            )
+        return iter(held)
 
     def arc_view(self, topic: Topic) -> ArcView | None:
         """None: a general graph has no arcs (the publication layer floods)."""
@@ -174,6 +180,7 @@ class TcoOverlay:
             out.append(Released(topic, tuple(self.neighbours(topic)), None))
         self.unreachable &= set(neighbours)
         self.table_topics, self.table_neighbours = topics, neighbours
+        self._by_topic.clear()
         self.backups, self.primaries = backups, primaries
         self.running |= self.wanted_topics
         if not self.settled():
@@ -211,6 +218,7 @@ class TcoOverlay:
         if ref == self.supervisor or ref not in self.table_neighbours:
             return []
         self.unreachable.add(ref)
+        self._by_topic.clear()
         self.counters["suspects_reported"] += 1
         return [Send(self.supervisor, TcoSuspect(self.ref, ref))]
 
