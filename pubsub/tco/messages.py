@@ -2,8 +2,9 @@
 
 A node tells its supervisor every topic it wants to be in (`TcoSubscribe`; none: it leaves
 them all), again on every Timeout until its table agrees, whenever a peer refused it, and
-every `REFRESH_EVERY` Timeouts even when its table agrees (a record that lost it learns it
-again).
+every `REFRESH_EVERY` Timeouts even when its table agrees, with the table's digest (a
+record that lost it learns it again; a node holding another table than the record's gets
+it again).
 The supervisor answers with the node's table (`TcoTable`): the topics it holds the node in,
 its neighbours with the topics each shares, and its backups and primaries (paper 001,
 Struct 5); ``topics`` None says "you are in no topic", the permission to let every topic go.
@@ -19,7 +20,11 @@ The codec checks the shape and the bounds; what a well-formed table may still ho
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NewType
+
+import msgpack
+import xxhash
 
 from pubsub.kernel.message import Message, Ref, Topic, message
 from pubsub.kernel.wire import WireError, register_field_type, short, validate_ref, validate_topic
@@ -72,15 +77,35 @@ register_field_type(Peers, validate_peers, list)
 register_field_type(Neighbourhood, validate_neighbourhood, lambda value: [[ref, list(ts)] for ref, ts in value])
 
 
+def table_digest(
+    topics: Iterable[str],
+    neighbours: Iterable[tuple[str, Iterable[str]]],
+    backups: Iterable[str],
+    primaries: Iterable[str],
+) -> int:
+    """A 63-bit fingerprint of a table's content, order-free: what a node's reminder says
+    it holds, compared by the supervisor with the table its record gives the node."""
+    canonical = [
+        sorted(topics),
+        sorted((peer, sorted(shared)) for peer, shared in neighbours),
+        sorted(backups),
+        sorted(primaries),
+    ]
+    return int(xxhash.xxh3_64_intdigest(msgpack.packb(canonical))) & 0x7FFF_FFFF_FFFF_FFFF
+
+
 @message("tco_subscribe")
 class TcoSubscribe(Message):
     """Node -> supervisor: `ref` wants to be in exactly `topics` (none: in no topic).
     `refresh`: the periodic reminder of a node whose table agrees, answered only if the
-    record does not hold it so."""
+    record does not hold it so: in other topics, or with another table than `table`, the
+    `table_digest` of what the node holds (a table lost, or overtaken on the way by an
+    older one, is sent again)."""
 
     ref: Ref
     topics: TopicSet
     refresh: bool = False
+    table: int = 0
 
 
 @message("tco_table")

@@ -3,7 +3,9 @@
 The node mirrors the table its supervisor last sent (`TcoTable`): the topics it is held in,
 its neighbours with the topics each shares, its backups and primaries.  It tells the
 supervisor the topics it wants (`TcoSubscribe`) when a client joins or leaves one, and again
-on every Timeout until the table's topics are exactly those.  A topic it left keeps running
+on every Timeout until the table's topics are exactly those, then every `REFRESH_EVERY`
+Timeouts with the digest of the table it holds (a table lost, or overtaken on the way by an
+older one, is sent again).  A topic it left keeps running
 -- its publication core serving anti-entropy with its neighbours -- until a table drops it;
 then it is let go (`Released`), as the skip ring lets go on the permission to leave (paper
 000, Lemma 4.1), so a lost request strands nobody.
@@ -32,7 +34,16 @@ from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.publications.arcs import ArcView
 from pubsub.publications.messages import CheckAndPublish, CheckTrie, Spread
 from pubsub.publications.overlay import Released
-from pubsub.tco.messages import TcoNotNeighbour, TcoPing, TcoPong, TcoSubscribe, TcoSuspect, TcoTable, TopicSet
+from pubsub.tco.messages import (
+    TcoNotNeighbour,
+    TcoPing,
+    TcoPong,
+    TcoSubscribe,
+    TcoSuspect,
+    TcoTable,
+    TopicSet,
+    table_digest,
+)
 
 #: Timeouts between two reminders of a node whose table agrees (`TcoSubscribe.refresh`).
 REFRESH_EVERY = 20
@@ -73,7 +84,10 @@ class TcoOverlay:
         self.asking = not refresh
         self._quiet = 0
         topics = TopicSet(tuple(sorted(self.wanted_topics)))
-        return [Send(self.supervisor, TcoSubscribe(self.ref, topics, refresh))]
+        held = table_digest(
+            self.table_topics or (), self.table_neighbours.items(), self.backups, self.primaries
+        ) if refresh else 0
+        return [Send(self.supervisor, TcoSubscribe(self.ref, topics, refresh, held))]
 
     def _changed(self) -> list[Send]:
         """Our topics changed: ask now, or -- while a request is unanswered -- when its

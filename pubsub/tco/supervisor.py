@@ -63,6 +63,7 @@ from pubsub.tco.messages import (
     TcoSuspect,
     TcoTable,
     TopicSet,
+    table_digest,
 )
 
 #: Timeouts between two audits of the record.
@@ -140,7 +141,8 @@ class TcoSupervisor:
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_REPAIRS)
         self._repairs: deque[dict[str, Any]] = deque(maxlen=10 * RECENT_REPAIRS)
         #: joins, leaves, changes, crashes_detected, suspects, edges_added, edges_removed,
-        #: repairs_widened, tables_sent, audits, audit_repairs, refused_subscribes.
+        #: repairs_widened, tables_sent, audits, audit_repairs, refused_subscribes, stale_tables
+        #: (a reminder whose table differs from the record's).
         self.counters: Counter[str] = Counter()
 
     @property
@@ -152,7 +154,7 @@ class TcoSupervisor:
     def handle(self, msg: Message, now: float) -> list[Send]:
         if isinstance(msg, TcoSubscribe):
             self.probes.alive(msg.ref)  # it speaks: it is alive
-            self._subscribe(msg.ref, frozenset(msg.topics), msg.refresh)
+            self._subscribe(msg.ref, frozenset(msg.topics), msg.table if msg.refresh else None)
         elif isinstance(msg, TcoSuspect):
             self._suspect(msg.suspect, now)
             self._unknown(msg.ref)
@@ -190,10 +192,14 @@ class TcoSupervisor:
         return self._settle()
 
     # ------------------------------------------------------------------ membership and repairs
-    def _subscribe(self, ref: Ref, topics: frozenset[str], refresh: bool = False) -> None:
+    def _subscribe(self, ref: Ref, topics: frozenset[str], reminder: int | None = None) -> None:
+        """`reminder`: the digest of the table a reminding node holds (None: a request)."""
         known = ref in self.overlay.topics
-        if refresh and known and self.overlay.topics[ref] == topics:
-            return  # the record agrees with the reminder: nothing to say
+        if reminder is not None and known and self.overlay.topics[ref] == topics:
+            table = self.table(ref)
+            if reminder == table_digest(table.topics or (), table.neighbours, table.backups, table.primaries):
+                return  # the node holds what the record gives it: nothing to say
+            self.counters["stale_tables"] += 1
         if not topics:
             if known:
                 self.counters["leaves"] += 1
@@ -268,6 +274,8 @@ class TcoSupervisor:
         for change in ("added", "removed"):
             out.append(("pubsub_tco_repair_edges", "Edges repairs added or removed.", "counter", {"change": change},
                         counters[f"edges_{change}"]))
+        out.append(("pubsub_tco_stale_tables", "Reminders from nodes holding another table than the record's "
+                    "(each answered with the table).", "counter", {}, counters["stale_tables"]))
         out.append(("pubsub_tco_repairs_widened", "Repairs that had to widen past the shadow set.", "counter", {},
                     counters["repairs_widened"]))
         return out
