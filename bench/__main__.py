@@ -18,6 +18,10 @@
     python -m bench tco [options]                 paper 001 §VI (Figs. 2-8) on the tco cores, beside
                                                   the paper's numbers; not in the default run
                                                   (--quick: about a minute; the paper's size: long)
+    python -m bench overlays [options]            skip ring, clique and tco side by side on paper 001's
+                                                  workload in the simulator: peers, edges, diameters,
+                                                  publications, repairs, idle cost; not in the default
+                                                  run (--quick: about a minute)
 
 `--quick` works in every form.  Options other than --quick need a benchmark name
 (`python -m bench skipring --help`, `python -m bench antientropy --help`).
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import sys
 
-from bench import antientropy, dissemination, endtoend, matching, scale, scot, skipring, tco, topics
+from bench import antientropy, dissemination, endtoend, matching, overlays, scale, scot, skipring, tco, topics
 
 BENCHMARKS = {
     "skipring": skipring.main,
@@ -39,11 +43,13 @@ BENCHMARKS = {
     "scot": scot.main,
     "topics": topics.main,
     "tco": tco.main,
+    "overlays": overlays.main,
 }
 #: Run only when named: `python -m bench topics` joins 4 nodes to 1,000 topics (4 to 10 minutes
 #: on a shared 2-core machine).
 #: `python -m bench tco` at the paper's size recomputes Low-ODA on 2,000 nodes many times.
-SEPARATE = {"topics", "tco"}
+#: `python -m bench overlays` simulates three overlays on paper 001's workload (--quick: minutes).
+SEPARATE = {"topics", "tco", "overlays"}
 
 
 def main(argv: list[str] | None = None) -> None:
