@@ -17,7 +17,7 @@
                                                   not in the default run (5 to 10 minutes)
     python -m bench tco [options]                 paper 001 §VI (Figs. 2-8) on the tco cores, beside
                                                   the paper's numbers; not in the default run
-                                                  (--quick: about a minute; the paper's size: long)
+                                                  (--quick: seconds; the paper's size: about 17 min)
     python -m bench overlays [options]            skip ring, clique and tco side by side on paper 001's
                                                   workload in the simulator: peers, edges, diameters,
                                                   publications, repairs, idle cost; not in the default
