@@ -57,6 +57,8 @@ from tests.cluster_checks import referenced
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
+#: The override for the overlays that run one supervisor (clique, tco).
+ONE_SUPERVISOR = ROOT / "deploy" / "compose.one-supervisor.yml"
 SETUP = ROOT / "deploy" / "podman-setup.sh"
 IMAGE = "localhost/pubsub-skipring:latest"
 PROMETHEUS_IMAGE = "localhost/pubsub-prometheus:bookworm"
@@ -149,15 +151,16 @@ def podman_env() -> dict[str, str]:
 class Compose:
     """One compose project: podman-compose and podman commands, bounded in time."""
 
-    def __init__(self, env: Mapping[str, str], project: str) -> None:
+    def __init__(self, env: Mapping[str, str], project: str, files: Sequence[Path] = (COMPOSE_FILE,)) -> None:
         self.project = project
         self.env = dict(env)
+        self.files = list(files)
 
     def compose(
         self, *args: str, timeout: float = 180.0, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-m", "podman_compose", "-p", self.project,
-                   "-f", str(COMPOSE_FILE), *args]
+                   *(arg for file in self.files for arg in ("-f", str(file))), *args]
         return self._run(command, timeout, check)
 
     def podman(
@@ -250,10 +253,8 @@ class Compose:
         self.podman("network", "rm", "-f", f"{self.project}_default", check=False)
 
 
-@pytest.fixture
-def compose(podman_env: dict[str, str]) -> Iterator[Compose]:
+def project(podman_env: Mapping[str, str], files: Sequence[Path] = (COMPOSE_FILE,), **extra: str) -> Iterator[Compose]:
     """A compose project with a unique name, torn down (down -v) whatever happens."""
-    project = f"pubsubtest{uuid.uuid4().hex[:10]}"
     env = dict(podman_env)
     env.update(
         PUBSUB_IMAGE=IMAGE,
@@ -262,14 +263,27 @@ def compose(podman_env: dict[str, str]) -> Iterator[Compose]:
         PUBSUB_TOPICS=TOPIC,
         PUBSUB_TIMEOUT_INTERVAL="0.2",
         PUBSUB_ANALYSIS_ARGS="--until-idle 900 --trigger 5",
+        **extra,
     )
-    c = Compose(env, project)
+    c = Compose(env, f"pubsubtest{uuid.uuid4().hex[:10]}", files)
     try:
         yield c
     finally:
         c.tear_down()
     left = c.leftovers()
     assert not left, f"left behind after down -v: {left}"
+
+
+@pytest.fixture
+def compose(podman_env: dict[str, str]) -> Iterator[Compose]:
+    """docker-compose.yml as it is: the skip ring, three sharded supervisors."""
+    yield from project(podman_env)
+
+
+@pytest.fixture
+def tco_compose(podman_env: dict[str, str]) -> Iterator[Compose]:
+    """The tco overlay by its variable, with the one-supervisor override (README)."""
+    yield from project(podman_env, (COMPOSE_FILE, ONE_SUPERVISOR), PUBSUB_OVERLAY="tco")
 
 
 # --- checks ------------------------------------------------------------------------------------
@@ -470,6 +484,84 @@ def test_compose_cluster_under_podman(compose: Compose, tmp_path: Path) -> None:
         return []
 
     poll(analysed, ANALYSIS_TIMEOUT, "the analysis service's summary", 3.0)
+
+
+def tco_problems(c: Compose, via: str, wanted: Sequence[str]) -> list[str]:
+    """Why the node containers `wanted` do not hold the supervisor's tco overlay of TOPIC
+    ([] if they do): the supervisor's tables are exactly theirs, each node mirrors its table
+    and reaches its neighbours, every edge is held from both ends, and the edges connect the
+    topic's subscribers (the independent checker, tests/tco/checker.py); then the overlay's
+    own check."""
+    from pubsub.kernel import registry
+    from tests.tco.checker import split_topics
+
+    bodies = c.statuses(via, [SUPERVISOR, *wanted])
+    sup = bodies[SUPERVISOR]
+    if "error" in sup:
+        return [f"supervisor: {sup['error']}"]
+    if sup.get("overlay") != "tco":
+        return [f"the supervisor runs {sup.get('overlay')}, not tco"]
+    tables = sup.get("tables") or {}
+    problems = [] if set(tables) == set(wanted) else [f"the supervisor holds tables of {sorted(tables)}"]
+    edges: set[tuple[str, str]] = set()
+    states: dict[str, Any] = {}
+    for ref in wanted:
+        body = bodies[ref]
+        if "error" in body:
+            problems.append(f"{ref}: {body['error']}")
+            continue
+        if body.get("neighbours") != (tables.get(ref) or {}).get("neighbours"):
+            problems.append(f"{ref} holds {body.get('neighbours')}, its table {tables.get(ref)}")
+        state = (body.get("topics") or {}).get(TOPIC) or {}
+        if not state.get("configured") or state.get("unreachable"):
+            problems.append(f"{ref}: {TOPIC} is not configured or cannot reach a neighbour: {state}")
+        states[ref] = state
+        for other in body.get("neighbours") or {}:
+            if ref not in (bodies.get(other, {}).get("neighbours") or {}):
+                problems.append(f"{ref} holds {other}, which does not hold it back")
+            edges.add((min(ref, other), max(ref, other)))
+    if not problems:
+        split = split_topics({ref: [TOPIC] for ref in wanted}, edges)
+        if split:
+            problems.append(f"the nodes' edges split {TOPIC}: {split}")
+        problems += registry.overlay("tco").legitimate(sup, states, TOPIC)
+    return problems
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(SETUP_TIMEOUT + 600)
+def test_tco_compose_cluster_under_podman(tco_compose: Compose) -> None:
+    """`PUBSUB_OVERLAY=tco` with the one-supervisor override: one supervisor and 4 node
+    containers of the tco overlay; the nodes learn the overlay from their supervisor and
+    mirror its tables, which connect the topic; publications through the cli container reach
+    every node; a killed node container is repaired around and the next publication reaches
+    the other three."""
+    c = tco_compose
+    c.compose("up", "-d", "--scale", f"node={N_NODES}", timeout=300)
+    supervisors = c.containers("supervisor") + c.containers("supervisor-2") + c.containers("supervisor-3")
+    assert len(supervisors) == 1, f"the override runs one supervisor: {supervisors}"
+    sup = supervisors[0]
+    nodes = c.containers("node")
+    assert len(nodes) == N_NODES, nodes
+    refs = {name: f"{c.ip(name)}:{NODE_PORT}" for name in nodes}
+
+    def settled(wanted: Sequence[str]) -> None:
+        poll(lambda: tco_problems(c, sup, wanted), CONVERGE_TIMEOUT,
+             f"the tco overlay over {len(wanted)} node containers", 1.0)
+
+    settled(list(refs.values()))
+    status = c.cli("pubsub", "status", "--node", refs[nodes[0]])
+    assert "tco table: degree" in status and "NEIGHBOUR" in status, status
+    keys = {publish(c, f"node:{NODE_PORT}", "tco through node:7001")["key"],
+            publish(c, refs[nodes[0]], "tco through a node's address")["key"]}
+    wait_for_deliveries(c, sup, list(refs.values()), keys)
+
+    victim = nodes[1]
+    c.podman("kill", victim)
+    alive = [refs[n] for n in nodes if n != victim]
+    settled(alive)
+    keys.add(publish(c, refs[nodes[0]], "tco after the crash")["key"])
+    wait_for_deliveries(c, sup, alive, keys)
 
 
 # --- without podman ------------------------------------------------------------------------------
