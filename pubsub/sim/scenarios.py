@@ -13,6 +13,8 @@ applies them to running daemons.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
+from typing import TypeVar
 
 from pubsub.kernel.message import Ref, Topic
 from pubsub.sim.world import SUPERVISOR, Simulation
@@ -21,6 +23,33 @@ from pubsub.skipring.corruption import belief, corrupt_label, junk, plant
 from pubsub.skipring.labels import l
 from pubsub.skipring.messages import Contact
 from pubsub.skipring.supervisor.corruption import corrupt_database
+
+T = TypeVar("T")
+
+
+def random_pairs(rng: random.Random, nodes: Sequence[T]) -> list[tuple[T, T]]:
+    """The unoriented edges of the knowledge graph `corrupted_start` plants, in the order
+    drawn: a random spanning tree (each node after the first tied to a uniformly chosen
+    earlier one) and, for more than two nodes, len(nodes) // 2 further pairs of distinct
+    nodes (repeats possible)."""
+    edges = [(nodes[i], nodes[rng.randrange(i)]) for i in range(1, len(nodes))]
+    for _ in range(len(nodes) // 2 if len(nodes) > 2 else 0):
+        a, b = rng.sample(nodes, 2)
+        edges.append((a, b))
+    return edges
+
+
+def orient(rng: random.Random, a: T, b: T) -> tuple[T, T]:
+    """One edge of the knowledge graph as (holder, held): who knows whom, either way with
+    probability 1/2, so that the graph is only weakly connected."""
+    return (a, b) if rng.random() < 0.5 else (b, a)
+
+
+def weakly_connected_graph(rng: random.Random, nodes: Sequence[T]) -> list[tuple[T, T]]:
+    """The directed knowledge graph of `corrupted_start` alone, without any skip-ring state:
+    edges (holder, held), weakly connected, drawn as there (`random_pairs`, then `orient`
+    for each).  Paper 004's pairing starts from it (`pubsub.sim.pairing`)."""
+    return [orient(rng, a, b) for a, b in random_pairs(rng, nodes)]
 
 
 def fresh_start(sim: Simulation, n: int, topic: Topic) -> list[Ref]:
@@ -45,12 +74,8 @@ def corrupted_start(sim: Simulation, n: int, topic: Topic, rng: random.Random) -
     def believe(ref: Ref) -> Contact:
         return belief(rng, ref, states[ref].label, n)
 
-    edges = [(refs[i], refs[rng.randrange(i)]) for i in range(1, n)]  # a random spanning tree
-    for _ in range(n // 2 if n > 2 else 0):
-        a, b = rng.sample(refs, 2)
-        edges.append((a, b))
-    for a, b in edges:
-        holder, held = (a, b) if rng.random() < 0.5 else (b, a)  # weakly connected only
+    for a, b in random_pairs(rng, refs):
+        holder, held = orient(rng, a, b)  # weakly connected only
         plant(states[holder], held, rng, n, believe)
 
     corrupt_database(sim.supervisor._db(topic), refs, rng, n)
