@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from broker.cores.language.filters import Filter
 from broker.cores.language.predicates import Predicate
 from broker.cores.messages import Attrs
+from pubsub.clique import messages as clique_messages  # noqa: F401  every overlay's kinds, whatever ran first
 from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Hello, Reply
 from pubsub.kernel.message import MESSAGE_TYPES, Message, Ref, Topic
@@ -37,6 +38,7 @@ from pubsub.publications.messages import (
 from pubsub.publications.trie import TrieLabel, publication_key
 from pubsub.skipring.labels import Label
 from pubsub.skipring.messages import Contact, Ping, SetData
+from pubsub.tco import messages as tco_messages  # noqa: F401
 
 # --- strategies derived from the message annotations -------------------------------------------
 topics = st.text(
@@ -132,6 +134,8 @@ def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
         return st.lists(strategy_for(args[0]), max_size=4)
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
         return st.lists(strategy_for(args[0]), max_size=4).map(tuple)
+    if origin is tuple:  # a fixed-length tuple, e.g. tco's (reference, topics) pairs
+        return st.tuples(*(strategy_for(arg) for arg in args))
     if origin is Literal:
         return st.sampled_from(args)
     if origin is dict:
