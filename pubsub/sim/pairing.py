@@ -177,6 +177,7 @@ def sync_phase(graph: Graph, rng: random.Random, *, index: int = 1, sends_per_ro
     limit = max_rounds if max_rounds is not None else 20 * (max(degree.values(), default=0) + 4)
     knowledge = _Knowledge(graph)
     queues: dict[NodeId, deque[Message]] = {u: deque() for u in nodes}
+    busy: set[NodeId] = set()  # the nodes with sends queued
     inbox: dict[NodeId, list[Message]] = {}
     messages: Counter[str] = Counter()
     contention = dict.fromkeys(nodes, 0)
@@ -186,14 +187,18 @@ def sync_phase(graph: Graph, rng: random.Random, *, index: int = 1, sends_per_ro
         rounds += 1
         if rounds > limit:
             raise ModelViolation(f"phase {index}: still busy after {limit} rounds")
-        for u, node in nodes.items():
-            if rounds == 1:
+        if rounds == 1:
+            for u, node in nodes.items():
                 queues[u].extend(begin(node, rng))
-            for msg in inbox.get(u, ()):
-                queues[u].extend(handle(node, msg))
+        for v, arrived in inbox.items():  # each node touches only itself: the order is immaterial
+            node = nodes[v]
+            for msg in arrived:
+                queues[v].extend(handle(node, msg))
+        busy.update(u for u in (nodes if rounds == 1 else inbox) if queues[u])
         inbox = {}
         sent = 0
-        for queue in queues.values():
+        for u in sorted(busy):  # senders in identity order, so each inbox is in a fixed order
+            queue = queues[u]
             budget = len(queue) if sends_per_round == 0 else min(sends_per_round, len(queue))
             for _ in range(budget):
                 msg = queue.popleft()
@@ -201,13 +206,15 @@ def sync_phase(graph: Graph, rng: random.Random, *, index: int = 1, sends_per_ro
                 inbox.setdefault(msg.receiver, []).append(msg)
                 messages[msg.kind.value] += 1
                 sent += 1
+            if not queue:
+                busy.discard(u)
         for v, arrived in inbox.items():
             contention[v] = max(contention[v], len(arrived))
             for msg in arrived:
                 knowledge.learn(msg)
         if sent:
             last_send = rounds
-        elif not any(queues.values()):
+        else:
             break
     return _phase(index, graph, nodes, messages, float(last_send), degree, contention)
 
