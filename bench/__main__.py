@@ -22,6 +22,11 @@
                                                   workload in the simulator: peers, edges, diameters,
                                                   publications, repairs, idle cost; not in the default
                                                   run (--quick: about a minute)
+    python -m bench pairing [options]             paper 004's pairing (§3.1) in the simulator, synchronous
+                                                  and asynchronous: fraction paired, messages, contention
+                                                  against d and phases against log2 n, n = 64 .. 16,384;
+                                                  not in the default run (about 5 min; --quick: n to
+                                                  1,024, seconds)
 
 `--quick` works in every form.  Options other than --quick need a benchmark name
 (`python -m bench skipring --help`, `python -m bench antientropy --help`).
@@ -31,7 +36,7 @@ from __future__ import annotations
 
 import sys
 
-from bench import antientropy, dissemination, endtoend, matching, overlays, scale, scot, skipring, tco, topics
+from bench import antientropy, dissemination, endtoend, matching, overlays, pairing, scale, scot, skipring, tco, topics
 
 BENCHMARKS = {
     "skipring": skipring.main,
@@ -44,12 +49,14 @@ BENCHMARKS = {
     "topics": topics.main,
     "tco": tco.main,
     "overlays": overlays.main,
+    "pairing": pairing.main,
 }
 #: Run only when named: `python -m bench topics` joins 4 nodes to 1,000 topics (4 to 10 minutes
 #: on a shared 2-core machine).
 #: `python -m bench tco` at the paper's size recomputes Low-ODA on 2,000 nodes many times.
 #: `python -m bench overlays` simulates three overlays on paper 001's workload (--quick: minutes).
-SEPARATE = {"topics", "tco", "overlays"}
+#: `python -m bench pairing` is paper 004's pairing alone, measured up to 16,384 nodes.
+SEPARATE = {"topics", "tco", "overlays", "pairing"}
 
 
 def main(argv: list[str] | None = None) -> None:
