@@ -20,6 +20,8 @@ from pubsub.kernel import wire
 from pubsub.kernel.control import ErrorReply, Hello, Reply
 from pubsub.kernel.message import MESSAGE_TYPES, Message, Ref, Topic
 from pubsub.kernel.wire import WireError, decode, encode
+from pubsub.omen import messages as omen_messages  # noqa: F401
+from pubsub.omen.views import Descriptor
 from pubsub.publications import fields
 from pubsub.publications.messages import (
     CertificateDer,
@@ -129,6 +131,11 @@ def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
         return digests
     if annotation is Publication:
         return publications
+    if annotation is Descriptor:
+        return st.builds(
+            Descriptor, refs, st.frozensets(topics, max_size=4), st.frozensets(refs, max_size=4),
+            st.integers(wire.INT64_MIN, wire.INT64_MAX),
+        )
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is list:
         return st.lists(strategy_for(args[0]), max_size=4)

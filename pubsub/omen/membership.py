@@ -1,0 +1,75 @@
+"""The `omen` supervisor's core: membership only (paper 003 assumes a DHT and a failure
+detector; the supervisor stands in for both, §3.1, §3.3).
+
+It keeps the identifier circle of the live nodes and their topics.  On a join, a graceful
+leave or a detected crash it
+
+* puts the node on the circle or takes it off,
+* sends the churn event (`OmenChurn`) to the node's L successors, and
+* sends `OmenMembership` (L predecessors, L successors) to every node whose ranges changed:
+  the L nodes on either side of the event, and the joiner.
+
+So one event costs it L + at most 2L + 1 messages, whatever the number of nodes (the issue's
+O(L)).  It never sends edges or views.  A repeated join of a node already on the circle (a
+node re-sending `OmenJoin` until it holds its membership) is answered with its membership
+alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pubsub.kernel.message import Ref, Send
+from pubsub.omen.circle import Circle, hashed
+from pubsub.omen.messages import OmenChurn, OmenMembership, Refs, Topics
+from pubsub.tco.graph import Node, Topic
+
+
+class Membership:
+    """The circle, the nodes' topics, and the events sent."""
+
+    def __init__(self, resilience: int, position: Callable[[Node], int] = hashed) -> None:
+        if resilience < 1:
+            raise ValueError(f"L, the resilience factor, is at least 1, not {resilience}")
+        self.resilience = resilience
+        self.circle = Circle(position=position)
+        self.topics: dict[Node, frozenset[Topic]] = {}
+        self.sequence = 0
+        self.sent_per_event: list[int] = []
+
+    def join(self, node: Node, topics: frozenset[Topic]) -> list[Send]:
+        if node in self.circle:
+            return [self._membership(node)]
+        self.circle.add(node)
+        self.topics[node] = frozenset(topics)
+        return self._event("join", node, self.topics[node], extra=[node])
+
+    def leave(self, node: Node) -> list[Send]:
+        """A graceful leave or a detected crash (the same event, §3.1)."""
+        if node not in self.circle:
+            return []
+        self.circle.remove(node)
+        topics = self.topics.pop(node, frozenset())
+        return self._event("leave", node, topics, extra=[])
+
+    def _event(self, kind: str, node: Node, topics: frozenset[Topic], extra: list[Node]) -> list[Send]:
+        self.sequence += 1
+        event = OmenChurn(f"{self.sequence}:{node}", "join" if kind == "join" else "leave", Ref(node),
+                          Topics(tuple(sorted(topics))))
+        succs = self.circle.successors(node, self.resilience)
+        out = [Send(Ref(s), event) for s in succs]
+        around = set(succs) | set(self.circle.predecessors(node, self.resilience)) | set(extra)
+        out += [self._membership(n) for n in sorted(around) if n in self.circle]
+        self.sent_per_event.append(len(out))
+        return out
+
+    def _membership(self, node: Node) -> Send:
+        L = self.resilience
+        return Send(Ref(node), OmenMembership(
+            Refs(tuple(Ref(p) for p in self.circle.predecessors(node, L))),
+            Refs(tuple(Ref(s) for s in self.circle.successors(node, L))),
+        ))
+
+    def membership_of(self, node: Node) -> Send:
+        """The node's membership message (the periodic round robin, and a new supervisor)."""
+        return self._membership(node)

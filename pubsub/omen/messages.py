@@ -1,0 +1,167 @@
+"""The `omen` overlay's messages (paper 003 §3-§5).
+
+Supervisor -> node (the supervisor stands in for the DHT and the failure detector that
+OMen assumes, and keeps membership only: it never sends edges or views):
+
+* `OmenMembership`: the receiver's L predecessors and L successors on the identifier circle;
+* `OmenChurn`: a churn event, sent to the L successors of its node.
+
+Node -> supervisor: `OmenJoin` (a node and its topics), `OmenLeave` (a graceful leave).
+
+Node <-> node: `OmenGossip` (T-Man's buffers, Alg. 3), `OmenShuffle` (the peer-sampling
+shuffle), the coordinator's `OmenShadowRequest` / `OmenShadowAnswer` (the shadow set's
+current topics and neighbours), `OmenEdges` / `OmenEdgesAck` (the new edges, sent to both
+endpoints until acknowledged, and the departed node to drop) and `OmenDone` (notifySuccRange,
+Alg. 6: the repair of an event is complete).
+
+A descriptor travels as [reference, topics, neighbours, version]; the codec checks each
+field's shape and bounds.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NewType
+
+from pubsub.kernel.message import Message, Ref, message
+from pubsub.kernel.wire import WireError, register_field_type, short, validate_int, validate_ref, validate_topic
+from pubsub.omen.views import Descriptor
+
+#: Most topics of one node, most references in one list, most descriptors in one message.
+MAX_TOPICS = 1024
+MAX_REFS = 1024
+MAX_DESCRIPTORS = 4096
+
+Refs = NewType("Refs", tuple[Ref, ...])
+Topics = NewType("Topics", tuple[str, ...])
+Descriptors = NewType("Descriptors", tuple[Descriptor, ...])
+
+
+def validate_refs(value: object) -> Refs:
+    if not isinstance(value, (list, tuple)) or len(value) > MAX_REFS:
+        raise WireError("bad_field", f"references must be a list of at most {MAX_REFS}, got {short(value)}")
+    return Refs(tuple(validate_ref(item) for item in value))
+
+
+def validate_topics(value: object) -> Topics:
+    if not isinstance(value, (list, tuple)) or len(value) > MAX_TOPICS:
+        raise WireError("bad_field", f"topics must be a list of at most {MAX_TOPICS} names, got {short(value)}")
+    topics = tuple(validate_topic(item) for item in value)
+    if len(set(topics)) != len(topics):
+        raise WireError("bad_field", "a topic list names a topic twice")
+    return Topics(tuple(sorted(topics)))
+
+
+def validate_descriptors(value: object) -> Descriptors:
+    if not isinstance(value, (list, tuple)) or len(value) > MAX_DESCRIPTORS:
+        raise WireError(
+            "bad_field", f"descriptors must be a list of at most {MAX_DESCRIPTORS}, got {short(value)}"
+        )
+    found = []
+    for item in value:
+        if not isinstance(item, (list, tuple)) or len(item) != 4:
+            raise WireError("bad_field", f"a descriptor is [reference, topics, neighbours, version], got {short(item)}")
+        ref, topics, neighbours, version = item
+        found.append(Descriptor(
+            validate_ref(ref), frozenset(validate_topics(topics)), frozenset(validate_refs(neighbours)),
+            validate_int(version),
+        ))
+    return Descriptors(tuple(found))
+
+
+def encode_descriptors(value: Descriptors) -> list[list[object]]:
+    return [[d.node, sorted(d.topics), sorted(d.neighbours), d.version] for d in value]
+
+
+register_field_type(Refs, validate_refs, list)
+register_field_type(Topics, validate_topics, list)
+register_field_type(Descriptors, validate_descriptors, encode_descriptors)
+
+
+@message("omen_join")
+class OmenJoin(Message):
+    """Node -> supervisor: `ref` joins with `topics` (again on every Timeout until it holds
+    its membership)."""
+
+    ref: Ref
+    topics: Topics
+
+
+@message("omen_leave")
+class OmenLeave(Message):
+    """Node -> supervisor: `ref` leaves gracefully."""
+
+    ref: Ref
+
+
+@message("omen_membership")
+class OmenMembership(Message):
+    """Supervisor -> node: the receiver's L predecessors and L successors, nearest first."""
+
+    preds: Refs
+    succs: Refs
+
+
+@message("omen_churn")
+class OmenChurn(Message):
+    """Supervisor -> node: a churn event at `node` (`id` unique; `change` is its kind), for
+    the L successors of `node`."""
+
+    id: str
+    change: Literal["join", "leave"]
+    node: Ref
+    topics: Topics
+
+
+@message("omen_gossip")
+class OmenGossip(Message):
+    """Node -> node: a T-Man buffer (Alg. 3); `reply` marks the passive thread's answer."""
+
+    descriptors: Descriptors
+    reply: bool = False
+
+
+@message("omen_shuffle")
+class OmenShuffle(Message):
+    """Node -> node: a peer-sampling shuffle (`pubsub.omen.sampling`)."""
+
+    descriptors: Descriptors
+    reply: bool = False
+
+
+@message("omen_shadow_request")
+class OmenShadowRequest(Message):
+    """Coordinator -> shadow node: your current descriptor, for event `event`."""
+
+    event: str
+
+
+@message("omen_shadow_answer")
+class OmenShadowAnswer(Message):
+    """Shadow node -> coordinator: its descriptor (one) for event `event`."""
+
+    event: str
+    descriptors: Descriptors
+
+
+@message("omen_edges")
+class OmenEdges(Message):
+    """Coordinator -> endpoint: for event `event`, add edges to `add` and drop `drop`."""
+
+    event: str
+    add: Refs
+    drop: Refs
+
+
+@message("omen_edges_ack")
+class OmenEdgesAck(Message):
+    """Endpoint -> coordinator: `ref` holds the edges of event `event`."""
+
+    event: str
+    ref: Ref
+
+
+@message("omen_done")
+class OmenDone(Message):
+    """Coordinator -> the L-successor range: event `event` is repaired (gcChurnEvent)."""
+
+    event: str
