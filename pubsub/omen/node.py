@@ -56,6 +56,8 @@ from pubsub.tco.lowoda import DEFAULT_RHO
 DEFAULT_L = 2
 DEFAULT_FETCH_TIMEOUT = 3
 DEFAULT_EDGE_TRIES = 5
+#: Shadow requests remembered (an edge message must follow one).
+ASKED_REMEMBERED = 1024
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,8 @@ class Counters:
     left_out: int = 0
     given_up: int = 0
     refused: int = 0
+    #: The longest an event waited in exeQ before its repair began (Timeouts).
+    longest_wait: int = 0
 
 
 class OmenNode:
@@ -130,6 +134,8 @@ class OmenNode:
         self.repairing: Repairing | None = None
         self.counters = Counters()
         self._shuffled: list[Descriptor] = []
+        #: (coordinator, event) pairs I answered a shadow request of, newest last.
+        self.asked: dict[tuple[Node, str], None] = {}
         #: Ready-timeout overruns are `queue.unready`; the largest predecessor count held.
         self.most_views_held = 0
 
@@ -178,6 +184,9 @@ class OmenNode:
         if isinstance(msg, OmenShuffle):
             return self._shuffle(sender, msg)
         if isinstance(msg, OmenShadowRequest):
+            self.asked[(sender, msg.event)] = None
+            while len(self.asked) > ASKED_REMEMBERED:
+                del self.asked[next(iter(self.asked))]
             return [Send(Ref(sender), OmenShadowAnswer(msg.event, Descriptors((self.descriptor(),))))]
         if isinstance(msg, OmenShadowAnswer):
             r = self.repairing
@@ -264,6 +273,12 @@ class OmenNode:
 
     # ------------------------------------------------------------------ edges from a coordinator
     def _edges(self, sender: Node, msg: OmenEdges) -> list[Send]:
+        """Edges from a coordinator: only one that asked me for my descriptor for this
+        event is one (a coordinator always fetches its shadow set first); anything else is
+        refused and counted."""
+        if (sender, msg.event) not in self.asked:
+            self.counters.refused += 1
+            return []
         return [*self._apply(msg), Send(Ref(sender), OmenEdgesAck(msg.event, self.me))]
 
     def _apply(self, msg: OmenEdges) -> list[Send]:
@@ -301,6 +316,7 @@ class OmenNode:
 
     def _start(self, event: ChurnEvent, now: int) -> list[Send]:
         v = event.node
+        self.counters.longest_wait = max(self.counters.longest_wait, now - self.queue.exe[event.id].localtime)
         shadow = set(self.view.B.get(v, []))
         shadow |= {v} if event.kind == "join" else set(self.view.N.get(v, frozenset()))
         if event.kind == "leave":

@@ -139,7 +139,9 @@ class OmenSim:
                 found.append(f"{node} holds standby events")
         if any(True for _ in self.queue.pending(DETECT)):
             found.append("a crash is not yet detected")
-        flying = Counter(m.kind for _, dest, m in self.queue.pending(DELIVER) if m.kind not in PERIODIC and dest in self.alive)
+        flying = Counter(
+            m.kind for _, dest, m in self.queue.pending(DELIVER) if m.kind not in PERIODIC and dest in self.alive
+        )
         if flying:
             found.append(f"in flight: {dict(flying)}")
         return found
