@@ -27,6 +27,10 @@
                                                   against d and phases against log2 n, n = 64 .. 16,384;
                                                   not in the default run (about 5 min; --quick: n to
                                                   1,024, seconds)
+    python -m bench omen [options]                paper 003 §6 (Figs. 8-12, §6.3) on the omen cores in
+                                                  the simulator, beside the paper's numbers, on a
+                                                  synthetic stand-in workload; not in the default run
+                                                  (--quick: minutes)
 
 `--quick` works in every form.  Options other than --quick need a benchmark name
 (`python -m bench skipring --help`, `python -m bench antientropy --help`).
@@ -36,7 +40,20 @@ from __future__ import annotations
 
 import sys
 
-from bench import antientropy, dissemination, endtoend, matching, overlays, pairing, scale, scot, skipring, tco, topics
+from bench import (
+    antientropy,
+    dissemination,
+    endtoend,
+    matching,
+    omen,
+    overlays,
+    pairing,
+    scale,
+    scot,
+    skipring,
+    tco,
+    topics,
+)
 
 BENCHMARKS = {
     "skipring": skipring.main,
@@ -50,13 +67,15 @@ BENCHMARKS = {
     "tco": tco.main,
     "overlays": overlays.main,
     "pairing": pairing.main,
+    "omen": omen.main,
 }
 #: Run only when named: `python -m bench topics` joins 4 nodes to 1,000 topics (4 to 10 minutes
 #: on a shared 2-core machine).
 #: `python -m bench tco` at the paper's size recomputes Low-ODA on 2,000 nodes many times.
 #: `python -m bench overlays` simulates three overlays on paper 001's workload (--quick: minutes).
 #: `python -m bench pairing` is paper 004's pairing alone, measured up to 16,384 nodes.
-SEPARATE = {"topics", "tco", "overlays", "pairing"}
+#: `python -m bench omen` simulates OMen under churn, several runs per λ.
+SEPARATE = {"topics", "tco", "overlays", "pairing", "omen"}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -112,6 +112,7 @@ class OmenNode:
         rng: random.Random,
         position: Callable[[Node], int] = hashed,
         global_overlay: Callable[[], TopicOverlay] | None = None,
+        global_candidates: Callable[[], list[Descriptor]] | None = None,
     ) -> None:
         self.me = me
         self.settings = settings
@@ -119,6 +120,8 @@ class OmenNode:
         self.position = position
         #: The whole overlay, for ``global`` connectivity (the simulator's; OMen-G).
         self.global_overlay = global_overlay
+        #: Every live node's descriptor, for OMen-G's global view (the simulator's).
+        self.global_candidates = global_candidates
         self.topics = frozenset(topics)
         self.neighbours: set[Node] = set()
         self.version = 0
@@ -178,7 +181,8 @@ class OmenNode:
             return self._work(now)
         if isinstance(msg, OmenGossip):
             out = [] if msg.reply else [Send(Ref(sender), OmenGossip(Descriptors(tuple(self.tman.buffer())), True))]
-            self.tman.on_buffer(list(msg.descriptors), self.rng)
+            extra = self.global_candidates() if self.global_candidates is not None else []
+            self.tman.on_buffer([*msg.descriptors, *extra], self.rng)
             self._note_views()
             return out
         if isinstance(msg, OmenShuffle):

@@ -26,6 +26,7 @@ from pubsub.kernel.message import Message, Ref, Send
 from pubsub.omen.membership import Membership
 from pubsub.omen.messages import OmenChurn, OmenDone
 from pubsub.omen.node import OmenNode, Settings
+from pubsub.omen.views import Descriptor
 from pubsub.sim.engine import EventQueue
 from pubsub.tco.graph import Node, Topic, TopicOverlay
 from pubsub.tco.lowoda import low_oda
@@ -55,6 +56,8 @@ class OmenSim:
     delay: tuple[float, float] = (0.05, 0.5)
     detect: float = 3.0
     start: str = "lowoda"
+    #: OMen-G (paper 003 Table 3): every node's view draws on every live node's descriptor.
+    global_view: bool = False
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -78,8 +81,10 @@ class OmenSim:
 
     # ------------------------------------------------------------------ the world
     def _add(self, node: Node, topics: frozenset[Topic]) -> None:
-        self.nodes[node] = OmenNode(Ref(node), topics, self.settings, random.Random(self.rng.random()),
-                                    global_overlay=self.overlay)
+        self.nodes[node] = OmenNode(
+            Ref(node), topics, self.settings, random.Random(self.rng.random()), global_overlay=self.overlay,
+            global_candidates=self.descriptors if self.global_view else None,
+        )
         self.alive.add(node)
         self.queue.schedule(self.queue.now + self.rng.random(), TIMEOUT, node)
 
@@ -164,6 +169,10 @@ class OmenSim:
                 if other in self.alive and node in self.nodes[other].neighbours and node < other:
                     g.add_edge(node, other)
         return g
+
+    def descriptors(self) -> list[Descriptor]:
+        """Every live node's descriptor as it stands (OMen-G's global view)."""
+        return [self.nodes[n].descriptor() for n in sorted(self.alive)]
 
     def problems(self) -> list[str]:
         found = []
