@@ -90,9 +90,9 @@ from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.sim.world import SUPERVISOR, Simulation
 from pubsub.skipring.labels import l
 from pubsub.tco.backups import DEFAULT_LAMBDA
-from pubsub.tco.lowoda import DEFAULT_RHO
 from pubsub.tco.supervisor import DEFAULT_AUDIT_EVERY
 from pubsub.tco.workload import OPEN_PARAMETERS, POPULARITIES, Shape, Workload
+from pubsub.topicgraph.lowoda import DEFAULT_RHO
 from tests.checker import ideal_edges
 from tests.simhelpers import in_flight_problems, is_legitimate, labels_settled, problems
 

@@ -60,8 +60,8 @@ from pubsub.tco.dynamic import NaiveDynAlg, Repair, ShadowDynAlg
 from pubsub.tco.fastbackups import FastBackupTable
 from pubsub.tco.fastnaive import FastNaiveDynAlg
 from pubsub.tco.fastoda import low_oda_fast
-from pubsub.tco.graph import Node, Topic, TopicOverlay
 from pubsub.tco.workload import OPEN_PARAMETERS, POPULARITIES, Shape, Workload
+from pubsub.topicgraph.graph import Node, Topic, TopicOverlay
 
 RESULTS = Path("bench-results")
 RHO = 3.0

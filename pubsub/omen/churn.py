@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pubsub.tco.graph import Node, Topic
+from pubsub.topicgraph.graph import Node, Topic
 
 Kind = Literal["join", "leave"]
 #: Timeouts a standby event waits before its holder considers taking it over, and a

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pubsub.kernel.message import Ref, Send
 from pubsub.omen.circle import Circle, hashed
 from pubsub.omen.messages import OmenChurn, OmenMembership, Refs, Topics
-from pubsub.tco.graph import Node, Topic
+from pubsub.topicgraph.graph import Node, Topic
 
 
 class Membership:

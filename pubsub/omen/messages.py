@@ -6,7 +6,9 @@ OMen assumes, and keeps membership only: it never sends edges or views):
 * `OmenMembership`: the receiver's L predecessors and L successors on the identifier circle;
 * `OmenChurn`: a churn event, sent to the L successors of its node.
 
-Node -> supervisor: `OmenJoin` (a node and its topics), `OmenLeave` (a graceful leave).
+Node -> supervisor: `OmenJoin` (a node and its topics), `OmenLeave` (a graceful leave),
+`OmenSuspect` (a peer it cannot reach); the supervisor probes a suspect (`OmenPing` /
+`OmenPong`) before it declares the crash.
 
 Node <-> node: `OmenGossip` (T-Man's buffers, Alg. 3), `OmenShuffle` (the peer-sampling
 shuffle), the coordinator's `OmenShadowRequest` / `OmenShadowAnswer` (the shadow set's
@@ -79,11 +81,12 @@ register_field_type(Descriptors, validate_descriptors, encode_descriptors)
 
 @message("omen_join")
 class OmenJoin(Message):
-    """Node -> supervisor: `ref` joins with `topics` (again on every Timeout until it holds
-    its membership)."""
+    """Node -> supervisor: `ref` is in exactly `topics` (again on every Timeout until its
+    membership says so, then every few Timeouts as a reminder, `refresh`)."""
 
     ref: Ref
     topics: Topics
+    refresh: bool = False
 
 
 @message("omen_leave")
@@ -95,21 +98,26 @@ class OmenLeave(Message):
 
 @message("omen_membership")
 class OmenMembership(Message):
-    """Supervisor -> node: the receiver's L predecessors and L successors, nearest first."""
+    """Supervisor -> node: the receiver's L predecessors and L successors, nearest first,
+    and the topics the supervisor holds it in."""
 
     preds: Refs
     succs: Refs
+    topics: Topics = Topics(())
 
 
 @message("omen_churn")
 class OmenChurn(Message):
     """Supervisor -> node: a churn event at `node` (`id` unique; `change` is its kind), for
-    the L successors of `node`."""
+    the L successors of `node`; `topics` are the event's (a leaver's, or a joiner's new
+    ones).  A join carries `candidates`: for each of its topics, up to λ other subscribers
+    with their topics (the rendezvous a DHT gives a joiner; INFERRED, docs/omen.md)."""
 
     id: str
     change: Literal["join", "leave"]
     node: Ref
     topics: Topics
+    candidates: Descriptors = Descriptors(())
 
 
 @message("omen_gossip")
@@ -145,11 +153,13 @@ class OmenShadowAnswer(Message):
 
 @message("omen_edges")
 class OmenEdges(Message):
-    """Coordinator -> endpoint: for event `event`, add edges to `add` and drop `drop`."""
+    """Coordinator -> endpoint: for event `event`, add edges to `add` (whose descriptors,
+    with their topics, are in `peers`) and drop `drop`."""
 
     event: str
     add: Refs
     drop: Refs
+    peers: Descriptors = Descriptors(())
 
 
 @message("omen_edges_ack")
@@ -165,3 +175,26 @@ class OmenDone(Message):
     """Coordinator -> the L-successor range: event `event` is repaired (gcChurnEvent)."""
 
     event: str
+
+
+@message("omen_suspect")
+class OmenSuspect(Message):
+    """Node -> supervisor: `suspect` could not be reached (`ref` reports it)."""
+
+    ref: Ref
+    suspect: Ref
+
+
+@message("omen_ping")
+class OmenPing(Message):
+    """Supervisor -> node: are you alive?"""
+
+    nonce: int
+
+
+@message("omen_pong")
+class OmenPong(Message):
+    """Node -> supervisor: `ref` is alive (the nonce of the ping)."""
+
+    nonce: int
+    ref: Ref

@@ -49,8 +49,8 @@ from pubsub.omen.repair import induced_overlay, repair_tco_on_churn
 from pubsub.omen.sampling import PeerSampler
 from pubsub.omen.tman import DEFAULT_T_WAIT, TMan
 from pubsub.omen.views import DEFAULT_LAMBDA, Descriptor, LocalView
-from pubsub.tco.graph import Node, Topic, TopicOverlay, edge
-from pubsub.tco.lowoda import DEFAULT_RHO
+from pubsub.topicgraph.graph import Node, Topic, TopicOverlay, edge
+from pubsub.topicgraph.lowoda import DEFAULT_RHO
 
 #: L, the resilience factor (paper 003 §3.3; INFERRED default).
 DEFAULT_L = 2

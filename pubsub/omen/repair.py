@@ -17,7 +17,7 @@ What "topic-connected" is judged on is a setting (`CONNECTIVITY`):
 
 Degrees are the nodes' real degrees in both: the shadow nodes' neighbours outside S are in
 the induced graph as nodes with no topics, so they count for degrees and never for
-connectivity.  Ties are broken as `pubsub.tco.lowoda` breaks them, so a repair is a
+connectivity.  Ties are broken as `pubsub.topicgraph.lowoda` breaks them, so a repair is a
 function of its inputs.
 """
 
@@ -27,8 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from pubsub.tco.graph import Edge, Node, Topic, TopicOverlay, edge
-from pubsub.tco.lowoda import DEFAULT_RHO, construct_low_edges
+from pubsub.topicgraph.graph import Edge, Node, Topic, TopicOverlay, edge
+from pubsub.topicgraph.lowoda import DEFAULT_RHO, construct_low_edges
 
 CONNECTIVITY = ("induced", "global")
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pubsub.omen.views import Descriptor
-from pubsub.tco.graph import Node
+from pubsub.topicgraph.graph import Node
 
 #: Cyclon's view size and shuffle length (INFERRED values, small as Cyclon's paper uses).
 DEFAULT_SIZE = 8

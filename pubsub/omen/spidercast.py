@@ -1,7 +1,7 @@
 """SpiderCast(K_g, K_r), the decentralised baseline paper 003 compares OMen with (§6.1,
 Table 3; the protocol itself is Chockler et al., DEBS'07, the paper's ref [9]).
 
-A pure core on `pubsub.tco.graph.TopicOverlay`: no I/O, every random choice from the
+A pure core on `pubsub.topicgraph.graph.TopicOverlay`: no I/O, every random choice from the
 `random.Random` handed in, every iteration that can decide a choice over sorted values.
 
 What is implemented
@@ -67,7 +67,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pubsub.tco.graph import Edge, Node, Topic, TopicOverlay, edge
+from pubsub.topicgraph.graph import Edge, Node, Topic, TopicOverlay, edge
 
 #: Messages for one edge added: the connect request and its answer.
 REQUEST_AND_ANSWER = 2

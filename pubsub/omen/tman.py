@@ -16,7 +16,7 @@ import random
 
 from pubsub.omen.sampling import PeerSampler
 from pubsub.omen.views import Descriptor, LocalView
-from pubsub.tco.graph import Node
+from pubsub.topicgraph.graph import Node
 
 #: T_wait in Timeouts (INFERRED: the paper gives no value).
 DEFAULT_T_WAIT = 2

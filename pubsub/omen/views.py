@@ -30,7 +30,7 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from pubsub.tco.graph import Node, Topic
+from pubsub.topicgraph.graph import Node, Topic
 
 #: λ: paper 003's default coverage factor (§6.4).
 DEFAULT_LAMBDA = 5

@@ -28,8 +28,8 @@ from pubsub.omen.messages import OmenChurn, OmenDone
 from pubsub.omen.node import OmenNode, Settings
 from pubsub.omen.views import Descriptor
 from pubsub.sim.engine import EventQueue
-from pubsub.tco.graph import Node, Topic, TopicOverlay
-from pubsub.tco.lowoda import low_oda
+from pubsub.topicgraph.graph import Node, Topic, TopicOverlay
+from pubsub.topicgraph.lowoda import low_oda
 
 DELIVER, TIMEOUT, DETECT = 1, 2, 3
 SUPERVISOR = "supervisor"

@@ -1,9 +1,9 @@
 """Topic-connected overlays (paper 001, Chen, Jacobsen and Vitenberg: "Reinforce Your Overlay
 with Shadows") -- the algorithms, pure and without I/O.
 
-* `pubsub.tco.graph`: an overlay G(V, E) over nodes with topics, and its TC-components per
+* `pubsub.topicgraph.graph`: an overlay G(V, E) over nodes with topics, and its TC-components per
   topic (§III: topic-connected when every topic induces at most one component).
-* `pubsub.tco.lowoda`: Low-ODA (Alg. 1) and its edge selection, `construct_low_edges`
+* `pubsub.topicgraph.lowoda`: Low-ODA (Alg. 1) and its edge selection, `construct_low_edges`
   (Alg. 2) with `find_low_edge` (ρ).
 * `pubsub.tco.backups`: backup sets with coverage factor λ, greedily (Alg. 11) or by the
   primal-dual method (Alg. 12); primaries are the exact reverse of backups (Struct 5).

@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from pubsub.tco.graph import Node, Topic, TopicOverlay
+from pubsub.topicgraph.graph import Node, Topic, TopicOverlay
 
 #: λ, the coverage factor: the paper's default (§V-G).
 DEFAULT_LAMBDA = 3

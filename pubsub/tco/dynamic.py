@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from pubsub.tco.backups import DEFAULT_LAMBDA, BackupTable
-from pubsub.tco.graph import Edge, Node, Topic, TopicOverlay, edge
-from pubsub.tco.lowoda import DEFAULT_RHO, construct_low_edges, low_oda
+from pubsub.topicgraph.graph import Edge, Node, Topic, TopicOverlay, edge
+from pubsub.topicgraph.lowoda import DEFAULT_RHO, construct_low_edges, low_oda
 
 
 @dataclass

@@ -26,7 +26,7 @@ import random
 import numpy as np
 
 from pubsub.tco.backups import BackupTable, Built
-from pubsub.tco.graph import Node, TopicOverlay
+from pubsub.topicgraph.graph import Node, TopicOverlay
 
 
 def _check(coverage: int) -> None:

@@ -19,7 +19,7 @@ reference's, inherited.
 from __future__ import annotations
 
 from pubsub.tco.dynamic import NaiveDynAlg, Repair
-from pubsub.tco.graph import Edge, Node, Topic, TopicOverlay, edge
+from pubsub.topicgraph.graph import Edge, Node, Topic, TopicOverlay, edge
 
 
 def crossing_pairs(overlay: TopicOverlay, topics: frozenset[Topic]) -> set[Edge]:

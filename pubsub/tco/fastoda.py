@@ -1,5 +1,5 @@
 """Low-ODA from scratch (paper 001 Alg. 1) with numpy: the same edges as
-`pubsub.tco.lowoda.low_oda`, in the same order, at the cost the benchmarks can pay
+`pubsub.topicgraph.lowoda.low_oda`, in the same order, at the cost the benchmarks can pay
 (about 5 s at the paper's 2,000 nodes and 200 topics, where the reference would take hours).
 
 The contributions are one symmetric matrix C over node pairs, C[u, v] = contrib((u, v)),
@@ -8,7 +8,7 @@ and B × A by one, since those pairs share t and no longer lie in different comp
 it.  C holds small counts (at most the number of topics), so it is stored in 8 or 16 bits:
 4 MB at 2,000 nodes.
 
-`pubsub.tco.lowoda`'s rule, restated for a search by rows:
+`pubsub.topicgraph.lowoda`'s rule, restated for a search by rows:
 
 * e1 is the pair of largest (contribution, -larger endpoint degree), the first in node
   order among equals;
@@ -35,8 +35,8 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
-from pubsub.tco.graph import Edge, Node, Topic, TopicOverlay
-from pubsub.tco.lowoda import DEFAULT_RHO
+from pubsub.topicgraph.graph import Edge, Node, Topic, TopicOverlay
+from pubsub.topicgraph.lowoda import DEFAULT_RHO
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]

@@ -55,8 +55,8 @@ def _supervisor_core(
     """`TcoSupervisor` (ρ, λ and the backup method: the paper's defaults unless given);
     ValueError with peers (one supervisor keeps the whole overlay) or a bad setting."""
     from pubsub.tco.backups import DEFAULT_LAMBDA
-    from pubsub.tco.lowoda import DEFAULT_RHO
     from pubsub.tco.supervisor import TcoSupervisor
+    from pubsub.topicgraph.lowoda import DEFAULT_RHO
 
     if list(peers):
         raise ValueError(

@@ -52,8 +52,6 @@ from pubsub.publications.probes import Probes
 from pubsub.publications.retention import RetentionTable
 from pubsub.tco.backups import DEFAULT_LAMBDA, METHODS
 from pubsub.tco.dynamic import Repair, ShadowDynAlg
-from pubsub.tco.graph import Node, TopicOverlay
-from pubsub.tco.lowoda import DEFAULT_RHO, construct_low_edges
 from pubsub.tco.messages import (
     Neighbourhood,
     Peers,
@@ -65,6 +63,8 @@ from pubsub.tco.messages import (
     TopicSet,
     table_digest,
 )
+from pubsub.topicgraph.graph import Node, TopicOverlay
+from pubsub.topicgraph.lowoda import DEFAULT_RHO, construct_low_edges
 
 #: Timeouts between two audits of the record.
 DEFAULT_AUDIT_EVERY = 10

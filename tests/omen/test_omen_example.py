@@ -15,7 +15,7 @@ import pytest
 from pubsub.omen.circle import Circle
 from pubsub.omen.repair import induced_overlay, repair_tco_on_churn
 from pubsub.omen.views import Descriptor, LocalView, build_backups, coverage
-from pubsub.tco.graph import TopicOverlay, edge
+from pubsub.topicgraph.graph import TopicOverlay, edge
 from tests.tco.checker import split_topics
 
 V = [f"v{i}" for i in range(12)]

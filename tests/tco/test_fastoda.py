@@ -22,9 +22,9 @@ from pubsub.tco.dynamic import NaiveDynAlg, Repair, ShadowDynAlg
 from pubsub.tco.fastbackups import FastBackupTable
 from pubsub.tco.fastnaive import FastNaiveDynAlg, crossing_pairs
 from pubsub.tco.fastoda import low_oda_fast
-from pubsub.tco.graph import TopicOverlay
-from pubsub.tco.lowoda import construct_low_edges
 from pubsub.tco.workload import POPULARITIES, Shape, Workload
+from pubsub.topicgraph.graph import TopicOverlay
+from pubsub.topicgraph.lowoda import construct_low_edges
 from tests.tco.checker import split_topics
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from pubsub.tco.backups import BackupTable
 from pubsub.tco.dynamic import NaiveDynAlg, ShadowDynAlg, recompute
-from pubsub.tco.graph import Components, TopicOverlay, edge
-from pubsub.tco.lowoda import construct_low_edges, find_low_edge, low_oda
 from pubsub.tco.workload import Shape, Workload
+from pubsub.topicgraph.graph import Components, TopicOverlay, edge
+from pubsub.topicgraph.lowoda import construct_low_edges, find_low_edge, low_oda
 from tests.tco.checker import split_topics
 
 

@@ -5,7 +5,7 @@
 edges between two of them; its connected components are t's *TC-components*, and the
 overlay is *topic-connected* (a TCO) when every topic has at most one.  `Components` keeps
 the TC-components of a set of topics under edge additions (one union-find per topic), which
-is what Low-ODA's contributions are counted on (`pubsub.tco.lowoda`).
+is what Low-ODA's contributions are counted on (`pubsub.topicgraph.lowoda`).
 
 Nodes and topics are strings (a node's reference, a topic's name); every iteration that can
 decide a choice is over sorted values, so a run is a function of its inputs alone.

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from pubsub.tco.graph import Components, Edge, Node, Topic, TopicOverlay, edge
+from pubsub.topicgraph.graph import Components, Edge, Node, Topic, TopicOverlay, edge
 
 #: ρ of Low-ODA, the paper's (and Onus and Richa's) default.
 DEFAULT_RHO = 3.0
