@@ -5,7 +5,8 @@ It keeps the identifier circle of the live nodes and their topics.  On a join, a
 leave or a detected crash it
 
 * puts the node on the circle or takes it off,
-* sends the churn event (`OmenChurn`) to the node's L successors, and
+* sends the churn event (`OmenChurn`) to the node's L successors -- a join's with, per topic,
+  a few other subscribers as candidates for its backups --, and
 * sends `OmenMembership` (L predecessors, L successors) to every node whose ranges changed:
   the L nodes on either side of the event, and the joiner.
 
@@ -17,21 +18,29 @@ alone.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 
 from pubsub.kernel.message import Ref, Send
 from pubsub.omen.circle import Circle, hashed
-from pubsub.omen.messages import OmenChurn, OmenMembership, Refs, Topics
+from pubsub.omen.messages import Descriptors, OmenChurn, OmenMembership, Refs, Topics
+from pubsub.omen.views import Descriptor
 from pubsub.topicgraph.graph import Node, Topic
 
 
 class Membership:
     """The circle, the nodes' topics, and the events sent."""
 
-    def __init__(self, resilience: int, position: Callable[[Node], int] = hashed) -> None:
+    def __init__(
+        self, resilience: int, position: Callable[[Node], int] = hashed, *,
+        rng: random.Random | None = None, candidates: int = 3,
+    ) -> None:
         if resilience < 1:
             raise ValueError(f"L, the resilience factor, is at least 1, not {resilience}")
         self.resilience = resilience
+        #: Subscribers named per topic of a join (`OmenChurn.candidates`), drawn with `rng`.
+        self.candidates = candidates
+        self.rng = rng or random.Random(0)
         self.circle = Circle(position=position)
         self.topics: dict[Node, frozenset[Topic]] = {}
         self.sequence = 0
@@ -54,14 +63,25 @@ class Membership:
 
     def _event(self, kind: str, node: Node, topics: frozenset[Topic], extra: list[Node]) -> list[Send]:
         self.sequence += 1
+        named = self._candidates(node, topics) if kind == "join" else ()
         event = OmenChurn(f"{self.sequence}:{node}", "join" if kind == "join" else "leave", Ref(node),
-                          Topics(tuple(sorted(topics))))
+                          Topics(tuple(sorted(topics))), Descriptors(named))
         succs = self.circle.successors(node, self.resilience)
         out = [Send(Ref(s), event) for s in succs]
         around = set(succs) | set(self.circle.predecessors(node, self.resilience)) | set(extra)
         out += [self._membership(n) for n in sorted(around) if n in self.circle]
         self.sent_per_event.append(len(out))
         return out
+
+    def _candidates(self, node: Node, topics: frozenset[Topic]) -> tuple[Descriptor, ...]:
+        """Per topic of a joiner, up to `candidates` other live subscribers with their topics:
+        the rendezvous a DHT would give it (INFERRED: paper 003 starts from a TCO and does not
+        say how a joiner finds its topics' subscribers)."""
+        chosen: set[Node] = set()
+        for topic in sorted(topics):
+            others = sorted(n for n, ts in self.topics.items() if topic in ts and n != node)
+            chosen.update(self.rng.sample(others, min(self.candidates, len(others))))
+        return tuple(Descriptor(n, self.topics[n], frozenset(), -1) for n in sorted(chosen))
 
     def _membership(self, node: Node) -> Send:
         L = self.resilience

@@ -124,6 +124,7 @@ class OmenChurn(Message):
 class OmenGossip(Message):
     """Node -> node: a T-Man buffer (Alg. 3); `reply` marks the passive thread's answer."""
 
+    sender: Ref
     descriptors: Descriptors
     reply: bool = False
 
@@ -132,6 +133,7 @@ class OmenGossip(Message):
 class OmenShuffle(Message):
     """Node -> node: a peer-sampling shuffle (`pubsub.omen.sampling`)."""
 
+    sender: Ref
     descriptors: Descriptors
     reply: bool = False
 
@@ -140,6 +142,7 @@ class OmenShuffle(Message):
 class OmenShadowRequest(Message):
     """Coordinator -> shadow node: your current descriptor, for event `event`."""
 
+    sender: Ref
     event: str
 
 
@@ -147,6 +150,7 @@ class OmenShadowRequest(Message):
 class OmenShadowAnswer(Message):
     """Shadow node -> coordinator: its descriptor (one) for event `event`."""
 
+    sender: Ref
     event: str
     descriptors: Descriptors
 
@@ -156,6 +160,7 @@ class OmenEdges(Message):
     """Coordinator -> endpoint: for event `event`, add edges to `add` (whose descriptors,
     with their topics, are in `peers`) and drop `drop`."""
 
+    sender: Ref
     event: str
     add: Refs
     drop: Refs

@@ -19,14 +19,14 @@ next exchange, and a node that left before it would leave behind the edges its c
 did not know (a joiner that leaves soon after its join repair, measured in the simulator).
 The message is a T-Man buffer marked as an answer, so it is not answered.
 
-Input is one entry, `handle(sender, message, now)`, plus `timeout(now)`; output is a list
+Input is one entry, `handle(message, now)`, plus `timeout(now)`; output is a list
 of `Send` effects.  `now` counts Timeouts.  No I/O.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from pubsub.kernel.message import Message, Ref, Send
@@ -137,6 +137,9 @@ class OmenNode:
         self.repairing: Repairing | None = None
         self.counters = Counters()
         self._shuffled: list[Descriptor] = []
+        #: Peers' topics and the version of the descriptor they came from.
+        self.peer_topics: dict[Node, frozenset[Topic]] = {}
+        self.peer_versions: dict[Node, int] = {}
         #: (coordinator, event) pairs I answered a shadow request of, newest last.
         self.asked: dict[tuple[Node, str], None] = {}
         #: Ready-timeout overruns are `queue.unready`; the largest predecessor count held.
@@ -168,19 +171,25 @@ class OmenNode:
         return circle.coordinator(node)
 
     # ------------------------------------------------------------------ input
-    def handle(self, sender: Node, msg: Message, now: int) -> list[Send]:
+    def handle(self, msg: Message, now: int) -> list[Send]:
+        """One message; `now` counts Timeouts.  A node's messages name their sender."""
+        sender: Node = str(getattr(msg, "sender", None) or getattr(msg, "ref", ""))
         if isinstance(msg, OmenMembership):
             return self._membership(list(msg.preds), list(msg.succs), now)
         if isinstance(msg, OmenChurn):
             event = ChurnEvent(msg.id, msg.change, msg.node, frozenset(msg.topics))
             coordinator = self.coordinator_of(msg.node)
             self.queue.handle(event, now, coordinator, self.me)
-            if event.kind == "join" and event.node != self.me:
-                self.view.known.setdefault(event.node, Descriptor(event.node, event.topics, frozenset(), -1))
             self._keep()
+            if event.kind == "join" and event.node != self.me and event.node in self.view.preds:
+                # the joiner's backups from the candidates its event brings (and the view)
+                joiner = Descriptor(event.node, event.topics, frozenset(), -1)
+                self.view.select_view([joiner, *msg.candidates], self.rng)
             return self._work(now)
         if isinstance(msg, OmenGossip):
-            out = [] if msg.reply else [Send(Ref(sender), OmenGossip(Descriptors(tuple(self.tman.buffer())), True))]
+            buffer = Descriptors(tuple(self.tman.buffer()))
+            out = [] if msg.reply else [Send(Ref(sender), OmenGossip(self.me, buffer, True))]
+            self._learn(msg.descriptors)
             extra = self.global_candidates() if self.global_candidates is not None else []
             self.tman.on_buffer([*msg.descriptors, *extra], self.rng)
             self._note_views()
@@ -191,7 +200,7 @@ class OmenNode:
             self.asked[(sender, msg.event)] = None
             while len(self.asked) > ASKED_REMEMBERED:
                 del self.asked[next(iter(self.asked))]
-            return [Send(Ref(sender), OmenShadowAnswer(msg.event, Descriptors((self.descriptor(),))))]
+            return [Send(Ref(sender), OmenShadowAnswer(self.me, msg.event, Descriptors((self.descriptor(),))))]
         if isinstance(msg, OmenShadowAnswer):
             r = self.repairing
             if r is not None and r.phase == "fetch" and msg.event == r.event.id and sender in r.shadow:
@@ -219,13 +228,13 @@ class OmenNode:
         gossip = self.tman.on_timeout(self.rng)
         if gossip is not None:
             peer, buffer = gossip
-            out.append(Send(Ref(peer), OmenGossip(Descriptors(tuple(buffer)))))
+            out.append(Send(Ref(peer), OmenGossip(self.me, Descriptors(tuple(buffer)))))
         if now % self.settings.t_wait == 0:
             shuffle = self.sampler.start_shuffle(self.descriptor(), self.rng)
             if shuffle is not None:
                 peer, sent = shuffle
                 self._shuffled = sent
-                out.append(Send(Ref(peer), OmenShuffle(Descriptors(tuple(sent)))))
+                out.append(Send(Ref(peer), OmenShuffle(self.me, Descriptors(tuple(sent)))))
         self.queue.expire_standby(now, self.in_pred_range)
         expired = [n for n, deadline in self.departed.items() if now >= deadline]
         if expired:
@@ -273,7 +282,7 @@ class OmenNode:
             return []
         answer = self.sampler.answer(arrived, self.rng)
         self.sampler.merge(arrived, answer)
-        return [Send(Ref(sender), OmenShuffle(Descriptors(tuple(answer)), True))]
+        return [Send(Ref(sender), OmenShuffle(self.me, Descriptors(tuple(answer)), True))]
 
     # ------------------------------------------------------------------ edges from a coordinator
     def _edges(self, sender: Node, msg: OmenEdges) -> list[Send]:
@@ -289,6 +298,7 @@ class OmenNode:
         """Take a coordinator's edges in; if my neighbours changed, my new descriptor goes
         to my L successors, the nodes that keep N(me) (INFERRED, see the module docstring)."""
         before = set(self.neighbours)
+        self._learn(msg.peers)
         self.neighbours |= {n for n in msg.add if n != self.me}
         self.neighbours -= set(msg.drop)
         for node in msg.drop:
@@ -298,7 +308,31 @@ class OmenNode:
         self.counters.edges_added += len(self.neighbours - before)
         self.counters.edges_dropped += len(before - self.neighbours)
         self._changed()
-        fresh = OmenGossip(Descriptors((self.descriptor(),)), True)
+        fresh = OmenGossip(self.me, Descriptors((self.descriptor(),)), True)
+        return [Send(Ref(n), fresh) for n in self.succs[: self.settings.resilience]]
+
+    def _learn(self, descriptors: Iterable[Descriptor]) -> None:
+        """Note the topics of peers (neighbours' topics say what each edge carries)."""
+        for d in descriptors:
+            held = self.peer_versions.get(d.node)
+            if d.node != self.me and d.version >= 0 and (held is None or d.version >= held):
+                self.peer_topics[d.node] = d.topics
+                self.peer_versions[d.node] = d.version
+
+    def shared_with(self, peer: Node) -> frozenset[Topic]:
+        """The topics an edge to `peer` carries (all of mine while its topics are unknown)."""
+        theirs = self.peer_topics.get(peer)
+        return self.topics if theirs is None else self.topics & theirs
+
+    def set_topics(self, topics: frozenset[Topic], drop_edges: bool = False) -> list[Send]:
+        """The node is now in `topics` (it told its supervisor); with `drop_edges` -- it
+        left a topic, which OMen handles as a leave and a join -- it holds no edge until
+        the join's repair."""
+        self.topics = frozenset(topics)
+        if drop_edges:
+            self.neighbours.clear()
+        self._changed()
+        fresh = OmenGossip(self.me, Descriptors((self.descriptor(),)), True)
         return [Send(Ref(n), fresh) for n in self.succs[: self.settings.resilience]]
 
     # ------------------------------------------------------------------ coordinating
@@ -329,13 +363,17 @@ class OmenNode:
         if self.me in shadow:
             r.answers[self.me] = self.descriptor()
         self.repairing = r
-        asks = [Send(Ref(n), OmenShadowRequest(event.id)) for n in r.shadow if n != self.me]
+        asks = [Send(Ref(n), OmenShadowRequest(self.me, event.id)) for n in r.shadow if n != self.me]
         return asks + self._work(now)
 
     def _mend(self, r: Repairing) -> list[Send]:
         v = r.event.node
         answered = sorted(r.answers)
-        self.counters.left_out += len(set(r.shadow) - set(answered))
+        silent = set(r.shadow) - set(answered)
+        self.counters.left_out += len(silent)
+        for node in silent:  # presumed gone: not a backup candidate any more
+            self.view.known.pop(node, None)
+            self.sampler.drop(node)
         topics = r.event.topics or self.view.known.get(v, Descriptor(v, frozenset())).topics
         neighbours = {n: set(r.answers[n].neighbours) - {v} for n in answered}
         if self.settings.connectivity == "global" and self.global_overlay is not None:
@@ -357,7 +395,11 @@ class OmenNode:
         r.phase = "edges"
         out = []
         for node in sorted(targets):
-            msg = OmenEdges(r.event.id, Refs(tuple(Ref(n) for n in sorted(ends.get(node, ())))), drop)
+            partners = sorted(ends.get(node, ()))
+            msg = OmenEdges(
+                self.me, r.event.id, Refs(tuple(Ref(n) for n in partners)), drop,
+                Descriptors(tuple(r.answers[n] for n in partners if n in r.answers)),
+            )
             if node == self.me:
                 out += self._apply(msg)
             else:

@@ -64,7 +64,9 @@ class OmenSim:
         self.queue = EventQueue()
         self.nodes: dict[Node, OmenNode] = {}
         self.alive: set[Node] = set()
-        self.membership = Membership(self.settings.resilience)
+        self.membership = Membership(
+            self.settings.resilience, rng=random.Random(self.seed), candidates=self.settings.coverage
+        )
         self.sent: Counter[str] = Counter()
         self.events: dict[str, Handled] = {}
         base = low_oda({n: frozenset(t) for n, t in self.topics_of.items()}) if self.start == "lowoda" else None
@@ -108,7 +110,7 @@ class OmenSim:
             if dest in self.alive:
                 if isinstance(msg, OmenDone) and msg.event in self.events and self.events[msg.event].done is None:
                     self.events[msg.event].done = now
-                self._deliver_all(self.nodes[dest].handle(sender, msg, int(now)), dest)
+                self._deliver_all(self.nodes[dest].handle(msg, int(now)), dest)
         elif kind == DETECT:
             assert isinstance(payload, str)
             self._deliver_all(self.membership.leave(payload), SUPERVISOR)

@@ -122,7 +122,7 @@ def test_edges_from_a_node_that_never_asked_are_refused_and_counted() -> None:
     sim, _ = world(3, 24)
     a, b = sorted(sim.alive)[:2]
     before = set(sim.nodes[a].neighbours)
-    deliver(sim, b, a, OmenEdges("99:forged", Refs((b,)), Refs(())))
+    deliver(sim, b, a, OmenEdges(b, "99:forged", Refs((b,)), Refs(())))
     sim.run(2)
     assert sim.nodes[a].counters.refused == 1
     assert sim.nodes[a].neighbours == before
