@@ -34,6 +34,7 @@ from fuzz.source import Source
 from pubsub.kernel import wire
 from pubsub.kernel.message import MESSAGE_TYPES, Message, Ref, Topic
 from pubsub.kernel.wire import WireError
+from pubsub.omen.views import Descriptor
 from pubsub.publications.messages import MsgId, NodeDigest, NodeHash, Payload, Position, Publication, PublicationKey
 from pubsub.publications.trie import KEY_BITS, TrieLabel, publication_key
 from pubsub.skipring.labels import Label
@@ -207,6 +208,18 @@ def _json(src: Source, depth: int = 0) -> Any:
     return {src.text(4): _json(src, depth + 1) for _ in range(src.below(3))}
 
 
+def _descriptor(src: Source, world: World) -> Any:
+    """An omen descriptor on the wire: [reference, topics, neighbours, version]."""
+    if not src.flag(95):
+        return src.choice(([], ["x"], [1, 2, 3, 4, 5], None))
+    return [
+        _ref(src, world),
+        [_topic(src, world) for _ in range(src.below(3))],
+        [_ref(src, world) for _ in range(src.below(3))],
+        src.between(-1, 8) if src.flag(80) else src.integer(),
+    ]
+
+
 Maker = Callable[[Source, World, str], Any]
 
 #: Field annotation -> how to make its wire value (`value_for` handles the generic ones).
@@ -225,6 +238,7 @@ MAKERS: dict[Any, Maker] = {
     Publication: lambda s, w, n: publication_wire(s, w),
     Filter: lambda s, w, n: _filter(s, w),
     Attrs: lambda s, w, n: _attrs(s, w),
+    Descriptor: lambda s, w, n: _descriptor(s, w),
 }
 
 

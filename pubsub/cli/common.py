@@ -53,6 +53,9 @@ FLAGS = {
     "rho": "--rho",
     "coverage": "--coverage",
     "backup_method": "--backup-method",
+    "resilience": "--resilience",
+    "t_wait": "--t-wait",
+    "sample_size": "--sample-size",
 }
 
 

@@ -129,7 +129,7 @@ def _address(value: Any) -> Ref:
     type=click.FloatRange(min=0, min_open=True),
     default=None,
     metavar="R",
-    help="tco only: Low-ODA's ρ > 0; an edge is taken over one of lower degree only if it "
+    help="tco and omen: Low-ODA's ρ > 0; an edge is taken over one of lower degree only if it "
     "joins more than ρ times as many components (paper 001 Alg. 2; default 3; env PUBSUB_RHO).",
 )
 @click.option(
@@ -137,15 +137,39 @@ def _address(value: Any) -> Ref:
     type=click.IntRange(min=1),
     default=None,
     metavar="LAMBDA",
-    help="tco only: λ >= 1, how many times each node's backups cover each of its topics "
-    "(paper 001 §V-G; default 3; env PUBSUB_COVERAGE).",
+    help="tco and omen: λ >= 1, how many times each node's backups cover each of its topics "
+    "(paper 001 §V-G, paper 003 §4.2; default 3 for tco, 5 for omen; env PUBSUB_COVERAGE).",
 )
 @click.option(
     "--backup-method",
     type=click.Choice(["primal-dual", "greedy"]),
     default=None,
-    help="tco only: how backups are chosen (paper 001 Alg. 12 or 11; default primal-dual; "
+    help="tco and omen: how backups are chosen (paper 001 Alg. 12 or 11; default primal-dual; "
     "env PUBSUB_BACKUP_METHOD).",
+)
+@click.option(
+    "--resilience",
+    type=click.IntRange(min=1, max=16),
+    default=None,
+    metavar="L",
+    help="omen only: L, the resilience factor: each churn event goes to L successors, each node keeps "
+    "views of L predecessors; omen handles at most L concurrent churn events and is NOT "
+    "self-stabilizing (paper 003 §3.3; default 2; env PUBSUB_RESILIENCE).",
+)
+@click.option(
+    "--t-wait",
+    type=click.IntRange(min=1, max=1000),
+    default=None,
+    metavar="TIMEOUTS",
+    help="omen only: T_wait, Timeouts between two T-Man gossip exchanges (paper 003 Alg. 3; default 2; "
+    "env PUBSUB_T_WAIT).",
+)
+@click.option(
+    "--sample-size",
+    type=click.IntRange(min=2, max=256),
+    default=None,
+    metavar="N",
+    help="omen only: the peer-sampling view's size (default 8; env PUBSUB_SAMPLE_SIZE).",
 )
 @config_option("the supervisor", _supervisor_settings, "listen")
 @telemetry_options
@@ -164,6 +188,9 @@ def supervisor(
     rho: float | None,
     coverage: int | None,
     backup_method: str | None,
+    resilience: int | None,
+    t_wait: int | None,
+    sample_size: int | None,
     telemetry: TelemetrySettings,
     admin: AdminSettings,
 ) -> None:
@@ -189,6 +216,9 @@ def supervisor(
             rho=rho,
             coverage=coverage,
             backup_method=backup_method,
+            resilience=resilience,
+            t_wait=t_wait,
+            sample_size=sample_size,
         )
     except SettingsError as exc:
         raise ConfigError(str(exc)) from None

@@ -21,6 +21,7 @@ MODE_MODULES = (
     "broker.mode",  # SCOT brokers, OctopiA and the PADRES-style baseline (paper 002)
     "pubsub.clique.mode",  # the clique: every member a neighbour of every other (the baseline)
     "pubsub.tco.mode",  # a topic-connected overlay kept by the supervisor (paper 001)
+    "pubsub.omen.mode",  # a topic-connected overlay mended by coordinators (paper 003), not self-stabilizing
 )
 
 #: The overlay the daemons and the simulator run unless told otherwise.

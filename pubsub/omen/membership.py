@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Any
 
-from pubsub.kernel.message import Ref, Send
+from pubsub.kernel.message import Ref, Send, Topic
 from pubsub.omen.circle import Circle, hashed
 from pubsub.omen.messages import Descriptors, OmenChurn, OmenMembership, Refs, Topics
 from pubsub.omen.views import Descriptor
-from pubsub.topicgraph.graph import Node, Topic
+from pubsub.topicgraph.graph import Node
 
 
 class Membership:
@@ -41,6 +42,9 @@ class Membership:
         #: Subscribers named per topic of a join (`OmenChurn.candidates`), drawn with `rng`.
         self.candidates = candidates
         self.rng = rng or random.Random(0)
+        #: The settings every membership carries (`OmenMembership`'s fields; its defaults
+        #: unless the supervisor sets them).
+        self.settings: dict[str, Any] = {"resilience": resilience}
         self.circle = Circle(position=position)
         self.topics: dict[Node, frozenset[Topic]] = {}
         self.sequence = 0
@@ -52,6 +56,13 @@ class Membership:
         self.circle.add(node)
         self.topics[node] = frozenset(topics)
         return self._event("join", node, self.topics[node], extra=[node])
+
+    def add_topics(self, node: Node, topics: frozenset[Topic]) -> list[Send]:
+        """A node on the circle now in more topics: a join event for the added ones (beyond
+        the paper, which has no topic change), and its membership with its new topics."""
+        added = frozenset(topics) - self.topics.get(node, frozenset())
+        self.topics[node] = frozenset(topics)
+        return self._event("join", node, added, extra=[node])
 
     def leave(self, node: Node) -> list[Send]:
         """A graceful leave or a detected crash (the same event, §3.1)."""
@@ -65,7 +76,7 @@ class Membership:
         self.sequence += 1
         named = self._candidates(node, topics) if kind == "join" else ()
         event = OmenChurn(f"{self.sequence}:{node}", "join" if kind == "join" else "leave", Ref(node),
-                          Topics(tuple(sorted(topics))), Descriptors(named))
+                          Topics(tuple(Topic(t) for t in sorted(topics))), Descriptors(named))
         succs = self.circle.successors(node, self.resilience)
         out = [Send(Ref(s), event) for s in succs]
         around = set(succs) | set(self.circle.predecessors(node, self.resilience)) | set(extra)
@@ -88,6 +99,8 @@ class Membership:
         return Send(Ref(node), OmenMembership(
             Refs(tuple(Ref(p) for p in self.circle.predecessors(node, L))),
             Refs(tuple(Ref(s) for s in self.circle.successors(node, L))),
+            Topics(tuple(Topic(t) for t in sorted(self.topics.get(node, frozenset())))),
+            **self.settings,
         ))
 
     def membership_of(self, node: Node) -> Send:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Literal, NewType
 
-from pubsub.kernel.message import Message, Ref, message
+from pubsub.kernel.message import Message, Ref, Topic, message
 from pubsub.kernel.wire import WireError, register_field_type, short, validate_int, validate_ref, validate_topic
 from pubsub.omen.views import Descriptor
 
@@ -34,7 +34,7 @@ MAX_REFS = 1024
 MAX_DESCRIPTORS = 4096
 
 Refs = NewType("Refs", tuple[Ref, ...])
-Topics = NewType("Topics", tuple[str, ...])
+Topics = NewType("Topics", tuple[Topic, ...])
 Descriptors = NewType("Descriptors", tuple[Descriptor, ...])
 
 
@@ -104,6 +104,14 @@ class OmenMembership(Message):
     preds: Refs
     succs: Refs
     topics: Topics = Topics(())
+    #: The supervisor's settings, which every node runs: L, λ, T_wait (Timeouts), the
+    #: peer sample's size, ρ in thousandths, the backup method.
+    resilience: int = 2
+    coverage: int = 5
+    t_wait: int = 2
+    sample_size: int = 8
+    rho_permille: int = 3000
+    method: Literal["primal-dual", "greedy"] = "primal-dual"
 
 
 @message("omen_churn")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pubsub.kernel.message import Message, Ref, Send
 from pubsub.omen.churn import DEFAULT_READY_TIMEOUT, DEFAULT_STANDBY_TIMEOUT, ChurnEvent, ChurnQueue
@@ -45,10 +46,10 @@ from pubsub.omen.messages import (
     OmenShuffle,
     Refs,
 )
-from pubsub.omen.repair import induced_overlay, repair_tco_on_churn
-from pubsub.omen.sampling import PeerSampler
+from pubsub.omen.repair import CONNECTIVITY, induced_overlay, repair_tco_on_churn
+from pubsub.omen.sampling import DEFAULT_SIZE, PeerSampler
 from pubsub.omen.tman import DEFAULT_T_WAIT, TMan
-from pubsub.omen.views import DEFAULT_LAMBDA, Descriptor, LocalView
+from pubsub.omen.views import DEFAULT_LAMBDA, METHODS, Descriptor, LocalView
 from pubsub.topicgraph.graph import Node, Topic, TopicOverlay, edge
 from pubsub.topicgraph.lowoda import DEFAULT_RHO
 
@@ -73,6 +74,33 @@ class Settings:
     ready_timeout: int = DEFAULT_READY_TIMEOUT
     fetch_timeout: int = DEFAULT_FETCH_TIMEOUT
     edge_tries: int = DEFAULT_EDGE_TRIES
+    method: str = "primal-dual"
+    sample_size: int = DEFAULT_SIZE
+
+    def __post_init__(self) -> None:
+        if self.resilience < 1 or self.coverage < 1 or self.t_wait < 1 or self.sample_size < 2 or self.rho <= 0:
+            raise ValueError(
+                f"omen needs L >= 1, λ >= 1, T_wait >= 1, a peer sample of at least 2 and ρ > 0, not L "
+                f"{self.resilience}, λ {self.coverage}, T_wait {self.t_wait}, sample {self.sample_size}, ρ {self.rho}"
+            )
+        if self.connectivity not in CONNECTIVITY or self.method not in METHODS:
+            raise ValueError(f"connectivity is one of {CONNECTIVITY}, the backup method one of {METHODS}")
+
+
+def settings_fields(settings: Settings) -> dict[str, Any]:
+    """The settings as `OmenMembership` carries them to every node."""
+    return {
+        "resilience": settings.resilience, "coverage": settings.coverage, "t_wait": settings.t_wait,
+        "sample_size": settings.sample_size, "rho_permille": round(settings.rho * 1000), "method": settings.method,
+    }
+
+
+def settings_of(msg: OmenMembership) -> Settings:
+    """What a node runs, from its membership."""
+    return Settings(
+        resilience=msg.resilience, coverage=msg.coverage, t_wait=msg.t_wait, sample_size=msg.sample_size,
+        rho=msg.rho_permille / 1000, method=msg.method,
+    )
 
 
 @dataclass
@@ -130,8 +158,8 @@ class OmenNode:
         #: until the deadline (a Timeout count) passes.
         self.departed: dict[Node, int] = {}
         self.succs: list[Node] = []
-        self.view = LocalView(self.descriptor(), settings.coverage)
-        self.sampler = PeerSampler(me)
+        self.view = LocalView(self.descriptor(), settings.coverage, settings.method)
+        self.sampler = PeerSampler(me, settings.sample_size, max(1, settings.sample_size // 2))
         self.tman = TMan(self.view, self.sampler, settings.t_wait)
         self.queue = ChurnQueue(settings.standby_timeout, settings.ready_timeout)
         self.repairing: Repairing | None = None
@@ -144,6 +172,16 @@ class OmenNode:
         self.asked: dict[tuple[Node, str], None] = {}
         #: Ready-timeout overruns are `queue.unready`; the largest predecessor count held.
         self.most_views_held = 0
+
+    def configure(self, settings: Settings) -> None:
+        """The supervisor's settings (every node runs the same)."""
+        if settings == self.settings:
+            return
+        self.settings = settings
+        self.view.coverage_factor, self.view.method = settings.coverage, settings.method
+        self.tman.t_wait = settings.t_wait
+        self.sampler.size, self.sampler.length = settings.sample_size, max(1, settings.sample_size // 2)
+        self.queue.standby_timeout, self.queue.ready_timeout = settings.standby_timeout, settings.ready_timeout
 
     # ------------------------------------------------------------------ own state
     def descriptor(self) -> Descriptor:

@@ -24,8 +24,8 @@ from pubsub.publications.retention import Retention
 @dataclass(frozen=True)
 class Rules:
     """An overlay's messages by sender: `from_supervisor` (besides MemberIs and Retention)
-    a node takes from its supervisor only; `names_sender`, messages whose ``ref`` names
-    the node that sends them (checked at the supervisor and at nodes)."""
+    a node takes from its supervisor only; `names_sender`, messages whose ``ref`` (or, without
+    one, ``sender``) names the node that sends them (checked at the supervisor and at nodes)."""
 
     from_supervisor: tuple[type[Message], ...]
     names_sender: tuple[type[Message], ...]
@@ -47,7 +47,9 @@ class Rules:
         return self._named(msg, name)
 
     def _named(self, msg: Message, name: str) -> str | None:
-        ref = getattr(msg, "ref", None) if isinstance(msg, self.names_sender) else None
+        if not isinstance(msg, self.names_sender):
+            return None
+        ref = getattr(msg, "ref", None) or getattr(msg, "sender", None)
         if ref is not None and ref != name:
             return f"{msg.kind} for {ref} is accepted only from {ref}, not from {name}"
         return None

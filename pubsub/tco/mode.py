@@ -106,7 +106,7 @@ OVERLAY = Overlay(
     reports_legitimate=lazy("pubsub.tco.views:reports_legitimate"),
     member_table=lazy("pubsub.tco.views:member_table"),
     web_topic=lazy("pubsub.tco.views:web_topic"),
-    topic_tracker=lazy("pubsub.tco.convergence:TcoTracker"),
+    topic_tracker=lazy("pubsub.topicgraph.tracker:TopicGraphTracker"),
     status_lines=lazy("pubsub.tco.views:status_lines"),
     disseminations=DISSEMINATIONS,
 )

@@ -21,38 +21,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pubsub.publications.topicview import TopicView
+from pubsub.topicgraph import reports
+from pubsub.topicgraph.reports import connected, neighbours_of, reports_legitimate
 
-
-def _neighbours(entry: Mapping[str, Any]) -> set[str] | None:
-    held = entry.get("neighbours")
-    if not isinstance(held, (list, tuple)) or not all(isinstance(u, str) for u in held):
-        return None
-    return set(held)
-
-
-def _root(entry: Mapping[str, Any]) -> str:
-    publications = entry.get("publications")
-    root = publications.get("root") if isinstance(publications, Mapping) else None
-    return str(root[1]) if isinstance(root, (list, tuple)) and len(root) == 2 else ""
-
-
-def connected(members: Iterable[str], edges: Iterable[tuple[str, str]]) -> bool:
-    """Whether `edges` connect `members` (at most one component)."""
-    nodes = set(members)
-    adjacent: dict[str, set[str]] = {n: set() for n in nodes}
-    for a, b in edges:
-        if a in nodes and b in nodes:
-            adjacent[a].add(b)
-            adjacent[b].add(a)
-    if not nodes:
-        return True
-    start = min(nodes)
-    seen, stack = {start}, [start]
-    while stack:
-        for other in adjacent[stack.pop()] - seen:
-            seen.add(other)
-            stack.append(other)
-    return seen == nodes
+__all__ = ["connected", "legitimate", "member_table", "problems", "reports_legitimate", "status_lines", "web_topic"]
 
 
 def _supervisor_view(entry: Mapping[str, Any]) -> tuple[list[str], dict[str, set[str]]]:
@@ -81,7 +53,7 @@ def problems(entry: Mapping[str, Any], states: Mapping[str, Mapping[str, Any]]) 
         if state is None:
             found.append(f"{ref}: did not report its state for this topic")
             continue
-        held = _neighbours(state)
+        held = neighbours_of(state)
         if held != adjacent.get(ref, set()):
             wanted = sorted(adjacent.get(ref, ()))
             found.append(f"{ref}: holds neighbours {sorted(held or ())}, the supervisor {wanted}")
@@ -101,38 +73,13 @@ def legitimate(supervisor_body: Mapping[str, Any], states: Mapping[str, Any], to
     return problems(entry, states)
 
 
-def reports_legitimate(entries: Mapping[str, Mapping[str, Any]]) -> bool:
-    """Whether the nodes that report a topic ({ref: its status entry}) hold a legitimate
-    state by their reports alone: at least one; each configured and reaching its
-    neighbours, which all report the topic; every edge reported from both ends; the edges
-    connect them; their trie roots agree."""
-    if not entries:
-        return False
-    edges = set()
-    for ref, entry in entries.items():
-        held = _neighbours(entry)
-        if held is None or not entry.get("configured") or entry.get("unreachable") or not held <= set(entries):
-            return False
-        for other in held:
-            if ref not in (_neighbours(entries[other]) or ()):
-                return False
-            edges.add((min(ref, other), max(ref, other)))
-    return connected(entries, edges) and len({_root(e) for e in entries.values()}) == 1
-
-
 def member_table(
     members: Mapping[str, str],
     states: Mapping[str, Mapping[str, Any]],
     name_of: Callable[[str], str],
 ) -> tuple[str, list[str], list[list[str]]]:
-    """One topic's subscribers in sorted order: place, node, reference and its neighbours
-    in the topic ("?" when it reports none)."""
-    rows = []
-    for ref in sorted(members):
-        held = _neighbours(states.get(ref, {}))
-        shown = "?" if held is None else ", ".join(name_of(u) for u in sorted(held)) or "-"
-        rows.append([members[ref], name_of(ref), ref, shown])
-    return "in reference order (tco overlay)", ["#", "node", "ref", "neighbours in the topic"], rows
+    """One topic's subscribers in sorted order, with their neighbours in the topic."""
+    return reports.member_table(members, states, name_of, "in reference order (tco overlay)")
 
 
 def web_topic(
@@ -152,7 +99,7 @@ def web_topic(
         if state is None:
             continue
         view.edges.extend(
-            {"from": ref, "to": to, "kind": "tco"} for to in sorted(_neighbours(state) or ()) if ref < to
+            {"from": ref, "to": to, "kind": "tco"} for to in sorted(neighbours_of(state) or ()) if ref < to
         )
     if not members:
         view.problems.append("no members")

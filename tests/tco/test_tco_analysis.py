@@ -1,5 +1,5 @@
 """`pubsub analyze --overlay tco` on the events a real tco cluster wrote: the topics'
-legitimacy over time from the nodes' snapshots (`pubsub.tco.convergence.TcoTracker`) and
+legitimacy over time from the nodes' snapshots (`pubsub.topicgraph.tracker.TopicGraphTracker`) and
 the supervisor's repairs, with a real Spark session."""
 
 from __future__ import annotations

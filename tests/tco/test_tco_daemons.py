@@ -73,7 +73,7 @@ def test_a_node_learns_tco_from_its_supervisor_and_one_told_otherwise_refuses(
         (["supervisor", "--overlay", "tco", "--rho", "0"], "0.0 is not in the range x>0"),
         (["supervisor", "--overlay", "tco", "--coverage", "0"], "0 is not in the range x>=1"),
         (["supervisor", "--overlay", "tco", "--backup-method", "best"], "'primal-dual', 'greedy'"),
-        (["supervisor", "--rho", "2"], "set the tco overlay, not skipring: add --overlay tco"),
+        (["supervisor", "--rho", "2"], "set the tco or omen overlay, not skipring: add --overlay tco"),
         (["supervisor", "--overlay", "tco", "--peers", "127.0.0.1:1"], "the tco overlay runs one supervisor"),
         (["node", "--overlay", "tco", "--dissemination", "tree", "--supervisor", "127.0.0.1:1"],
          "the tco overlay spreads publications by flood, not tree"),

@@ -76,7 +76,7 @@ def test_pubsub_status_prints_a_nodes_neighbours_with_the_topics_shared() -> Non
 
 
 def test_the_analysis_tracker_finds_a_converged_tco_legitimate_and_a_broken_edge_not() -> None:
-    """`TcoTracker` on the snapshots the node daemons' telemetry would write
+    """`TopicGraphTracker` on the snapshots the node daemons' telemetry would write
     (`pubsub.node.telemetry.node_snapshot`) of a simulated overlay."""
     from pubsub.node.telemetry import node_snapshot
     from pubsub.ops.analysis.timeline import tracker_factory

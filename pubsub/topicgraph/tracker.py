@@ -1,12 +1,13 @@
-"""A `tco` topic's legitimacy over time, as the convergence analysis scans it (pure Python).
+"""A general-graph topic's legitimacy over time (tco, omen), as the convergence analysis scans
+it (pure Python).
 
-`TcoTracker` is tco's `pubsub.kernel.contracts.TopicTracker`: the analysis
+`TopicGraphTracker` is tco's and omen's `pubsub.kernel.contracts.TopicTracker`: the analysis
 (`pubsub.ops.analysis.timeline`) hands it each node's latest snapshot of one topic (its
 ``neighbours`` there and ``trie_root``, docs/events.md) in time order.  The snapshots are the
 nodes' own: the tracker judges the topic from them alone -- every member's neighbours are
 members that list it back, the edges connect the members (the topic is topic-connected),
 and the trie roots agree.  Whether those tables are the supervisor's record is the
-experiment runner's and `pubsub cluster status`'s check (`pubsub.tco.views.legitimate`).
+experiment runner's and `pubsub cluster status`'s check (each overlay's `legitimate`).
 
 A TCO has no one legitimate overlay of a membership (Low-ODA and the repairs choose among
 many), so `ideal_degrees` are the degrees of the overlay the nodes report, and
@@ -18,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from pubsub.kernel.contracts import Snapshot
-from pubsub.tco.views import connected
+from pubsub.topicgraph.reports import connected
 
 
 def _neighbours(snapshot: Snapshot) -> frozenset[str]:
@@ -28,8 +29,8 @@ def _neighbours(snapshot: Snapshot) -> frozenset[str]:
     return frozenset(str(u) for u in held)
 
 
-class TcoTracker:
-    """The current state of one `tco` topic (module docstring)."""
+class TopicGraphTracker:
+    """The current state of one topic of a general-graph overlay (module docstring)."""
 
     def __init__(self) -> None:
         self.neighbours: dict[str, frozenset[str]] = {}

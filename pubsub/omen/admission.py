@@ -1,0 +1,31 @@
+"""Which peer may send which `omen` message, by the identity its TLS certificate names: the
+rules of a supervised overlay (`pubsub.publications.admission`) over omen's messages.  A node
+takes memberships, churn events and probes from its supervisor only; every message that
+names its node (``ref`` or ``sender``) is taken only from that node."""
+
+from __future__ import annotations
+
+from pubsub.omen.messages import (
+    OmenChurn,
+    OmenEdges,
+    OmenEdgesAck,
+    OmenGossip,
+    OmenJoin,
+    OmenLeave,
+    OmenMembership,
+    OmenPing,
+    OmenPong,
+    OmenShadowAnswer,
+    OmenShadowRequest,
+    OmenShuffle,
+    OmenSuspect,
+)
+from pubsub.publications.admission import Rules
+
+RULES = Rules(
+    from_supervisor=(OmenMembership, OmenChurn, OmenPing),
+    names_sender=(OmenJoin, OmenLeave, OmenSuspect, OmenPong, OmenGossip, OmenShuffle, OmenShadowRequest,
+                  OmenShadowAnswer, OmenEdges, OmenEdgesAck),
+)
+node_admits = RULES.node_admits
+supervisor_admits = RULES.supervisor_admits
