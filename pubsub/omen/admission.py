@@ -9,10 +9,12 @@ from pubsub.omen.messages import (
     OmenChurn,
     OmenEdges,
     OmenEdgesAck,
+    OmenGone,
     OmenGossip,
     OmenJoin,
     OmenLeave,
     OmenMembership,
+    OmenMend,
     OmenPing,
     OmenPong,
     OmenShadowAnswer,
@@ -23,8 +25,8 @@ from pubsub.omen.messages import (
 from pubsub.publications.admission import Rules
 
 RULES = Rules(
-    from_supervisor=(OmenMembership, OmenChurn, OmenPing),
-    names_sender=(OmenJoin, OmenLeave, OmenSuspect, OmenPong, OmenGossip, OmenShuffle, OmenShadowRequest,
+    from_supervisor=(OmenMembership, OmenChurn, OmenPing, OmenGone),
+    names_sender=(OmenJoin, OmenLeave, OmenMend, OmenSuspect, OmenPong, OmenGossip, OmenShuffle, OmenShadowRequest,
                   OmenShadowAnswer, OmenEdges, OmenEdgesAck),
 )
 node_admits = RULES.node_admits

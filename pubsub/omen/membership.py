@@ -64,6 +64,10 @@ class Membership:
         self.topics[node] = frozenset(topics)
         return self._event("join", node, added, extra=[node])
 
+    def rejoin(self, node: Node) -> list[Send]:
+        """A join event for a node already on the circle, with all its topics (`OmenMend`)."""
+        return self._event("join", node, self.topics.get(node, frozenset()), extra=[])
+
     def leave(self, node: Node) -> list[Send]:
         """A graceful leave or a detected crash (the same event, §3.1)."""
         if node not in self.circle:

@@ -211,3 +211,20 @@ class OmenPong(Message):
 
     nonce: int
     ref: Ref
+
+
+@message("omen_gone")
+class OmenGone(Message):
+    """Supervisor -> node: `node`, which the receiver reported unreachable, is off the
+    circle.  The receiver drops its edge to it and asks for a repair of its own (`OmenMend`):
+    the leave's coordinator did not know that edge (beyond the paper, docs/omen.md)."""
+
+    node: Ref
+
+
+@message("omen_mend")
+class OmenMend(Message):
+    """Node -> supervisor: `ref` lost an edge no repair mended; a join event for it, with
+    all its topics and candidates, reconnects it."""
+
+    ref: Ref

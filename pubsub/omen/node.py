@@ -55,7 +55,7 @@ from pubsub.topicgraph.lowoda import DEFAULT_RHO
 
 #: L, the resilience factor (paper 003 §3.3; INFERRED default).
 DEFAULT_L = 2
-DEFAULT_FETCH_TIMEOUT = 3
+DEFAULT_FETCH_TIMEOUT = 10
 DEFAULT_EDGE_TRIES = 5
 #: Shadow requests remembered (an edge message must follow one).
 ASKED_REMEMBERED = 1024
@@ -362,6 +362,10 @@ class OmenNode:
         theirs = self.peer_topics.get(peer)
         return self.topics if theirs is None else self.topics & theirs
 
+    def drop_neighbour(self, node: Node) -> list[Send]:
+        """Forget the edge to a node that is gone; my new descriptor to my successors."""
+        return self._apply(OmenEdges(self.me, "", Refs(()), Refs((Ref(node),))))
+
     def set_topics(self, topics: frozenset[Topic], drop_edges: bool = False) -> list[Send]:
         """The node is now in `topics` (it told its supervisor); with `drop_edges` -- it
         left a topic, which OMen handles as a leave and a join -- it holds no edge until
@@ -429,7 +433,8 @@ class OmenNode:
             ends.setdefault(a, set()).add(b)
             ends.setdefault(b, set()).add(a)
         drop = Refs((Ref(v),)) if r.event.kind == "leave" else Refs(())
-        targets = set(ends) | (set(answered) if drop else set())
+        # the departed node's neighbours drop it whether or not they answered in time
+        targets = set(ends) | (set(r.shadow) if drop else set())
         r.phase = "edges"
         out = []
         for node in sorted(targets):

@@ -15,7 +15,9 @@ it (their topics come with the edges and with gossip); publications are flooded 
 graph has no arcs) and each anti-entropy round picks one of them at random (two while
 `eager`).  Every sender is admitted: OMen's edges reach the two endpoints at different
 moments, so a neighbour one end does not hold yet is no intruder.  A neighbour the runtime
-cannot reach is left out and reported (`OmenSuspect`); the supervisor probes it.
+cannot reach is left out and reported (`OmenSuspect`); the supervisor probes it, and once it
+is off the circle tells the node (`OmenGone`), which drops the edge and asks for a repair of
+its own (`OmenMend`).
 
 OMen is not self-stabilizing (docs/omen.md): the status says so.
 """
@@ -28,7 +30,17 @@ from collections.abc import Iterator, Sequence
 
 from pubsub.kernel.effects import Effect
 from pubsub.kernel.message import Message, Ref, Send, Topic
-from pubsub.omen.messages import OmenJoin, OmenLeave, OmenMembership, OmenPing, OmenPong, OmenSuspect, Topics
+from pubsub.omen.messages import (
+    OmenGone,
+    OmenJoin,
+    OmenLeave,
+    OmenMembership,
+    OmenMend,
+    OmenPing,
+    OmenPong,
+    OmenSuspect,
+    Topics,
+)
 from pubsub.omen.node import OmenNode, Settings, settings_of
 from pubsub.publications.arcs import ArcView
 from pubsub.publications.overlay import Released
@@ -130,6 +142,13 @@ class OmenOverlay:
     def handle(self, msg: Message, now: float, rng: random.Random) -> Sequence[Effect | Released]:
         if isinstance(msg, OmenPing):
             return [Send(self.supervisor, OmenPong(msg.nonce, self.ref))]
+        if isinstance(msg, OmenGone):
+            self.unreachable.discard(msg.node)
+            if msg.node not in self.core.neighbours:
+                return []
+            self.counters["gone_neighbours"] += 1
+            dropped = self.core.drop_neighbour(msg.node)
+            return [*dropped, Send(self.supervisor, OmenMend(self.ref))]
         out: list[Effect | Released] = []
         if isinstance(msg, OmenMembership):
             self.counters["memberships"] += 1

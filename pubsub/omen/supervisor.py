@@ -9,6 +9,9 @@ both, `pubsub.omen.membership`).  It never sends edges or views.
 * `OmenLeave`: a leave event (and the leaver is told it is in no topic).
 * `OmenSuspect` from a node, or its own runtime unable to reach one: a probe (`OmenPing`);
   silent for the probe timeout, the node is taken off as crashed: a leave event.
+* A node that reported a neighbour which is off the circle is told so (`OmenGone`); it drops
+  the edge and asks for a repair of its own (`OmenMend`), answered with a join event for all
+  its topics (beyond the paper: the leave's coordinator may not have known that edge).
 * `GetMember` (hand-overs): a random subscriber of the topic, one under suspicion only if
   nobody else.
 * Every Timeout `config_budget` memberships go out in round robin, so a lost membership is
@@ -26,8 +29,20 @@ from collections.abc import Iterable
 from typing import Any
 
 from pubsub.kernel.message import Message, Ref, Send, Topic
+from pubsub.kernel.wire import WireError, validate_ref
 from pubsub.omen.membership import Membership
-from pubsub.omen.messages import OmenJoin, OmenLeave, OmenMembership, OmenPing, OmenPong, OmenSuspect, Refs, Topics
+from pubsub.omen.messages import (
+    OmenGone,
+    OmenJoin,
+    OmenLeave,
+    OmenMembership,
+    OmenMend,
+    OmenPing,
+    OmenPong,
+    OmenSuspect,
+    Refs,
+    Topics,
+)
 from pubsub.omen.node import Settings, settings_fields
 from pubsub.publications.messages import GetMember, MemberIs
 from pubsub.publications.probes import Probes
@@ -37,8 +52,17 @@ RECENT_EVENTS = 32
 
 
 def member_key(label: str) -> str:
-    """The member a stored row names: its label is "m <ref>"."""
-    return label.partition(" ")[2]
+    """A stored label, checked (ValueError if malformed): "m <ref>"; the label itself."""
+    if not isinstance(label, str):
+        raise ValueError("an omen row label is a string")
+    kind, _, ref = label.partition(" ")
+    if kind != "m":
+        raise ValueError(f"an omen row label is 'm <ref>', not {label[:80]!r}")
+    try:
+        validate_ref(ref)
+    except WireError as exc:
+        raise ValueError(f"an omen row label names a bad reference: {exc}") from None
+    return label
 
 
 class OmenSupervisor:
@@ -70,6 +94,8 @@ class OmenSupervisor:
         self._changes: list[tuple[str, str, str | None]] = []
         self._turn = 0
         self._out: list[Send] = []
+        #: Who reported each suspect unreachable: told `OmenGone` when it is taken off.
+        self.reporters: dict[Ref, set[Ref]] = {}
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_EVENTS)
         self._events: deque[dict[str, Any]] = deque(maxlen=10 * RECENT_EVENTS)
         #: joins, leaves, changes, crashes_detected, suspects, memberships_sent, reminders.
@@ -92,6 +118,14 @@ class OmenSupervisor:
             self._send(msg.ref, OmenMembership(Refs(()), Refs(()), Topics(())))
         elif isinstance(msg, OmenSuspect):
             self._suspect(msg.suspect, now)
+            if msg.suspect in self.membership.circle:
+                self.reporters.setdefault(msg.suspect, set()).add(msg.ref)
+            else:
+                self._send(msg.ref, OmenGone(msg.suspect))
+        elif isinstance(msg, OmenMend):
+            if msg.ref in self.membership.circle:
+                self.counters["mends"] += 1
+                self._event("mend", msg.ref, self.membership.rejoin(msg.ref))
         elif isinstance(msg, OmenPong):
             self.probes.answered(msg.ref, msg.nonce)
         elif isinstance(msg, GetMember):
@@ -103,6 +137,8 @@ class OmenSupervisor:
             if ref in self.membership.circle:
                 self.counters["crashes_detected"] += 1
                 self._event("crash", ref, self.membership.leave(ref))
+                for reporter in sorted(self.reporters.pop(ref, set())):
+                    self._send(reporter, OmenGone(ref))
         members = self.membership.circle.members()
         if members:
             start = self._turn % len(members)
