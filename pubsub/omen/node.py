@@ -115,6 +115,8 @@ class Repairing:
     unacked: dict[Node, tuple[OmenEdges, int]] = field(default_factory=dict)
     added: list[tuple[Node, Node]] = field(default_factory=list)
     phase: str = "fetch"
+    #: Whether the view of the event's node was ready when the repair began.
+    ready: bool = True
 
 
 @dataclass
@@ -401,7 +403,7 @@ class OmenNode:
         shadow |= {v} if event.kind == "join" else set(self.view.N.get(v, frozenset()))
         if event.kind == "leave":
             shadow.discard(v)
-        r = Repairing(event, sorted(shadow), now)
+        r = Repairing(event, sorted(shadow), now, ready=self.view.R.get(v, False))
         if self.me in shadow:
             r.answers[self.me] = self.descriptor()
         self.repairing = r
@@ -459,10 +461,19 @@ class OmenNode:
         self._keep()
 
     def _finish(self, r: Repairing, now: int) -> list[Send]:
+        """notifySuccRange -- unless the view was not ready: then the other successors' own
+        timers run out and they repair it too, from their views (INFERRED).  After a join the
+        joiner gets the descriptors this node holds (its predecessors' among them), so that
+        it is ready to coordinate for them at once (paper 003 §5's local view stabilization)."""
         self.repairing = None
         self._handled(r.event.id)
-        done = [Send(Ref(n), OmenDone(r.event.id)) for n in self.succs[: self.settings.resilience]]
-        return done + self._work(now)
+        out: list[Send] = []
+        if r.ready:
+            out += [Send(Ref(n), OmenDone(r.event.id)) for n in self.succs[: self.settings.resilience]]
+        if r.event.kind == "join" and r.event.node != self.me:
+            held = Descriptors(tuple(self.view.get_view()))
+            out.append(Send(Ref(r.event.node), OmenGossip(self.me, held, True)))
+        return out + self._work(now)
 
     # ------------------------------------------------------------------ views for tests and status
     def edges(self) -> set[tuple[Node, Node]]:
