@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from pubsub.publications.topicview import TopicView
+from pubsub.publications.topicview import graph_view
 from pubsub.topicgraph import reports
 from pubsub.topicgraph.reports import connected, neighbours_of, reports_legitimate
 
@@ -80,20 +80,7 @@ def web_topic(
 ) -> dict[str, Any]:
     """One topic as the supervisor's web view draws it: the subscribers on the circle in
     circle order, the edges each answering member reports (kind ``omen``), the problems."""
-    view = TopicView(topic, answers, suspects)
-    members = _members(entry)
-    n = len(members)
-    for place, ref in enumerate(members):
-        state = view.member(ref, str(place), place / n)
-        if state is None:
-            continue
-        view.edges.extend(
-            {"from": ref, "to": to, "kind": "omen"} for to in sorted(neighbours_of(state) or ()) if ref < to
-        )
-    if not members:
-        view.problems.append("no members")
-    view.problems.extend(problems(entry, view.states))
-    return view.body(entry, n)
+    return graph_view(topic, entry, answers, suspects, _members(entry), "omen", problems)
 
 
 def status_lines(body: Mapping[str, Any]) -> list[str]:

@@ -7,7 +7,7 @@ statuses (`pubsub.skipring.supervisor.webtopic`, `pubsub.clique.views`).  Pure."
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 #: Most problems a topic's view lists.
@@ -76,3 +76,30 @@ class TopicView:
             "legitimate_database": bool(entry.get("legitimate_database")),
             "publications_agree": len(self._roots) <= 1 and all(m["answering"] for m in self.members),
         }
+
+
+def graph_view(
+    topic: str,
+    entry: Mapping[str, Any],
+    answers: Mapping[str, Mapping[str, Any] | str],
+    suspects: Iterable[str],
+    members: list[str],
+    kind: str,
+    problems: Callable[[Mapping[str, Any], Mapping[str, Mapping[str, Any]]], list[str]],
+) -> dict[str, Any]:
+    """A topic of a general-graph overlay (tco, omen) as the web view draws it: `members`
+    evenly on the circle in the order given, the edges each answering member reports in its
+    ``neighbours`` (of `kind`), and what `problems(entry, states)` finds."""
+    view = TopicView(topic, answers, suspects)
+    n = len(members)
+    for place, ref in enumerate(members):
+        state = view.member(ref, str(place), place / n)
+        if state is None:
+            continue
+        held = state.get("neighbours")
+        others = sorted(str(u) for u in held) if isinstance(held, (list, tuple)) else []
+        view.edges.extend({"from": ref, "to": to, "kind": kind} for to in others if ref < to)
+    if not members:
+        view.problems.append("no members")
+    view.problems.extend(problems(entry, view.states))
+    return view.body(entry, n)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from pubsub.publications.topicview import TopicView
+from pubsub.publications.topicview import graph_view
 from pubsub.topicgraph import reports
 from pubsub.topicgraph.reports import connected, neighbours_of, reports_legitimate
 
@@ -91,20 +91,7 @@ def web_topic(
     """One topic as the supervisor's web view draws it (`Overlay.web_topic`): the
     subscribers evenly on the circle in reference order, the edges each answering member
     reports (kind ``tco``), and the problems `problems` finds."""
-    view = TopicView(topic, answers, suspects)
-    members, _ = _supervisor_view(entry)
-    n = len(members)
-    for place, ref in enumerate(members):
-        state = view.member(ref, str(place), place / n)
-        if state is None:
-            continue
-        view.edges.extend(
-            {"from": ref, "to": to, "kind": "tco"} for to in sorted(neighbours_of(state) or ()) if ref < to
-        )
-    if not members:
-        view.problems.append("no members")
-    view.problems.extend(problems(entry, view.states))
-    return view.body(entry, n)
+    return graph_view(topic, entry, answers, suspects, _supervisor_view(entry)[0], "tco", problems)
 
 
 def status_lines(body: Mapping[str, Any]) -> list[str]:
