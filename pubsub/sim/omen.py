@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from pubsub.kernel.message import Message, Ref, Send
+from pubsub.kernel.message import Topic as WireTopic
 from pubsub.omen.membership import Membership
 from pubsub.omen.messages import OmenChurn, OmenDone
 from pubsub.omen.node import OmenNode, Settings
@@ -77,7 +78,7 @@ class OmenSim:
                 self.nodes[node]._changed()
         for node in sorted(self.topics_of):
             self.membership.circle.add(node)
-            self.membership.topics[node] = frozenset(self.topics_of[node])
+            self.membership.topics[node] = frozenset(WireTopic(t) for t in self.topics_of[node])
         for node in sorted(self.topics_of):
             self._deliver_all([self.membership.membership_of(node)], SUPERVISOR)
 
@@ -122,7 +123,7 @@ class OmenSim:
     # ------------------------------------------------------------------ churn
     def join(self, node: Node, topics: frozenset[Topic]) -> None:
         self._add(node, frozenset(topics))
-        self._deliver_all(self.membership.join(node, frozenset(topics)), SUPERVISOR)
+        self._deliver_all(self.membership.join(node, frozenset(WireTopic(t) for t in topics)), SUPERVISOR)
 
     def leave(self, node: Node) -> None:
         """A graceful leave: the supervisor knows at once."""
