@@ -33,7 +33,6 @@ from pubsub.ops.detached import read_manifest
 from pubsub.ops.localcluster import LocalCluster
 from tests.cluster_checks import assert_stays
 from tests.ops.test_cluster_cmd import cluster_cmd, cluster_dir, entries, exited, status_json
-from tests.tco.checker import split_topics
 from tests.tco.test_tco_cluster import (
     AFTER,
     BEFORE,
@@ -45,11 +44,11 @@ from tests.tco.test_tco_cluster import (
     Publishing,
     Topics,
     assignment,
+    graph_problems,
     join_all,
     lacking,
     patiently,
     publish,
-    reported_edges,
     subscribers,
     wait_until,
 )
@@ -83,23 +82,7 @@ def omen_problems(cluster: LocalCluster, wanted: Topics) -> list[str]:
         body = bodies[ref]
         if held.get(ref) != sorted(topics) or body.get("held_topics") != sorted(topics):
             problems.append(f"{ref}: held in {body.get('held_topics')} / {held.get(ref)}, joined {sorted(topics)}")
-        for topic in sorted(topics):
-            state = (body.get("topics") or {}).get(topic) or {}
-            if not state.get("configured") or state.get("unreachable"):
-                problems.append(f"{ref}: {topic} is not configured or has unreachable neighbours: {state}")
-    edges, one_sided = reported_edges(bodies)
-    problems += one_sided
-    strangers = sorted({ref for edge in edges for ref in edge} - set(wanted))
-    if strangers:
-        problems.append(f"live nodes still hold neighbours that are not live members: {strangers}")
-    else:
-        split = split_topics(wanted, edges)
-        if split:
-            problems.append(f"the reported edges split topics (topic: parts): {split}")
-    snapshots = patiently(lambda: cluster.snapshots(sorted(subscribers(wanted))), "the topics' snapshots")
-    for topic, (_, states) in snapshots.items():
-        problems += [f"{topic}: {p}" for p in cluster.problems(topic, states)]
-    return problems
+    return problems + graph_problems(cluster, wanted, bodies)
 
 
 # --- the command ---------------------------------------------------------------------------------

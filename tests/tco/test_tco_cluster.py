@@ -130,8 +130,18 @@ def tco_problems(cluster: LocalCluster, wanted: Topics) -> list[str]:
             problems.append(f"{ref}: the supervisor holds it in {table.get('topics')}, it joined {sorted(topics)}")
         if body.get("neighbours") != table.get("neighbours"):
             problems.append(f"{ref}: holds {body.get('neighbours')}, the supervisor {table.get('neighbours')}")
+    return problems + graph_problems(cluster, wanted, bodies)
+
+
+def graph_problems(cluster: LocalCluster, wanted: Topics, bodies: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """What the live nodes `wanted` report wrong as a general-graph overlay (tco, omen): each
+    topic configured and reachable, every edge held from both ends with the same topics,
+    no edge to a node that is not live, the independent checker's TCO, and the overlay's
+    own check of every topic."""
+    problems = []
+    for ref, topics in sorted(wanted.items()):
         for topic in sorted(topics):
-            state = (body.get("topics") or {}).get(topic) or {}
+            state = (bodies[ref].get("topics") or {}).get(topic) or {}
             if not state.get("configured") or state.get("unreachable"):
                 problems.append(f"{ref}: {topic} is not configured or has unreachable neighbours: {state}")
     edges, one_sided = reported_edges(bodies)
