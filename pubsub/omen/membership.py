@@ -64,9 +64,11 @@ class Membership:
         self.topics[node] = frozenset(topics)
         return self._event("join", node, added, extra=[node])
 
-    def rejoin(self, node: Node) -> list[Send]:
-        """A join event for a node already on the circle, with all its topics (`OmenMend`)."""
-        return self._event("join", node, self.topics.get(node, frozenset()), extra=[])
+    def rejoin(self, node: Node, topics: frozenset[Topic] | None = None) -> list[Send]:
+        """A join event for a node already on the circle, in `topics` of its own (default:
+        all of them; `OmenMend`)."""
+        held = self.topics.get(node, frozenset())
+        return self._event("join", node, held if topics is None else held & topics, extra=[])
 
     def leave(self, node: Node) -> list[Send]:
         """A graceful leave or a detected crash (the same event, §3.1)."""

@@ -224,7 +224,9 @@ class OmenGone(Message):
 
 @message("omen_mend")
 class OmenMend(Message):
-    """Node -> supervisor: `ref` lost an edge no repair mended; a join event for it, with
-    all its topics and candidates, reconnects it."""
+    """Node -> supervisor: `ref` lost an edge no repair mended, or holds no neighbour in
+    `topics` (none named: all its topics); a join event for it in those topics, with
+    candidates, reconnects it."""
 
     ref: Ref
+    topics: Topics = Topics(())

@@ -178,7 +178,19 @@ class OmenOverlay:
                 self._quiet += 1
                 if self._quiet >= REFRESH_EVERY:
                     out += self._tell(refresh=True)
+                    out += self._lonely()
         return out
+
+    def _lonely(self) -> list[Send]:
+        """Beyond the paper (INFERRED): topics held in which this node has no neighbour at a
+        reminder are named to the supervisor (`OmenMend`), which starts a join event for them
+        if anyone else subscribes: a joiner whose event no coordinator repaired (concurrent
+        joins moved its successor) is not left alone for good."""
+        alone = sorted(t for t in self.held or () if not any(True for _ in self.neighbours(t)))
+        if not alone:
+            return []
+        self.counters["mends_asked"] += 1
+        return [Send(self.supervisor, OmenMend(self.ref, Topics(tuple(alone))))]
 
     def topic_timeout(self, topic: Topic, rng: random.Random) -> list[Send]:
         return []

@@ -123,9 +123,7 @@ class OmenSupervisor:
             else:
                 self._send(msg.ref, OmenGone(msg.suspect))
         elif isinstance(msg, OmenMend):
-            if msg.ref in self.membership.circle:
-                self.counters["mends"] += 1
-                self._event("mend", msg.ref, self.membership.rejoin(msg.ref))
+            self._mend(msg.ref, frozenset(msg.topics))
         elif isinstance(msg, OmenPong):
             self.probes.answered(msg.ref, msg.nonce)
         elif isinstance(msg, GetMember):
@@ -170,6 +168,18 @@ class OmenSupervisor:
             self._event("leave", ref, self.membership.leave(ref))
             self._event("join", ref, self.membership.join(ref, topics))
         self._store()
+
+    def _mend(self, ref: Ref, topics: frozenset[Topic]) -> None:
+        """A join event for `ref` in `topics` (all its own if none), if another node
+        subscribes to one of them (a lonely topic needs no edge)."""
+        held = self.membership.topics.get(ref)
+        if held is None:
+            return
+        wanted = (topics or held) & held
+        others = {t for n, ts in self.membership.topics.items() if n != ref for t in ts}
+        if wanted & others:
+            self.counters["mends"] += 1
+            self._event("mend", ref, self.membership.rejoin(ref, frozenset(wanted & others)))
 
     def _event(self, kind: str, ref: Ref, sends: list[Send]) -> None:
         note = {"event": kind, "node": ref, "messages": len(sends)}
