@@ -37,7 +37,7 @@ from pubsub.clique.messages import (
 )
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.publications.messages import GetMember, MemberIs
-from pubsub.publications.probes import Probes
+from pubsub.publications.probes import Probes, choose_member
 from pubsub.publications.retention import RetentionTable
 
 
@@ -159,9 +159,7 @@ class CliqueSupervisor:
 
     def _get_member(self, topic: Topic, ref: Ref, nonce: int, avoid: Ref | None) -> None:
         members = sorted(self.topics.get(topic, []))
-        preferred = [r for r in members if r not in self.probes and r != avoid]
-        choices = preferred or members
-        self._send(ref, MemberIs(topic, self.rng.choice(choices) if choices else None, nonce))
+        self._send(ref, MemberIs(topic, choose_member(members, self.probes, avoid, self.rng), nonce))
 
     # ------------------------------------------------------------------ configurations
     def _configure(self, topic: Topic, ref: Ref) -> None:

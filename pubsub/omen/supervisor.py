@@ -45,7 +45,7 @@ from pubsub.omen.messages import (
 )
 from pubsub.omen.node import Settings, settings_fields
 from pubsub.publications.messages import GetMember, MemberIs
-from pubsub.publications.probes import Probes
+from pubsub.publications.probes import Probes, choose_member
 from pubsub.publications.retention import RetentionTable
 
 RECENT_EVENTS = 32
@@ -204,9 +204,7 @@ class OmenSupervisor:
 
     def _get_member(self, topic: Topic, ref: Ref, nonce: int, avoid: Ref | None) -> None:
         members = self.member_refs(topic)
-        preferred = [r for r in members if r not in self.probes and r != avoid]
-        choices = preferred or members
-        self._send(ref, MemberIs(topic, self.rng.choice(choices) if choices else None, nonce))
+        self._send(ref, MemberIs(topic, choose_member(members, self.probes, avoid, self.rng), nonce))
 
     # ------------------------------------------------------------------ the record
     def _rows(self) -> set[tuple[str, str, str]]:

@@ -1,10 +1,13 @@
-"""The failure detector of a supervisor that configures its nodes (the clique's and tco's):
+"""The failure detector of a supervisor that configures its nodes (the clique's, tco's and omen's):
 a node reported unreachable -- by a peer, or by the supervisor's own runtime -- is probed,
 and one that has not answered within `timeout` seconds is dead.  Pure: the supervisor core
 sends the overlay's own ping with the nonce `suspect` returns and hands the pong to
 `answered`; `expired` names the dead at a Timeout."""
 
 from __future__ import annotations
+
+import random
+from collections.abc import Container, Sequence
 
 from pubsub.kernel.message import Ref
 
@@ -53,3 +56,14 @@ class Probes:
 
     def suspects(self) -> list[Ref]:
         return sorted(self.pending)
+
+
+def choose_member(
+    members: Sequence[Ref], suspected: Container[Ref], avoid: Ref | None, rng: random.Random
+) -> Ref | None:
+    """The member a supervisor names for a hand-over (`GetMember`): a random one of `members`
+    that is neither under suspicion nor `avoid` (the one that just failed to take it); any
+    of them if there is no other; None for no member."""
+    preferred = [r for r in members if r not in suspected and r != avoid]
+    choices = preferred or list(members)
+    return rng.choice(choices) if choices else None

@@ -48,7 +48,7 @@ from pubsub.kernel.contracts import FaultRefused
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.kernel.wire import WireError, validate_ref
 from pubsub.publications.messages import GetMember, MemberIs
-from pubsub.publications.probes import Probes
+from pubsub.publications.probes import Probes, choose_member
 from pubsub.publications.retention import RetentionTable
 from pubsub.tco.backups import DEFAULT_LAMBDA, METHODS
 from pubsub.tco.dynamic import Repair, ShadowDynAlg
@@ -290,9 +290,7 @@ class TcoSupervisor:
 
     def _get_member(self, topic: Topic, ref: Ref, nonce: int, avoid: Ref | None) -> None:
         members = sorted(self.overlay.subscribers.get(topic, ()))
-        preferred = [r for r in members if r not in self.probes and r != avoid]
-        choices = preferred or members
-        self._send(ref, MemberIs(topic, Ref(self.rng.choice(choices)) if choices else None, nonce))
+        self._send(ref, MemberIs(topic, choose_member([Ref(r) for r in members], self.probes, avoid, self.rng), nonce))
 
     # ------------------------------------------------------------------ the audit
     def audit(self) -> dict[str, int]:

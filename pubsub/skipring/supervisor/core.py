@@ -52,6 +52,7 @@ from typing import Any
 
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.publications.messages import GetMember, MemberIs
+from pubsub.publications.probes import choose_member
 from pubsub.publications.retention import RetentionTable
 from pubsub.skipring.labels import Label, l
 from pubsub.skipring.messages import GetConfiguration, Ping, Pong, SetData, Subscribe, SuspectCrash, Unsubscribe
@@ -269,10 +270,7 @@ class SupervisorCore:
         """
         db = self.topics.get(topic)
         members = [] if db is None else sorted({r for _, r in db.members() if r is not None})
-        preferred = [r for r in members if r not in self.probes and r != avoid]
-        choices = preferred or members
-        member = self.rng.choice(choices) if choices else None
-        self._send(ref, MemberIs(topic, member, nonce))
+        self._send(ref, MemberIs(topic, choose_member(members, self.probes, avoid, self.rng), nonce))
 
     # ------------------------------------------------------------------ helpers
     def _vacate(self, topic: Topic, ref: Ref) -> None:
