@@ -22,6 +22,10 @@ from typing import Any, Protocol
 from pubsub.kernel.effects import Effect
 from pubsub.kernel.message import Message, Ref, Send
 
+#: One metric sample of an overlay core's optional ``measures()`` (the daemons export them,
+#: `pubsub.telemetry.metrics.overlay_families`): (name, help, gauge | counter, labels, value).
+Measure = tuple[str, str, str, dict[str, str], float]
+
 
 class Core(Protocol):
     """A protocol core: pure, deterministic given its inputs, no I/O, no clock of its own."""

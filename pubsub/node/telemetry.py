@@ -18,7 +18,14 @@ from prometheus_client.metrics_core import (
 from pubsub.runtime.host import Instrument, Instruments
 from pubsub.runtime.settings import TelemetrySettings
 from pubsub.telemetry.events import EventWriter, Observer, SnapshotObserver, as_pair
-from pubsub.telemetry.metrics import LatencyHistogram, TopicLabels, by_label, counter_family, gauge_family
+from pubsub.telemetry.metrics import (
+    LatencyHistogram,
+    TopicLabels,
+    by_label,
+    counter_family,
+    gauge_family,
+    overlay_families,
+)
 
 #: Arrival paths of a stored publication, as label values.
 VIAS = ("local", "handover", "tree", "flood", "antientropy")
@@ -174,6 +181,7 @@ class NodeCollector:
                        "is one write to the store's journal).", app.store.commits)
         yield counter_family("pubsub_store_settles", "Transactions that moved the journal's commits into "
                        "SQLite since the start.", app.store.settles)
+        yield from overlay_families(getattr(app.core.overlay, "measures", list)())
 
 
 #: How `Stored.via` / `Arrival.via` values are named in delivery events.

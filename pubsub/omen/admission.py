@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pubsub.omen.messages import (
     OmenChurn,
+    OmenDone,
     OmenEdges,
     OmenEdgesAck,
     OmenGone,
@@ -27,7 +28,7 @@ from pubsub.publications.admission import Rules
 RULES = Rules(
     from_supervisor=(OmenMembership, OmenChurn, OmenPing, OmenGone),
     names_sender=(OmenJoin, OmenLeave, OmenMend, OmenSuspect, OmenPong, OmenGossip, OmenShuffle, OmenShadowRequest,
-                  OmenShadowAnswer, OmenEdges, OmenEdgesAck),
+                  OmenShadowAnswer, OmenEdges, OmenEdgesAck, OmenDone),
 )
 node_admits = RULES.node_admits
 supervisor_admits = RULES.supervisor_admits

@@ -185,9 +185,11 @@ class OmenEdgesAck(Message):
 
 @message("omen_done")
 class OmenDone(Message):
-    """Coordinator -> the L-successor range: event `event` is repaired (gcChurnEvent)."""
+    """Coordinator -> the L-successor range: event `event` is repaired (gcChurnEvent).
+    `sender`, the coordinator, is among each receiver's predecessors, or it is refused."""
 
     event: str
+    sender: Ref
 
 
 @message("omen_suspect")

@@ -28,7 +28,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pubsub.kernel.message import Message, Ref, Send
 from pubsub.omen.churn import DEFAULT_READY_TIMEOUT, DEFAULT_STANDBY_TIMEOUT, ChurnEvent, ChurnQueue
@@ -126,7 +126,14 @@ class Counters:
     edges_dropped: int = 0
     left_out: int = 0
     given_up: int = 0
+    #: Messages refused, by reason: edges from a node that never asked me for this event,
+    #: an `omen_done` from a node outside my predecessor range, a message of no kind I take.
     refused: int = 0
+    refused_edges: int = 0
+    refused_done: int = 0
+    #: Edges a coordinator asked for to a peer that shares no topic with me (the edge
+    #: would carry nothing): refused one by one, the rest of the message taken.
+    refused_edge_topics: int = 0
     #: The longest an event waited in exeQ before its repair began (Timeouts).
     longest_wait: int = 0
 
@@ -258,9 +265,12 @@ class OmenNode:
                 return self._work(now)
             return []
         if isinstance(msg, OmenDone):
-            self._handled(msg.event)
+            if sender in self.preds:
+                self._handled(msg.event)
+            else:
+                self.refused_message("done")
             return []
-        self.counters.refused += 1
+        self.refused_message()
         return []
 
     def timeout(self, now: int) -> list[Send]:
@@ -330,16 +340,27 @@ class OmenNode:
         event is one (a coordinator always fetches its shadow set first); anything else is
         refused and counted."""
         if (sender, msg.event) not in self.asked:
-            self.counters.refused += 1
+            self.refused_message("edges")
             return []
         return [*self._apply(msg), Send(Ref(sender), OmenEdgesAck(msg.event, self.me))]
+
+    def refused_message(self, reason: Literal["edges", "done"] | None = None) -> None:
+        """Count a refused message (`Counters`): in all, and by its reason if any."""
+        self.counters.refused += 1
+        if reason == "edges":
+            self.counters.refused_edges += 1
+        elif reason == "done":
+            self.counters.refused_done += 1
 
     def _apply(self, msg: OmenEdges) -> list[Send]:
         """Take a coordinator's edges in; if my neighbours changed, my new descriptor goes
         to my L successors, the nodes that keep N(me) (INFERRED, see the module docstring)."""
         before = set(self.neighbours)
         self._learn(msg.peers)
-        self.neighbours |= {n for n in msg.add if n != self.me}
+        topics_of = {d.node: d.topics for d in msg.peers}
+        carrying = {n for n in msg.add if n != self.me and (n not in topics_of or topics_of[n] & self.topics)}
+        self.counters.refused_edge_topics += len({n for n in msg.add if n != self.me} - carrying)
+        self.neighbours |= carrying
         self.neighbours -= set(msg.drop)
         for node in msg.drop:
             self.sampler.drop(node)
@@ -469,7 +490,7 @@ class OmenNode:
         self._handled(r.event.id)
         out: list[Send] = []
         if r.ready:
-            out += [Send(Ref(n), OmenDone(r.event.id)) for n in self.succs[: self.settings.resilience]]
+            out += [Send(Ref(n), OmenDone(r.event.id, self.me)) for n in self.succs[: self.settings.resilience]]
         if r.event.kind == "join" and r.event.node != self.me:
             held = Descriptors(tuple(self.view.get_view()))
             out.append(Send(Ref(r.event.node), OmenGossip(self.me, held, True)))

@@ -28,6 +28,7 @@ import random
 from collections import Counter
 from collections.abc import Iterator, Sequence
 
+from pubsub.kernel.contracts import Measure
 from pubsub.kernel.effects import Effect
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.omen.messages import (
@@ -241,3 +242,34 @@ class OmenOverlay:
             "counters": {**dict(sorted(self.counters.items())), **vars(core.counters),
                          "ready_timeouts": core.queue.unready},
         }
+
+    def measures(self) -> list[Measure]:
+        """The node's omen metrics (`pubsub.telemetry.metrics.overlay_families`): its degree,
+        the views it holds, its coordinator duty and pending events, the repairs it ran and
+        the messages it refused, by reason."""
+        core, counters = self.core, self.core.counters
+        refused = {"edges": counters.refused_edges, "done": counters.refused_done,
+                   "kind": counters.refused - counters.refused_edges - counters.refused_done,
+                   "edge_topics": counters.refused_edge_topics}
+        out: list[Measure] = [
+            ("pubsub_omen_degree", "Neighbours of this node in the overlay.", "gauge", {}, len(core.neighbours)),
+            ("pubsub_omen_views_held", "Nodes whose view (backups, neighbours) this node holds: its "
+             "predecessors' and those of pending events (at most 2L).", "gauge", {}, core.view.held()),
+            ("pubsub_omen_coordinating", "1 while this node runs a repair as a coordinator.", "gauge", {},
+             int(core.repairing is not None)),
+            ("pubsub_omen_events_queued", "Churn events waiting for their repair here (exeQ).", "gauge", {},
+             len(core.queue.exe)),
+            ("pubsub_omen_events_standby", "Churn events held in standby for a failover.", "gauge", {},
+             len(core.queue.standby)),
+            ("pubsub_omen_repairs", "Repairs this node ran as a coordinator.", "counter", {}, counters.repairs),
+            ("pubsub_omen_ready_timeouts", "Events whose view was not ready by the ready timeout.", "counter", {},
+             core.queue.unready),
+            ("pubsub_omen_edges_given_up", "Edge messages never acknowledged after every try.", "counter", {},
+             counters.given_up),
+        ]
+        out += [("pubsub_omen_edges", "Edges this node added or dropped on a coordinator's word.", "counter",
+                 {"change": change}, value)
+                for change, value in (("added", counters.edges_added), ("dropped", counters.edges_dropped))]
+        out += [("pubsub_omen_refused", "Messages (or, for edge_topics, edges) refused, by reason.", "counter",
+                 {"reason": reason}, value) for reason, value in sorted(refused.items())]
+        return out

@@ -28,6 +28,7 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from typing import Any
 
+from pubsub.kernel.contracts import Measure
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.kernel.wire import WireError, validate_ref
 from pubsub.omen.membership import Membership
@@ -246,6 +247,25 @@ class OmenSupervisor:
 
     def _flush(self) -> list[Send]:
         out, self._out = self._out, []
+        return out
+
+    def measures(self) -> list[Measure]:
+        """The supervisor's omen metrics (`pubsub.telemetry.metrics.overlay_families`): the
+        circle's size, churn events started by kind, suspects probed, memberships sent."""
+        counters = self.counters
+        out: list[Measure] = [
+            ("pubsub_omen_nodes", "Nodes on the circle.", "gauge", {}, len(self.membership.circle.members())),
+            ("pubsub_omen_resilience", "L: the churn events the overlay handles at once.", "gauge", {},
+             self.settings.resilience),
+            ("pubsub_omen_suspects_probed", "Nodes probed after a report that they could not be reached.",
+             "counter", {}, counters["suspects"]),
+            ("pubsub_omen_memberships_sent", "Membership messages sent (predecessors and successors).",
+             "counter", {}, counters["memberships_sent"]),
+        ]
+        for kind, key in (("join", "joins"), ("leave", "leaves"), ("change", "changes"),
+                          ("crash", "crashes_detected"), ("mend", "mends")):
+            out.append(("pubsub_omen_churn_events", "Churn events started, by what caused them.", "counter",
+                        {"kind": kind}, counters[key]))
         return out
 
     def status(self) -> dict[str, object]:

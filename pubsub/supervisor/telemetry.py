@@ -17,7 +17,7 @@ from prometheus_client.metrics_core import (
 from pubsub.runtime.host import Instrument, Instruments
 from pubsub.runtime.settings import TelemetrySettings
 from pubsub.telemetry.events import EventWriter, Observer, SnapshotObserver
-from pubsub.telemetry.metrics import TopicLabels, by_label, counter_family, gauge_family
+from pubsub.telemetry.metrics import TopicLabels, by_label, counter_family, gauge_family, overlay_families
 
 
 class SupervisorCollector:
@@ -82,19 +82,6 @@ class SupervisorCollector:
             len(status.get("suspects") or ()),
         )
         yield from overlay_families(getattr(app.core, "measures", list)())
-
-
-def overlay_families(measures: Iterable[tuple[str, str, str, dict[str, str], float]]) -> Iterator[Metric]:
-    """An overlay core's own metrics (its optional ``measures()``: the tco supervisor's
-    degrees, coverage and repairs), one family per name, its label values as given."""
-    families: dict[str, Metric] = {}
-    for name, help_text, kind, labels, value in measures:
-        family = families.get(name)
-        if family is None:
-            cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
-            family = families[name] = cls(name, help_text, labels=sorted(labels))
-        family.add_metric([labels[k] for k in sorted(labels)], value)  # type: ignore[attr-defined]
-    yield from families.values()
 
 
 class SupervisorEvents(SnapshotObserver):

@@ -44,7 +44,7 @@ from collections.abc import Iterable
 from itertools import combinations
 from typing import Any
 
-from pubsub.kernel.contracts import FaultRefused
+from pubsub.kernel.contracts import FaultRefused, Measure
 from pubsub.kernel.message import Message, Ref, Send, Topic
 from pubsub.kernel.wire import WireError, validate_ref
 from pubsub.publications.messages import GetMember, MemberIs
@@ -242,7 +242,7 @@ class TcoSupervisor:
         self._repairs.clear()
         return out
 
-    def measures(self) -> list[tuple[str, str, str, dict[str, str], float]]:
+    def measures(self) -> list[Measure]:
         """The overlay's own metrics (`pubsub.supervisor.telemetry`): (name, help,
         gauge | counter, labels, value)."""
         overlay, counters = self.overlay, self.counters
@@ -251,7 +251,7 @@ class TcoSupervisor:
             n for n, short in self.backups.short.items()
             if n in overlay.topics and any(len(overlay.subscribers.get(t, ())) > 1 for t in short)
         ]
-        out: list[tuple[str, str, str, dict[str, str], float]] = [
+        out: list[Measure] = [
             ("pubsub_tco_nodes", "Nodes in the overlay.", "gauge", {}, len(degrees)),
             ("pubsub_tco_edges", "Edges of the overlay.", "gauge", {}, len(overlay.edges())),
             ("pubsub_tco_max_degree", "Largest number of neighbours of a node.", "gauge", {}, max(degrees, default=0)),

@@ -50,6 +50,7 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 
+from pubsub.kernel.contracts import Measure
 from pubsub.runtime import limits, tlscount
 from pubsub.runtime.stats import ERROR_CODES
 from pubsub.telemetry.events import EventWriter
@@ -144,6 +145,20 @@ def by_label(
     for key, value in sorted(({key: 0 for key in known} | dict(values)).items()):
         family.add_metric([key], value)
     return family
+
+
+def overlay_families(measures: Iterable[Measure]) -> Iterator[Metric]:
+    """An overlay core's own metrics (its optional ``measures()``: the tco supervisor's
+    degrees, coverage and repairs; omen's churn events and refusals), one family per name,
+    its label values as given."""
+    families: dict[str, Metric] = {}
+    for name, help_text, kind, labels, value in measures:
+        family = families.get(name)
+        if family is None:
+            cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            family = families[name] = cls(name, help_text, labels=sorted(labels))
+        family.add_metric([labels[k] for k in sorted(labels)], value)  # type: ignore[attr-defined]
+    yield from families.values()
 
 
 #: The runtime's resource-limit counters (`pubsub.runtime.limits`), each by reason: name,

@@ -1,6 +1,7 @@
 """The `omen` overlay's daemons as a user starts them: the start-up refusals name the allowed
-values, and a supervisor's settings reach its nodes with their membership (real processes on
-127.0.0.1)."""
+values, a supervisor's settings reach its nodes with their membership, and both daemons'
+omen metrics in a real Prometheus scrape, a hostile peer's out-of-place message counted
+(real processes on 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,12 @@ from pathlib import Path
 import pytest
 
 from pubsub.client.library import Client
+from pubsub.kernel.control import Hello
+from pubsub.kernel.message import Ref
+from pubsub.omen.messages import OmenDone
 from pubsub.ops.processes import pick_free_ports, poll
-from tests.integration.test_daemon_config import Proc, procs, status, wait_answering
+from tests.attackers import exchange
+from tests.integration.test_daemon_config import Proc, procs, scrape, status, wait_answering
 
 __all__ = ["procs"]  # the fixture, shared with the daemon configuration tests
 
@@ -73,3 +78,46 @@ def test_the_supervisors_settings_reach_a_node_that_learns_omen(tmp_path: Path, 
     assert body["self_stabilizing"] is False and body["node_topics"] == {node: ["a", "b"]}
     node_body = status(node) or {}
     assert node_body["self_stabilizing"] is False and "not self-stabilizing" in node_body["note"]
+
+
+def test_the_omen_metrics_of_both_daemons_in_a_real_scrape(tmp_path: Path, procs: list[Proc]) -> None:
+    """Two nodes join topic a: the supervisor counts two join events and two nodes on the
+    circle, each node holds one neighbour; an `omen_done` from a peer outside a node's
+    predecessor range is refused and counted by reason."""
+    sup_port, sup_metrics, *ports = pick_free_ports(6)
+    sup = f"127.0.0.1:{sup_port}"
+    procs.append(Proc(tmp_path / "sup.log", "supervisor", "--overlay", "omen", "--listen", sup, "--interval", "0.2",
+                      "--data", str(tmp_path / "sup"), "--metrics-port", str(sup_metrics),
+                      "--metrics-host", "127.0.0.1"))
+    wait_answering(procs[-1], sup)
+    nodes = [(f"127.0.0.1:{ports[i]}", ports[2 + i]) for i in range(2)]
+    for i, (ref, metrics) in enumerate(nodes):
+        procs.append(Proc(tmp_path / f"node{i}.log", "node", "--supervisor", sup, "--listen", ref, "--interval", "0.2",
+                          "--data", str(tmp_path / f"node{i}"), "--metrics-port", str(metrics),
+                          "--metrics-host", "127.0.0.1"))
+        wait_answering(procs[-1], ref)
+
+    async def join(ref: str) -> None:
+        async with Client(ref) as client:
+            await client.join("a")
+
+    for ref, _ in nodes:
+        asyncio.run(join(ref))
+
+    def in_text(port: int, *samples: str) -> list[str]:
+        text = scrape(port)
+        return [f"no {s!r} scraped" for s in samples if s not in text]
+
+    poll(lambda: in_text(sup_metrics, 'pubsub_omen_churn_events_total{kind="join"} 2.0', "pubsub_omen_nodes 2.0"),
+         30.0, "the supervisor's metrics to count both joins")
+    for _, metrics in nodes:
+        poll(lambda port=metrics: in_text(port, "pubsub_omen_degree 1.0", 'pubsub_omen_edges_total{change="added"} 1.0'),
+             30.0, "each node's metrics to show its one neighbour")
+    target, target_metrics = nodes[0]
+    assert 'pubsub_omen_refused_total{reason="done"} 0.0' in scrape(target_metrics)
+    stranger = Ref(f"127.0.0.1:{pick_free_ports(1)[0]}")  # on no circle: in nobody's predecessor range
+    asyncio.run(exchange(target, None, Hello(ref=stranger, role="peer"), OmenDone("1:forged", stranger), wait=2.0))
+    poll(lambda: in_text(target_metrics, 'pubsub_omen_refused_total{reason="done"} 1.0'), 30.0,
+         "the forged done refused and counted")
+    body = status(target) or {}
+    assert body["counters"]["refused_done"] == 1 and body["degree"] == 1, body

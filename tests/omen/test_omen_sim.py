@@ -8,8 +8,9 @@ import random
 
 import pytest
 
-from pubsub.omen.messages import OmenEdges, Refs
+from pubsub.omen.messages import Descriptors, OmenDone, OmenEdges, OmenShadowRequest, Refs
 from pubsub.omen.node import Settings
+from pubsub.omen.views import Descriptor
 from pubsub.sim.omen import OmenSim, deliver
 from pubsub.tco.workload import Shape, Workload
 from tests.tco.checker import split_topics
@@ -126,3 +127,35 @@ def test_edges_from_a_node_that_never_asked_are_refused_and_counted() -> None:
     sim.run(2)
     assert sim.nodes[a].counters.refused == 1
     assert sim.nodes[a].neighbours == before
+
+
+def test_an_edge_to_a_peer_sharing_no_topic_is_refused_the_rest_taken() -> None:
+    """An edge for a topic neither endpoint has carries nothing: the endpoint refuses that
+    edge (counted), takes the others of the message and acknowledges it."""
+    sim, _ = world(3, 24)
+    a = sorted(sim.alive)[0]
+    node = sim.nodes[a]
+    sharing = next(n for n in sorted(sim.alive) if n != a and sim.nodes[n].topics & node.topics)
+    coordinator = next(n for n in sorted(sim.alive) if n not in {a, sharing})
+    stranger = Descriptor("stranger:1", frozenset({"no-such-topic"}), frozenset(), 1)
+    deliver(sim, coordinator, a, OmenShadowRequest(coordinator, "7:test"))
+    sim.run(2)
+    peers = Descriptors((stranger, sim.nodes[sharing].descriptor()))
+    deliver(sim, coordinator, a, OmenEdges(coordinator, "7:test", Refs(("stranger:1", sharing)), Refs(()), peers))
+    sim.run(2)
+    assert node.counters.refused_edge_topics == 1
+    assert "stranger:1" not in node.neighbours and sharing in node.neighbours
+
+
+def test_a_done_from_outside_the_predecessor_range_is_refused_and_counted() -> None:
+    """Only a coordinator, in my predecessor range, closes an event at me (gcChurnEvent)."""
+    sim, _ = world(4, 24)
+    a = sorted(sim.alive)[0]
+    node = sim.nodes[a]
+    outside = next(n for n in sorted(sim.alive) if n != a and n not in node.preds)
+    deliver(sim, outside, a, OmenDone("1:forged", outside))
+    sim.run(2)
+    assert (node.counters.refused, node.counters.refused_done) == (1, 1)
+    deliver(sim, node.preds[0], a, OmenDone("1:forged", node.preds[0]))
+    sim.run(2)
+    assert node.counters.refused_done == 1
