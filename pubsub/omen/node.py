@@ -392,10 +392,16 @@ class OmenNode:
     def set_topics(self, topics: frozenset[Topic], drop_edges: bool = False) -> list[Send]:
         """The node is now in `topics` (it told its supervisor); with `drop_edges` -- it
         left a topic, which OMen handles as a leave and a join -- it holds no edge until
-        the join's repair."""
+        the join's repair, and tells nobody: the leave's repair drops its edges at the
+        other ends (a node leaving its last topic is gone from the circle as if crashed)."""
         self.topics = frozenset(topics)
         if drop_edges:
+            # Leaving as 003 has it: the successors' views keep N(me) as it was, so that
+            # the leave's coordinator tells every former neighbour to drop me (its shadow
+            # set is B(me) and N(me)); my emptied descriptor would race that repair.
             self.neighbours.clear()
+            self.view.me = self.descriptor()
+            return []
         self._changed()
         fresh = OmenGossip(self.me, Descriptors((self.descriptor(),)), True)
         return [Send(Ref(n), fresh) for n in self.succs[: self.settings.resilience]]

@@ -183,14 +183,15 @@ class OmenSupervisor:
             self._event("mend", ref, self.membership.rejoin(ref, frozenset(wanted & others)))
 
     def _event(self, kind: str, ref: Ref, sends: list[Send]) -> None:
-        note = {"event": kind, "node": ref, "messages": len(sends)}
+        note = {"repair": kind, "node": ref, "messages": len(sends)}
         self.recent.append(note)
         self._events.append(note)
         self._deliver(sends)
         self._store()
 
     def drain_repairs(self) -> list[dict[str, Any]]:
-        """The churn events since the last call (``repair`` events: kind, node, messages)."""
+        """The churn events since the last call (``repair`` events, docs/events.md: `repair`,
+        the kind, `node`, `messages` sent to start it)."""
         out = list(self._events)
         self._events.clear()
         return out

@@ -31,6 +31,7 @@ podman.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import io
 import json
@@ -57,7 +58,7 @@ from tests.cluster_checks import referenced
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
-#: The override for the overlays that run one supervisor (clique, tco).
+#: The override for the overlays that run one supervisor (clique, tco, omen).
 ONE_SUPERVISOR = ROOT / "deploy" / "compose.one-supervisor.yml"
 SETUP = ROOT / "deploy" / "podman-setup.sh"
 IMAGE = "localhost/pubsub-skipring:latest"
@@ -280,12 +281,6 @@ def compose(podman_env: dict[str, str]) -> Iterator[Compose]:
     yield from project(podman_env)
 
 
-@pytest.fixture
-def tco_compose(podman_env: dict[str, str]) -> Iterator[Compose]:
-    """The tco overlay by its variable, with the one-supervisor override (README)."""
-    yield from project(podman_env, (COMPOSE_FILE, ONE_SUPERVISOR), PUBSUB_OVERLAY="tco")
-
-
 # --- checks ------------------------------------------------------------------------------------
 def ring_problems(
     c: Compose, via: str, wanted: Sequence[str], gone: Sequence[str] = ()
@@ -486,12 +481,12 @@ def test_compose_cluster_under_podman(compose: Compose, tmp_path: Path) -> None:
     poll(analysed, ANALYSIS_TIMEOUT, "the analysis service's summary", 3.0)
 
 
-def tco_problems(c: Compose, via: str, wanted: Sequence[str]) -> list[str]:
-    """Why the node containers `wanted` do not hold the supervisor's tco overlay of TOPIC
-    ([] if they do): the supervisor's tables are exactly theirs, each node mirrors its table
-    and reaches its neighbours, every edge is held from both ends, and the edges connect the
-    topic's subscribers (the independent checker, tests/tco/checker.py); then the overlay's
-    own check."""
+def topic_graph_problems(c: Compose, via: str, wanted: Sequence[str], overlay: str) -> list[str]:
+    """Why the node containers `wanted` do not hold a `tco` or `omen` overlay of TOPIC ([] if
+    they do): the supervisor's record names exactly them (tco: each node mirrors its table;
+    omen: its membership), each node reaches its neighbours, every edge is held from both
+    ends, and the edges connect the topic's subscribers (the independent checker,
+    tests/tco/checker.py); then the overlay's own check."""
     from pubsub.kernel import registry
     from tests.tco.checker import split_topics
 
@@ -499,10 +494,10 @@ def tco_problems(c: Compose, via: str, wanted: Sequence[str]) -> list[str]:
     sup = bodies[SUPERVISOR]
     if "error" in sup:
         return [f"supervisor: {sup['error']}"]
-    if sup.get("overlay") != "tco":
-        return [f"the supervisor runs {sup.get('overlay')}, not tco"]
-    tables = sup.get("tables") or {}
-    problems = [] if set(tables) == set(wanted) else [f"the supervisor holds tables of {sorted(tables)}"]
+    if sup.get("overlay") != overlay:
+        return [f"the supervisor runs {sup.get('overlay')}, not {overlay}"]
+    record = (sup.get("tables") if overlay == "tco" else sup.get("node_topics")) or {}
+    problems = [] if set(record) == set(wanted) else [f"the supervisor's record names {sorted(record)}"]
     edges: set[tuple[str, str]] = set()
     states: dict[str, Any] = {}
     for ref in wanted:
@@ -510,8 +505,8 @@ def tco_problems(c: Compose, via: str, wanted: Sequence[str]) -> list[str]:
         if "error" in body:
             problems.append(f"{ref}: {body['error']}")
             continue
-        if body.get("neighbours") != (tables.get(ref) or {}).get("neighbours"):
-            problems.append(f"{ref} holds {body.get('neighbours')}, its table {tables.get(ref)}")
+        if overlay == "tco" and body.get("neighbours") != (record.get(ref) or {}).get("neighbours"):
+            problems.append(f"{ref} holds {body.get('neighbours')}, its table {record.get(ref)}")
         state = (body.get("topics") or {}).get(TOPIC) or {}
         if not state.get("configured") or state.get("unreachable"):
             problems.append(f"{ref}: {TOPIC} is not configured or cannot reach a neighbour: {state}")
@@ -524,44 +519,49 @@ def tco_problems(c: Compose, via: str, wanted: Sequence[str]) -> list[str]:
         split = split_topics({ref: [TOPIC] for ref in wanted}, edges)
         if split:
             problems.append(f"the nodes' edges split {TOPIC}: {split}")
-        problems += registry.overlay("tco").legitimate(sup, states, TOPIC)
+        problems += registry.overlay(overlay).legitimate(sup, states, TOPIC)
     return problems
 
 
 @pytest.mark.integration
 @pytest.mark.timeout(SETUP_TIMEOUT + 600)
-def test_tco_compose_cluster_under_podman(tco_compose: Compose) -> None:
-    """`PUBSUB_OVERLAY=tco` with the one-supervisor override: one supervisor and 4 node
-    containers of the tco overlay; the nodes learn the overlay from their supervisor and
-    mirror its tables, which connect the topic; publications through the cli container reach
-    every node; a killed node container is repaired around and the next publication reaches
-    the other three."""
-    c = tco_compose
-    c.compose("up", "-d", "--scale", f"node={N_NODES}", timeout=300)
-    supervisors = c.containers("supervisor") + c.containers("supervisor-2") + c.containers("supervisor-3")
-    assert len(supervisors) == 1, f"the override runs one supervisor: {supervisors}"
-    sup = supervisors[0]
-    nodes = c.containers("node")
-    assert len(nodes) == N_NODES, nodes
-    refs = {name: f"{c.ip(name)}:{NODE_PORT}" for name in nodes}
+@pytest.mark.parametrize("overlay", ["tco", "omen"])
+def test_topic_graph_compose_cluster_under_podman(podman_env: dict[str, str], overlay: str) -> None:
+    """`PUBSUB_OVERLAY=tco` or `omen` with the one-supervisor override: one supervisor and 4
+    node containers; the nodes learn the overlay from their supervisor and their edges
+    connect the topic (tco: mirroring the supervisor's tables; omen: mended by the nodes
+    themselves, the supervisor holding membership only); publications through the cli
+    container reach every node; a killed node container is repaired around and the next
+    publication reaches the other three."""
+    with contextlib.contextmanager(project)(podman_env, (COMPOSE_FILE, ONE_SUPERVISOR), PUBSUB_OVERLAY=overlay) as c:
+        c.compose("up", "-d", "--scale", f"node={N_NODES}", timeout=300)
+        supervisors = c.containers("supervisor") + c.containers("supervisor-2") + c.containers("supervisor-3")
+        assert len(supervisors) == 1, f"the override runs one supervisor: {supervisors}"
+        sup = supervisors[0]
+        nodes = c.containers("node")
+        assert len(nodes) == N_NODES, nodes
+        refs = {name: f"{c.ip(name)}:{NODE_PORT}" for name in nodes}
 
-    def settled(wanted: Sequence[str]) -> None:
-        poll(lambda: tco_problems(c, sup, wanted), CONVERGE_TIMEOUT,
-             f"the tco overlay over {len(wanted)} node containers", 1.0)
+        def settled(wanted: Sequence[str], c: Compose = c, sup: str = sup) -> None:
+            poll(lambda: topic_graph_problems(c, sup, wanted, overlay), CONVERGE_TIMEOUT,
+                 f"the {overlay} overlay over {len(wanted)} node containers", 1.0)
 
-    settled(list(refs.values()))
-    status = c.cli("pubsub", "status", "--node", refs[nodes[0]])
-    assert "tco table: degree" in status and "NEIGHBOUR" in status, status
-    keys = {publish(c, f"node:{NODE_PORT}", "tco through node:7001")["key"],
-            publish(c, refs[nodes[0]], "tco through a node's address")["key"]}
-    wait_for_deliveries(c, sup, list(refs.values()), keys)
+        settled(list(refs.values()))
+        status = c.cli("pubsub", "status", "--node", refs[nodes[0]])
+        if overlay == "tco":
+            assert "tco table: degree" in status and "NEIGHBOUR" in status, status
+        else:
+            assert "omen is not self-stabilizing" in status, status
+        keys = {publish(c, f"node:{NODE_PORT}", f"{overlay} through node:7001")["key"],
+                publish(c, refs[nodes[0]], f"{overlay} through a node's address")["key"]}
+        wait_for_deliveries(c, sup, list(refs.values()), keys)
 
-    victim = nodes[1]
-    c.podman("kill", victim)
-    alive = [refs[n] for n in nodes if n != victim]
-    settled(alive)
-    keys.add(publish(c, refs[nodes[0]], "tco after the crash")["key"])
-    wait_for_deliveries(c, sup, alive, keys)
+        victim = nodes[1]
+        c.podman("kill", victim)
+        alive = [refs[n] for n in nodes if n != victim]
+        settled(alive)
+        keys.add(publish(c, refs[nodes[0]], f"{overlay} after the crash")["key"])
+        wait_for_deliveries(c, sup, alive, keys)
 
 
 # --- without podman ------------------------------------------------------------------------------
