@@ -18,19 +18,22 @@ left out and must equal the file's address when given.  The daemon
   IDR (Alg. 4, Eq. 3) sees real congestion; ``--link-rate x,i=R`` (or, at run
   time, the admin action ``link_rate``, `broker.faults`) throttles one outgoing link to R
   messages per second so that congestion can be produced on purpose;
-* sends a `broker.cores.control.BrokerHeartbeat` to every neighbour every ``--heartbeat`` seconds,
-  so that a dead neighbour is reported unreachable by the runtime even when nothing else is
-  sent to it.
+* sends a `broker.cores.control.BrokerHeartbeat` with its incarnation to every neighbour every
+  ``--heartbeat`` seconds (a busy link every ``--suspect-after`` periods), and suspects a
+  neighbour silent for ``--suspect-after`` periods, or at once when its connects are refused;
+  a heartbeat with a new incarnation says the neighbour restarted (`broker.cores.failures`;
+  status ``suspected``, each link's ``suspected`` and ``incarnation``).
 
 Clients (`broker.sessions`): each request on a client connection is answered by exactly one
 frame; advertisements belong to a client id, subscriptions to the connection that made them;
 deliveries to a slow subscriber are dropped and counted.  Settings (`broker.settings`): flags,
 then ``PUBSUB_BROKER_*`` variables, checked against the topology file before the daemon starts.
 
-Failures.  Broker failure is out of the paper's scope.  Here: when a neighbour dies, the
-runtime's connects fail and it reports the neighbour unreachable (status: ``unreachable``,
-the link's ``state``); what was queued for it and whatever is routed to it later is dropped
-(``stats.dropped_sends``).  No routing table is repaired: publications whose path crosses the
+Failures.  Broker failure is out of the paper's scope.  Here: a dead, hung (SIGSTOP) or
+partitioned neighbour is suspected within ``heartbeat × suspect_after`` seconds (above); when
+its connects fail the runtime also reports it unreachable (status: ``unreachable``, the link's
+``state``); what was queued for it and whatever is routed to it later is dropped
+(``stats.dropped_sends``).  Detection only, so far -- no routing table is repaired: publications whose path crosses the
 dead broker are lost, every other path keeps working, and nothing waits on the dead broker.
 A restarted broker starts with empty tables (advertisements and subscriptions of its former
 clients are gone; entries elsewhere that name it as a last hop stay).
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -48,6 +52,7 @@ import uvloop
 
 from broker.cores.control import BrokerHeartbeat
 from broker.cores.factory import make_core
+from broker.cores.failures import Change, FailureDetector
 from broker.cores.messages import (
     TO_CLIENT,
     CivSet,
@@ -124,6 +129,11 @@ class BrokerApp:
         self.handled: Counter[str] = Counter()
         #: neighbour -> runtime clock of the last message or heartbeat from it.
         self.last_heard: dict[BrokerId, float] = {}
+        #: This start of the broker, in every heartbeat: a restart is a larger number.
+        self.incarnation = time.time_ns()
+        #: Suspicions of the neighbours (`broker.cores.failures`); started again at `attach`.
+        self.detector = self._detector(0.0)
+        self._beats = 0
         #: neighbour -> when the runtime last reported it unreachable (cleared on reconnect).
         self.unreachable: dict[BrokerId, float] = {}
         #: The client connections (`broker.sessions`).
@@ -141,6 +151,7 @@ class BrokerApp:
         """Called by the runtime at start: the neighbour links (with their configured rate
         limits) and the t_w window."""
         self.runtime = runtime
+        self.detector = self._detector(runtime.now())
         for bid in self.topo.neighbours(self.me):
             address = self.topo.address(bid)
             link = NeighbourLink(bid, address, self.topo.link_kind(self.me, bid) or "?", runtime)
@@ -149,6 +160,24 @@ class BrokerApp:
                 link.set_rate(rate)
             self.links[bid] = link
         runtime.spawn(self._window_loop(), "lst window")
+
+    def _detector(self, start: float) -> FailureDetector:
+        beat = self.settings.broker_heartbeat  # off (0): suspected only when connects are refused
+        return FailureDetector(self.topo.neighbours(self.me), beat or float("inf"),
+                               self.settings.broker_suspect_after, start)
+
+    def _detected(self, changes: Iterable[Change]) -> None:
+        """Count and log what the failure detector changed."""
+        for change in changes:
+            if change.kind == "suspected":
+                log.warning("%s: neighbour %s suspected (%s)", self.me, change.neighbour, change.reason)
+                self.counters[f"suspicions_{change.reason}"] += 1
+            elif change.kind == "cleared":
+                log.info("%s: neighbour %s heard again", self.me, change.neighbour)
+                self.counters["suspicions_cleared"] += 1
+            else:
+                log.warning("%s: neighbour %s restarted (a new incarnation)", self.me, change.neighbour)
+                self.counters["restarts_noticed"] += 1
 
     async def _window_loop(self) -> None:
         """Every t_w: close each link's window and report it to the LST (§9.2)."""
@@ -177,6 +206,7 @@ class BrokerApp:
         if isinstance(msg, BrokerHeartbeat):
             if sender in self.links:
                 self.last_heard[sender] = now
+                self._detected(self.detector.heard(sender, now, msg.incarnation))
             else:
                 self.counters["heartbeat_from_stranger"] += 1
             return []
@@ -186,18 +216,24 @@ class BrokerApp:
             return []
         if sender in self.links:
             self.last_heard[sender] = now
+            self._detected(self.detector.heard(sender, now))
         self.handled[msg.kind] += 1
         self._route(self.core.handle(msg, now))
         return []
 
     def timeout(self, now: float) -> list[Send]:
-        """The runtime's timer: heartbeats, and the core's (empty) Timeout."""
+        """The runtime's timer: heartbeats, suspicions of silent neighbours, and the core's
+        (empty) Timeout.  A link with frames queued gets a heartbeat only every
+        ``suspect_after`` periods (its frames are heard; the heartbeat brings the incarnation)."""
         beat = self.settings.broker_heartbeat
         if beat and self.runtime is not None and now - self._last_heartbeat >= beat:
             self._last_heartbeat = now
+            self._beats += 1
+            every = self._beats % self.settings.broker_suspect_after == 0
             for link in self.links.values():
-                if link.queue_len() == 0:  # queued frames already make the runtime connect
-                    self.runtime.send(link.ref, BrokerHeartbeat(self.me))
+                if every or link.queue_len() == 0:
+                    self.runtime.send(link.ref, BrokerHeartbeat(self.me, self.incarnation))
+        self._detected(self.detector.tick(now))
         self._route(self.core.timeout(now))
         self.intervals += 1
         for observer in self.observers:
@@ -217,6 +253,7 @@ class BrokerApp:
             log.warning("%s: neighbour %s (%s) is unreachable", self.me, bid, ref)
         self.unreachable[bid] = now
         self.counters["neighbour_unreachable_reports"] += 1
+        self._detected(self.detector.refused(bid))
         return []
 
     def control(self, msg: Message, now: float) -> tuple[Message, list[Send]]:
@@ -303,6 +340,8 @@ class BrokerApp:
             entry["state"] = self.link_state(bid)
             heard = self.last_heard.get(bid)
             entry["last_heard_s"] = None if heard is None else round(now - heard, 3)
+            entry["suspected"] = self.detector.suspected.get(bid)
+            entry["incarnation"] = self.detector.incarnation.get(bid)
             links[bid] = entry
         core_counters = dict(self.core.counters)
         body.update(
@@ -313,10 +352,13 @@ class BrokerApp:
                 "tau": self.settings.broker_tau,
                 "tw": self.settings.broker_tw,
                 "heartbeat": self.settings.broker_heartbeat,
+                "suspect_after": self.settings.broker_suspect_after,
             },
             tables=self.table_sizes(),
             links=links,
             unreachable=sorted(b for b in self.links if self.link_state(b) == "unreachable"),
+            suspected=sorted(self.detector.suspected),
+            incarnation=self.incarnation,
             clients=self.client_counts(),
             idr={f"case_{n}": core_counters.get(f"idr_case_{n}", 0) for n in (1, 2, 3)},
             refused=self.refusals(),

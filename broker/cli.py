@@ -3,7 +3,7 @@
 New commands::
 
     pubsub broker --topology FILE --id x,i [--listen HOST:PORT] [--protocol octopia|padres]
-                  [--routing idr|spr] [--tau T] [--tw S] [--link-rate x,i=R ...] [--heartbeat S]
+                  [--routing idr|spr] [--tau T] [--tw S] [--link-rate x,i=R ...] [--heartbeat S] [--suspect-after N]
                   [--metrics-port PORT] [--events-dir DIR] [--admin-listen HOST:PORT]
     pubsub advertise   --broker HOST:PORT --filter FILTER [--id ID] [--client C]
     pubsub unadvertise --broker HOST:PORT (--id ID | --filter FILTER) [--client C]
@@ -125,6 +125,10 @@ def _broker_settings() -> tuple[type[Any], ...]:
 @click.option("--heartbeat", type=float, default=None, metavar="S",
               help="Seconds between heartbeats to the neighbours, which reveal dead ones "
               "(0: off; default 0.5; env PUBSUB_BROKER_HEARTBEAT).")
+@click.option("--suspect-after", type=click.IntRange(1, 1000), default=None, metavar="N",
+              help="Suspect a neighbour after N heartbeat periods without a word from it, or at once "
+              "when its connects are refused (default 3; env PUBSUB_BROKER_SUSPECT_AFTER). Detection "
+              "only: nothing is rerouted around a suspect yet.")
 @tls_options
 @config_option("a broker", _broker_settings, "listen")
 @telemetry_options
@@ -139,6 +143,7 @@ def broker_command(
     tw: float | None,
     link_rates: tuple[str, ...],
     heartbeat: float | None,
+    suspect_after: int | None,
     telemetry: TelemetrySettings,
     admin: AdminSettings,
 ) -> None:
@@ -175,6 +180,7 @@ def broker_command(
             broker_tw=tw,
             broker_link_rates=rates or None,
             broker_heartbeat=heartbeat,
+            broker_suspect_after=suspect_after,
         )
         topo = load_topology(settings.broker_topology)
         address = check_against_topology(topo, settings, listen)

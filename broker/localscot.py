@@ -42,6 +42,7 @@ class LocalScot(DaemonGroup):
         tau: float | None = None,
         tw: float | None = None,
         heartbeat: float | None = None,
+        suspect_after: int | None = None,
         link_rates: Mapping[BrokerId, Mapping[BrokerId, float]] | None = None,
         env: Mapping[str, str] | None = None,
         python: str | None = None,
@@ -87,7 +88,8 @@ class LocalScot(DaemonGroup):
                 "broker", "--topology", str(self.topology_path), "--id", bid,
                 "--protocol", protocol, "--routing", routing,
             ]
-            for flag, value in (("--tau", tau), ("--tw", tw), ("--heartbeat", heartbeat)):
+            for flag, value in (("--tau", tau), ("--tw", tw), ("--heartbeat", heartbeat),
+                                ("--suspect-after", suspect_after)):
                 if value is not None:
                     args += [flag, repr(value)]
             for link, rate in (link_rates or {}).get(bid, {}).items():
@@ -175,6 +177,13 @@ class LocalScot(DaemonGroup):
             self.kill(self.daemon_of(bid).ref)
         else:
             self.kill(self.daemon_of(bid).ref, sig)
+
+    def restart_broker(self, bid: BrokerId) -> None:
+        """Start broker `bid` again (after `kill_broker`) on the same data directory, and
+        wait until it answers status."""
+        daemon = self.daemon_of(bid)
+        self._launch(daemon)
+        self.wait_answering([daemon])
 
     def manifest(self) -> dict[str, Any]:
         return {

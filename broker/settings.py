@@ -18,6 +18,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW
+from broker.cores.failures import DEFAULT_MISSED
 from broker.cores.topology import Scot, TopologyError, parse_broker_id
 from pubsub.runtime.envnames import ENV_PREFIX
 from pubsub.runtime.settings import SettingsError
@@ -32,6 +33,7 @@ FLAGS = {
     "broker_tw": "--tw",
     "broker_link_rates": "--link-rate",
     "broker_heartbeat": "--heartbeat",
+    "broker_suspect_after": "--suspect-after",
 }
 
 
@@ -57,6 +59,10 @@ class BrokerSettings(BaseSettings):
     )
     broker_heartbeat: float = Field(
         0.5, ge=0, description="seconds between heartbeats to every neighbour (0: off)"
+    )
+    broker_suspect_after: int = Field(
+        DEFAULT_MISSED, ge=1, le=1000,
+        description="missed heartbeat periods before a silent neighbour is suspected",
     )
     broker_client_buffer_bytes: int = Field(
         8 << 20, ge=1024, description="unread bytes a client may hold before deliveries drop"

@@ -84,6 +84,21 @@ class BrokerCollector:
             refused.add_metric([code], value)
         yield refused
         yield from self._links()
+        yield GaugeMetricFamily(
+            "pubsub_broker_neighbours_suspected", "Neighbours this broker suspects now (silent or refusing).",
+            value=len(app.detector.suspected),
+        )
+        suspicions = CounterMetricFamily(
+            "pubsub_broker_suspicions", "Suspicions of a neighbour, by reason (silent: missed heartbeats; "
+            "refused: connects refused; cleared: heard again).", labels=["reason"]
+        )
+        for reason in ("silent", "refused", "cleared"):
+            suspicions.add_metric([reason], counters.get(f"suspicions_{reason}", 0))
+        yield suspicions
+        yield CounterMetricFamily(
+            "pubsub_broker_neighbour_restarts", "Neighbour restarts noticed by a new incarnation.",
+            value=counters.get("restarts_noticed", 0),
+        )
         tables = GaugeMetricFamily(
             "pubsub_broker_table_entries", "Routing table sizes (CLT, SRT, PRT).", labels=["table"]
         )
