@@ -1,5 +1,5 @@
-"""python -m bench overlays: the three overlays of the shared publication layer -- the skip ring
-(paper 000), the clique and tco (paper 001) -- side by side on one workload of paper 001's
+"""python -m bench overlays: the four overlays of the shared publication layer -- the skip ring
+(paper 000), the clique, tco (paper 001) and omen (paper 003) -- side by side on one workload of paper 001's
 shape (`pubsub.tco.workload`), each measured in the simulator (`pubsub.sim.world`).
 
     --quick     300 nodes, 40 topics, 2-18 topics each (about a minute or two)
@@ -46,14 +46,18 @@ channels exactly SR(n)); the clique as tests/clique/test_clique_sim.py states it
 supervisor's list is exactly the subscribers, every member holds it and reaches everyone);
 tco as tests/tco/test_tco_sim.py states it, with the TC property checked here by BFS (the
 record's nodes are the live subscribers, every topic's subscribers connected, backups share
-a topic and primaries are their reverse, every node's table is the record's).  Quiet: besides,
+a topic and primaries are their reverse, every node's table is the record's); omen as
+tests/omen/test_omen_publications.py states it (every subscriber held in its topics, every
+edge held from both ends between live subscribers, every topic's subscribers connected).
+Quiet: besides,
 no message of a kind the idle overlay never sends is in flight, and every node runs exactly
 the topics it wants (a leaver has let go).
 
 The ideal overlays (`--static-only`, and beside every simulated run as a cross-check): the
 skip ring SR(n) of every topic over its subscribers in join order (`tests.checker.ideal_edges`),
 every topic's complete graph, and the tco supervisor's record after the same joins
-(`TcoSupervisor` fed one `TcoSubscribe` per node, no simulation).  Paper 001's target on the
+(`TcoSupervisor` fed one `TcoSubscribe` per node, no simulation), and for omen Low-ODA
+over the same nodes (what its repairs mend towards).  Paper 001's target on the
 full workload: tco's mean distinct peers at most a fifth of the skip ring's (printed).
 
 Results: bench-results/overlays.json (or overlays-quick.json), with the machine and every
@@ -92,12 +96,12 @@ from pubsub.skipring.labels import l
 from pubsub.tco.backups import DEFAULT_LAMBDA
 from pubsub.tco.supervisor import DEFAULT_AUDIT_EVERY
 from pubsub.tco.workload import OPEN_PARAMETERS, POPULARITIES, Shape, Workload
-from pubsub.topicgraph.lowoda import DEFAULT_RHO
+from pubsub.topicgraph.lowoda import DEFAULT_RHO, low_oda
 from tests.checker import ideal_edges
 from tests.simhelpers import in_flight_problems, is_legitimate, labels_settled, problems
 
 RESULTS = Path("bench-results")
-OVERLAYS = ("skipring", "clique", "tco")
+OVERLAYS = ("skipring", "clique", "tco", "omen")
 #: The messages that carry a new publication, and those with which anti-entropy hands over
 #: what a member misses (a joiner's catch-up).
 CARRIERS = ("spread", "publish_new")
@@ -365,8 +369,34 @@ def tco_problems(sim: Simulation) -> list[str]:
     return out
 
 
+def omen_problems(sim: Simulation) -> list[str]:
+    """tests/omen/test_omen_publications.py's oracle, the TC property by BFS here: every
+    subscriber held in its topics by the membership supervisor, every edge held from both
+    ends and to a live node, every topic's subscribers connected over the edges."""
+    wanted = {ref: set(node.wanted_topics) for ref, node in sim.nodes.items() if node.wanted_topics}
+    out = []
+    graph: Graph = {}
+    for ref, topics in sorted(wanted.items()):
+        overlay = sim.nodes[Ref(ref)].overlay
+        if (overlay.held or frozenset()) != frozenset(topics):
+            out.append(f"{ref} held in {sorted(overlay.held or ())}, joined {sorted(topics)}")
+        graph[ref] = set(overlay.core.neighbours)
+        for other in graph[ref]:
+            if other not in wanted:
+                out.append(f"{ref} holds {other}, no live subscriber")
+            elif ref not in sim.nodes[Ref(other)].overlay.core.neighbours:
+                out.append(f"{ref} holds {other}, which does not hold it back")
+        if overlay.unreachable:
+            out.append(f"{ref} cannot reach {sorted(overlay.unreachable)[:3]}")
+    if out:
+        return out
+    members = subscriptions(sim)
+    split = [t for t, m in sorted(members.items()) if not connected(graph, m)]
+    return [f"split topics {split[:5]}"] if split else []
+
+
 ORACLES: dict[str, Callable[[Simulation], list[str]]] = {
-    "skipring": skipring_problems, "clique": clique_problems, "tco": tco_problems,
+    "skipring": skipring_problems, "clique": clique_problems, "tco": tco_problems, "omen": omen_problems,
 }
 
 
@@ -628,6 +658,11 @@ def ideal_static(shape: Shape, seed: int, name: str) -> dict[str, Any]:
     elif name == "clique":
         for topic, refs in members.items():
             per_topic[topic] = {(a, b) for i, a in enumerate(sorted(refs)) for b in sorted(refs)[i + 1:]}
+    elif name == "omen":  # what OMen mends towards: Low-ODA on the whole membership
+        built = low_oda({node: frozenset(initial[node]) for node in order})
+        for a, b in built.edges():
+            for topic in built.topics[a] & built.topics[b]:
+                per_topic.setdefault(topic, set()).add((min(a, b), max(a, b)))
     else:
         from pubsub.tco.messages import TcoSubscribe, TopicSet
         from pubsub.tco.mode import OVERLAY

@@ -1,5 +1,5 @@
 """The cross-overlay benchmark (`bench.overlays`) measures what it prints: behaviour only, no
-timing.  A small run of all three overlays writes its JSON and table, every overlay reaches
+timing.  A small run of all four overlays writes its JSON and table, every overlay reaches
 its legitimate state, every publication reaches every subscriber (the clique in one hop, one
 message per receiver), every repair ends legitimate; the graph measures and the frame count
 are checked on small cases worked by hand."""
@@ -22,7 +22,7 @@ SMALL = ["--quick", "--nodes", "30", "--topics", "6", "--max-topics", "3", "--ev
          "--idle", "3"]
 
 
-def test_a_small_run_of_the_three_overlays_prints_the_table_and_writes_its_json(
+def test_a_small_run_of_the_four_overlays_prints_the_table_and_writes_its_json(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
@@ -35,7 +35,7 @@ def test_a_small_run_of_the_three_overlays_prints_the_table_and_writes_its_json(
     doc = json.loads((tmp_path / "bench-results" / "overlays-quick.json").read_text())
     assert doc["shape"] == {"nodes": 30, "topics": 6, "min_topics": 2, "max_topics": 3, "popularity": "uniform"}
     assert doc["simulated"] and "machine" in doc and doc["open_parameters"]
-    assert set(doc["overlays"]) == {"skipring", "clique", "tco"}
+    assert set(doc["overlays"]) == {"skipring", "clique", "tco", "omen"}
     for name, result in doc["overlays"].items():
         static = result["static"]
         assert static["nodes"] == 30 and static["split_topics"] == 0, name
@@ -45,7 +45,7 @@ def test_a_small_run_of_the_three_overlays_prints_the_table_and_writes_its_json(
             assert result["repairs"][action]["events"] == 1
         assert all(run["reached"] for run in result["repairs"]["runs"])
         assert result["idle"]["frames_per_node"] <= result["idle"]["messages_per_node"]
-        assert result["dissemination"] == ("flood" if name == "tco" else "tree")
+        assert result["dissemination"] == ("flood" if name in ("tco", "omen") else "tree")
     clique = doc["overlays"]["clique"]
     assert clique["static"]["diameter_max"] == 1 and clique["publications"]["hops_max"] == 1
     assert clique["publications"]["messages_per_receiver"] == 1  # the arc broadcast: n - 1 Spreads
@@ -64,6 +64,7 @@ def test_static_only_builds_the_ideal_overlays_without_the_simulator(
     ideal = {name: r["ideal"] for name, r in doc["overlays"].items()}
     assert ideal["clique"]["diameter_max"] == 1
     assert ideal["tco"]["split_topics"] == 0 and ideal["skipring"]["split_topics"] == 0
+    assert ideal["omen"]["split_topics"] == 0  # Low-ODA, what OMen mends towards
     # the clique's peers are every co-subscriber: never fewer than the other overlays'
     assert ideal["clique"]["peers_mean"] >= max(ideal["skipring"]["peers_mean"], ideal["tco"]["peers_mean"])
 
