@@ -1,14 +1,20 @@
 """python -m bench omen: paper 003's §6 on the omen cores in the simulator (`pubsub.sim.omen`),
 each number beside the paper's.  Not in the default run.
 
-    --quick     150 nodes, 30 topics, 2-10 each, 20 churn events, λ = 1, 3, 5 (a few minutes)
-    (default)   600 nodes, 100 topics, 5-40 each, 60 churn events, λ = 1, 3, 5, 9 (long)
+    --quick     150 nodes, 20 churn events, λ = 1, 3, 5 (a few minutes)
+    (default)   1,000 nodes (the paper's FB 1K / TW 1K size), 60 churn events, λ = 1, 3, 5, 9 (long)
+    --workload  facebook (default) | twitter | synthetic
 
-The paper's workloads (Facebook and Twitter samples of 1K and 10K nodes, the Google cluster
-churn trace) cannot be fetched here; this runs paper 001's synthetic shape
-(`pubsub.tco.workload`: power-law subscription sizes, uniform, Zipf or exponential
-popularity) at a smaller size, and a churn trace of joins and leaves with probability 0.5,
-half of the leaves crashes.  Compare directions and ratios, not values.  Measured:
+The paper's workloads (Facebook and Twitter samples of 1K and 10K users, the Google cluster
+churn trace) cannot be fetched here.  The default runs their stand-ins
+(`pubsub.omen.workloads`): a social graph generated at ten times the size, BFS-sampled to the
+target, each user a topic its friends (Twitter: followers) subscribe to, and a Poisson churn
+trace over the sample (10% held out to join, leaves and joins with probability 0.5); half the
+leaves are crashes here.  How each was made is printed with the tables.  `--workload
+synthetic` runs paper 001's shape instead (`pubsub.tco.workload`: power-law subscription
+sizes; 150 nodes and 30 topics quick, 600 and 100 default) and its churn rounds.  §6.3's
+backup in-degrees are always on the synthetic shape, whose popularity is Zipf or exponential
+as there.  Compare directions and ratios, not values.  Measured:
 
 1. **§6.3, backups greedy against primal-dual** (λ = 3): every node's backup set built from
    every other node's descriptor (what OMen-G's converged view holds), per popularity; the
@@ -39,8 +45,8 @@ import random
 import statistics
 import time
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import asdict, replace
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +55,8 @@ from bench.machine import machine
 from pubsub.omen.node import Settings
 from pubsub.omen.spidercast import SpiderCast, SpiderCastParams
 from pubsub.omen.views import Descriptor, build_backups
+from pubsub.omen.workloads import KINDS, Kind, facebook, poisson_churn, twitter
+from pubsub.omen.workloads import OPEN_PARAMETERS as SOCIAL_OPEN_PARAMETERS
 from pubsub.sim.omen import PERIODIC, OmenSim
 from pubsub.tco.workload import OPEN_PARAMETERS, POPULARITIES, Shape, Workload
 from pubsub.topicgraph.graph import TopicOverlay
@@ -82,10 +90,47 @@ def backups_in_degrees(shape: Shape, seed: int, method: str, coverage: int) -> l
     return [held[n] for n in sorted(everyone)]
 
 
-def trace(workload: Workload, present: set[str], count: int, rng: random.Random) -> Iterator[tuple[str, str, Any]]:
-    """Joins and leaves with probability 0.5 (`Workload.rounds`), half the leaves crashes."""
-    for kind, node, topics in workload.rounds(present, count):
+@dataclass(frozen=True)
+class Scenario:
+    """What one run starts from and the churn it goes through: the initial nodes with their
+    topics, and a function giving `count` events ``(join | leave | crash, node, topics)``."""
+
+    name: str
+    initial: dict[str, frozenset[str]]
+    churn: Callable[[set[str], int, random.Random], Iterator[tuple[str, str, frozenset[str]]]]
+    description: tuple[str, ...] = ()
+
+
+def _crashes(events: Iterable[tuple[str, str, frozenset[str]]], rng: random.Random
+             ) -> Iterator[tuple[str, str, frozenset[str]]]:
+    """Half the leaves become crashes."""
+    for kind, node, topics in events:
         yield ("crash" if kind == "leave" and rng.random() < 0.5 else kind), node, topics
+
+
+def synthetic(shape: Shape, seed: int) -> Scenario:
+    """Paper 001's synthetic shape (`pubsub.tco.workload`): joins and leaves with probability
+    0.5 (`Workload.rounds`), half the leaves crashes."""
+    workload = Workload(shape, seed)
+
+    def churn(present: set[str], count: int, rng: random.Random) -> Iterator[tuple[str, str, frozenset[str]]]:
+        return _crashes(workload.rounds(present, count), rng)
+
+    return Scenario(f"synthetic ({shape.popularity})", workload.initial(), churn)
+
+
+def social(kind: Kind, nodes: int, seed: int, events: int) -> Scenario:
+    """Paper 003 §6.1's workloads as their stand-ins (`pubsub.omen.workloads`): a BFS-sampled
+    social graph of `nodes` users, each a topic its friends (followers) subscribe to, and a
+    Poisson churn trace over it (10% of the sample held out to join; half the leaves
+    crashes)."""
+    work = (facebook if kind == "facebook" else twitter)(nodes, seed)
+    churn_trace = poisson_churn(work.topics_of, events, seed)
+
+    def churn(present: set[str], count: int, rng: random.Random) -> Iterator[tuple[str, str, frozenset[str]]]:
+        return _crashes(((e.kind, e.node, e.topics) for e in churn_trace.events[:count]), rng)
+
+    return Scenario(kind, dict(churn_trace.initial), churn, (*work.describe(), *churn_trace.describe()))
 
 
 class RepairClock:
@@ -130,7 +175,7 @@ def diameters(g: TopicOverlay) -> tuple[int, float]:
 
 
 def run_omen(
-    shape: Shape,
+    scenario: Scenario,
     seed: int,
     settings: Settings,
     events: int,
@@ -140,8 +185,7 @@ def run_omen(
     lowoda_every: int = 0,
 ) -> dict[str, Any]:
     """One OMen run: warm-up, then the churn trace, each event until quiet."""
-    workload = Workload(shape, seed)
-    sim = OmenSim(workload.initial(), settings, seed=seed, global_view=global_view)
+    sim = OmenSim(scenario.initial, settings, seed=seed, global_view=global_view)
     sim.run(warm)
     n = len(sim.alive)
     views = [len(sim.nodes[a].view.known) - 1 for a in sorted(sim.alive)]
@@ -151,7 +195,7 @@ def run_omen(
     periodic = 0
     intervals = 0.0
     with RepairClock() as clock:
-        for i, (kind, node, topics) in enumerate(trace(workload, set(sim.alive), events, rng)):
+        for i, (kind, node, topics) in enumerate(scenario.churn(set(sim.alive), events, rng)):
             before = Counter(sim.sent)
             if kind == "join":
                 sim.join(node, topics)
@@ -193,14 +237,13 @@ def run_omen(
     }
 
 
-def run_spidercast(shape: Shape, seed: int, params: SpiderCastParams, events: int) -> dict[str, Any]:
-    workload = Workload(shape, seed)
+def run_spidercast(scenario: Scenario, seed: int, params: SpiderCastParams, events: int) -> dict[str, Any]:
     spider = SpiderCast(params, random.Random(seed))
-    spider.build(workload.initial())
+    spider.build(scenario.initial)
     present = set(spider.overlay.topics)
     messages = 0
     rng = random.Random(seed + 1)
-    for kind, node, topics in trace(workload, present, events, rng):
+    for kind, node, topics in scenario.churn(present, events, rng):
         result = spider.join(node, topics) if kind == "join" else spider.leave(node)
         messages += result.messages
     g = spider.overlay
@@ -213,10 +256,11 @@ def run_spidercast(shape: Shape, seed: int, params: SpiderCastParams, events: in
     }
 
 
-def beyond_assumption(shape: Shape, seeds: int, settings: Settings, warm: int) -> list[bool]:
+def beyond_assumption(scenario_of: Callable[[int], Scenario], seeds: int, settings: Settings, warm: int
+                      ) -> list[bool]:
     back = []
     for seed in range(seeds):
-        sim = OmenSim(Workload(shape, seed).initial(), settings, seed=seed)
+        sim = OmenSim(scenario_of(seed).initial, settings, seed=seed)
         sim.run(warm)
         members = sim.membership.circle.members()
         start = random.Random(seed).randrange(len(members))
@@ -245,7 +289,10 @@ def main(argv: list[str]) -> None:
         prog="python -m bench omen", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--nodes", type=int)
+    parser.add_argument("--workload", choices=(*KINDS, "synthetic"), default="facebook",
+                        help="the social-graph stand-in of paper 003 §6.1 (facebook, twitter; default facebook) "
+                        "or paper 001's synthetic shape")
+    parser.add_argument("--nodes", type=int, help="nodes (quick 150; default 1000 social, 600 synthetic)")
     parser.add_argument("--popularity", choices=POPULARITIES, default="uniform")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--events", type=int)
@@ -259,25 +306,40 @@ def main(argv: list[str]) -> None:
         if args.quick
         else Shape(nodes=600, topics=100, min_topics=5, max_topics=40, popularity=args.popularity)
     )
+    if args.workload != "synthetic" and not args.nodes:
+        args.nodes = 150 if args.quick else 1000
     shape = replace(base, nodes=args.nodes or base.nodes)
     events = args.events or (20 if args.quick else 60)
+
+    def scenario_of(seed: int) -> Scenario:
+        if args.workload == "synthetic":
+            return synthetic(shape, seed)
+        return social(args.workload, shape.nodes, seed, events)
+
+    scenario = scenario_of(args.seed)
     warm = args.warm or (60 if args.quick else 200)
     lambdas = [int(x) for x in (args.lambdas or ("1,3,5" if args.quick else "1,3,5,9")).split(",")]
     seeds = args.seeds or (5 if args.quick else 10)
     default_lambda = 5 if 5 in lambdas else lambdas[-1]
     settings = Settings(resilience=args.resilience, coverage=default_lambda)
     began = time.monotonic()
+    subscriptions = sum(len(ts) for ts in scenario.initial.values())
     print(
-        f"== omen (paper 003 §6): {shape.nodes} nodes, {shape.topics} topics, {shape.min_topics}-"
-        f"{shape.max_topics} each, {shape.popularity} popularity, seed {args.seed}; {events} churn events "
-        f"(join / leave / crash), {warm} warm-up intervals, L = {settings.resilience}"
+        f"== omen (paper 003 §6), workload {scenario.name}: {len(scenario.initial)} nodes at the start, "
+        f"{len({t for ts in scenario.initial.values() for t in ts})} topics, {subscriptions} subscriptions; seed "
+        f"{args.seed}; {events} churn events (join / leave / crash), {warm} warm-up intervals, L = "
+        f"{settings.resilience}"
     )
-    for key, value in OPEN_PARAMETERS.items():
+    for line in scenario.description:
+        print(f"   {line}")
+    open_parameters = OPEN_PARAMETERS if args.workload == "synthetic" else SOCIAL_OPEN_PARAMETERS
+    for key, value in open_parameters.items():
         print(f"   open parameter, {key}: {value}")
     print(f"   omen settings: {asdict(settings)}; delays 0.05-0.5 intervals, crashes detected after 3")
     results: dict[str, Any] = {}
 
-    print("\n  §6.3: backup in-degrees from every descriptor (λ = 3), per popularity", flush=True)
+    print("\n  §6.3: backup in-degrees from every descriptor (λ = 3), per popularity (paper 001's synthetic "
+          f"shape at {min(shape.nodes, 600)} nodes, as §6.3 draws Zipf and exponential popularity)", flush=True)
     small = replace(shape, nodes=min(shape.nodes, 600))
     results["backups"] = {}
     for popularity in POPULARITIES:
@@ -304,7 +366,7 @@ def main(argv: list[str]) -> None:
     for lam in lambdas:
         t0 = time.monotonic()
         run = run_omen(
-            shape,
+            scenario,
             args.seed,
             replace(settings, coverage=lam),
             events,
@@ -322,10 +384,11 @@ def main(argv: list[str]) -> None:
 
     print(f"\n  Figs. 9-12 at λ = {default_lambda}", flush=True)
     omen = results["lambda"][default_lambda]
-    results["global_connectivity"] = run_omen(shape, args.seed, replace(settings, connectivity="global"), events, warm)
-    results["omen_g"] = run_omen(shape, args.seed, settings, events, warm, global_view=True)
+    results["global_connectivity"] = run_omen(scenario, args.seed, replace(settings, connectivity="global"), events,
+                                              warm)
+    results["omen_g"] = run_omen(scenario, args.seed, settings, events, warm, global_view=True)
     results["spidercast"] = {
-        p.name: run_spidercast(shape, args.seed, p, events) for p in (SpiderCastParams(3, 1), SpiderCastParams(4, 0))
+        p.name: run_spidercast(scenario, args.seed, p, events) for p in (SpiderCastParams(3, 1), SpiderCastParams(4, 0))
     }
     g, glob = results["omen_g"], results["global_connectivity"]
     rows = [
@@ -402,7 +465,7 @@ def main(argv: list[str]) -> None:
         f"{omen['most_views_held']} (2L = {2 * settings.resilience})"
     )
 
-    back = beyond_assumption(shape, seeds, settings, warm)
+    back = beyond_assumption(scenario_of, seeds, settings, warm)
     results["beyond_assumption"] = back
     print(
         f"\n  L + 1 = {settings.resilience + 1} consecutive crashes at once: a TCO came back in {sum(back)} of "
@@ -417,12 +480,14 @@ def main(argv: list[str]) -> None:
         json.dumps(
             {
                 "machine": machine(),
+                "workload": args.workload,
+                "workload_description": list(scenario.description),
                 "shape": asdict(shape),
                 "seed": args.seed,
                 "events": events,
                 "warm": warm,
                 "settings": asdict(settings),
-                "open_parameters": OPEN_PARAMETERS,
+                "open_parameters": open_parameters,
                 "paper": PAPER,
                 "results": results,
                 "seconds": round(time.monotonic() - began, 1),

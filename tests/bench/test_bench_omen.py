@@ -13,16 +13,20 @@ import pytest
 from bench import __main__ as bench_main
 
 
+@pytest.mark.parametrize("workload", ["facebook", "synthetic"])
 def test_a_tiny_quick_run_writes_sane_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+                                           capsys: pytest.CaptureFixture[str], workload: str) -> None:
     monkeypatch.chdir(tmp_path)
-    bench_main.main(["omen", "--quick", "--nodes", "30", "--events", "4", "--warm", "20", "--lambdas", "1,3",
-                     "--seeds", "2"])
+    bench_main.main(["omen", "--quick", "--workload", workload, "--nodes", "30", "--events", "4", "--warm", "20",
+                     "--lambdas", "1,3", "--seeds", "2"])
     printed = capsys.readouterr().out
+    if workload == "facebook":  # how the stand-in was made is printed with the tables
+        assert "BFS" in printed and "Poisson churn" in printed, printed[:2000]
     for text in ("open parameter", "§6.3", "Fig. 8", "OMen / OMen-G", "SpiderCast(3,1)", "Fig. 12",
                  "consecutive crashes at once"):
         assert text in printed
     doc = json.loads((tmp_path / "bench-results" / "omen-quick.json").read_text())
+    assert doc["workload"] == workload
     assert {"machine", "shape", "settings", "open_parameters", "paper", "results", "seconds"} <= set(doc)
     assert doc["shape"]["nodes"] == 30 and doc["events"] == 4
     results = doc["results"]
