@@ -127,7 +127,7 @@ class Counters:
     left_out: int = 0
     given_up: int = 0
     #: Messages refused, by reason: edges from a node that never asked me for this event,
-    #: an `omen_done` from a node outside my predecessor range, a message of no kind I take.
+    #: an `omen_done` from a node not among my predecessors, a message of no kind I take.
     refused: int = 0
     refused_edges: int = 0
     refused_done: int = 0
