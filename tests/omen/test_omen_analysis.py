@@ -5,19 +5,16 @@ session."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pubsub.ops.localcluster import LocalCluster
 from tests.omen.test_omen_cluster import SETTLE, omen_problems
+from tests.tco.test_tco_analysis import analyzed
 
 pytestmark = pytest.mark.integration
 
-ANALYZE_TIMEOUT = 600.0
 TOPICS = {0: ["a", "b"], 1: ["a"], 2: ["a", "b"], 3: ["b"]}
 
 
@@ -32,14 +29,5 @@ def test_pubsub_analyze_measures_an_omen_run_and_lists_its_churn_events(tmp_path
         c.unsubscribe(3, "b")  # node 3's last topic: a leave event, repaired by its coordinator
         del wanted[c.node_refs[3]]
         c.poll(lambda: omen_problems(c, wanted), SETTLE, "an omen TCO of the three nodes left")
-    done = subprocess.run(
-        [sys.executable, "-m", "pubsub.cli.main", "analyze", str(run), "--overlay", "omen"],
-        capture_output=True, text=True, timeout=ANALYZE_TIMEOUT,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    summary = json.loads((run / "analysis" / "summary.json").read_text())
-    for topic in ("a", "b"):
-        assert summary["topics"][topic]["legitimate_at_end"], summary["topics"][topic]
-        assert summary["topics"][topic]["degree"]["max"] >= 1
-    repairs = summary["repairs"]
+    repairs = analyzed(run, "omen", ("a", "b"))
     assert repairs["by_kind"].get("join", 0) >= 4 and repairs["by_kind"].get("leave") == 1, repairs

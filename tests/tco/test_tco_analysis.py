@@ -9,6 +9,7 @@ import subprocess
 import sys
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,22 @@ pytestmark = pytest.mark.integration
 
 ANALYZE_TIMEOUT = 600.0
 TOPICS = {0: ["a", "b"], 1: ["a"], 2: ["a", "b"], 3: ["b"]}
+
+
+def analyzed(run: Path, overlay: str, topics: tuple[str, ...]) -> dict[str, Any]:
+    """Run `pubsub analyze RUN --overlay OVERLAY` (a real Spark session); check that every
+    topic of `topics` is legitimate at the end with a node of degree 1 or more; the
+    summary's repairs."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pubsub.cli.main", "analyze", str(run), "--overlay", overlay],
+        capture_output=True, text=True, timeout=ANALYZE_TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((run / "analysis" / "summary.json").read_text())
+    for topic in topics:
+        assert summary["topics"][topic]["legitimate_at_end"], summary["topics"][topic]
+        assert summary["topics"][topic]["degree"]["max"] >= 1
+    return dict(summary["repairs"])
 
 
 def test_pubsub_analyze_measures_a_tco_run_and_lists_its_repairs(tmp_path: Path) -> None:
@@ -70,16 +87,7 @@ def test_pubsub_analyze_measures_a_tco_run_and_lists_its_repairs(tmp_path: Path)
                "the leave")
         c.poll(lambda: [] if all(c.node_status(i).get("table_topics") == sorted(TOPICS[i]) for i in range(3))
                else ["unsettled"], 60, "the three tables")
-    done = subprocess.run(
-        [sys.executable, "-m", "pubsub.cli.main", "analyze", str(run), "--overlay", "tco"],
-        capture_output=True, text=True, timeout=ANALYZE_TIMEOUT,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    summary = json.loads((run / "analysis" / "summary.json").read_text())
-    for topic in ("a", "b"):
-        assert summary["topics"][topic]["legitimate_at_end"], summary["topics"][topic]
-        assert summary["topics"][topic]["degree"]["max"] >= 1
-    repairs = summary["repairs"]
+    repairs = analyzed(run, "tco", ("a", "b"))
     assert repairs["by_kind"].get("join", 0) >= 1 and repairs["by_kind"].get("leave") == 1, repairs
     assert repairs["by_kind"].get("audit", 0) >= 1, repairs  # the corrupted record was mended
     assert repairs["edges_added"] >= 3 and repairs["edges_removed"] >= 1, repairs
