@@ -41,7 +41,11 @@ def test_a_hung_and_a_restarted_inner_broker_are_noticed_by_every_neighbour(tmp_
             every = scot.broker_statuses()
             return [f"{b} suspects {s['suspected']}" for b, s in sorted(every.items()) if s.get("suspected")]
 
-        poll(nobody_suspects, WAIT, "every broker hearing all its neighbours", 0.2)
+        def everyone_heard() -> list[str]:  # a neighbour never heard is not suspected before the bound
+            return nobody_suspects() + [f"{b} has not heard {VICTIM}'s incarnation"
+                                        for b, s in sorted(statuses().items()) if s["links"][VICTIM]["incarnation"] is None]
+
+        poll(everyone_heard, WAIT, "every broker hearing all its neighbours", 0.2)
         incarnations = {b: s["links"][VICTIM]["incarnation"] for b, s in statuses().items()}
         assert len(set(incarnations.values())) == 1 and None not in incarnations.values(), incarnations
 
