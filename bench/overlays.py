@@ -661,7 +661,7 @@ def ideal_static(shape: Shape, seed: int, name: str) -> dict[str, Any]:
     elif name == "omen":  # what OMen mends towards: Low-ODA on the whole membership
         built = low_oda({node: frozenset(initial[node]) for node in order})
         for a, b in built.edges():
-            for topic in built.topics[a] & built.topics[b]:
+            for topic in built.shared(a, b):
                 per_topic.setdefault(topic, set()).add((min(a, b), max(a, b)))
     else:
         from pubsub.tco.messages import TcoSubscribe, TopicSet

@@ -127,11 +127,10 @@ class BrokerApp:
         self.counters: Counter[str] = Counter()
         #: Broker messages handed to the core, by kind.
         self.handled: Counter[str] = Counter()
-        #: neighbour -> runtime clock of the last message or heartbeat from it.
-        self.last_heard: dict[BrokerId, float] = {}
         #: This start of the broker, in every heartbeat: a restart is a larger number.
         self.incarnation = time.time_ns()
-        #: Suspicions of the neighbours (`broker.cores.failures`); started again at `attach`.
+        #: Suspicions of the neighbours and when each was last heard (`broker.cores.failures`);
+        #: started again at `attach`.
         self.detector = self._detector(0.0)
         self._beats = 0
         #: neighbour -> when the runtime last reported it unreachable (cleared on reconnect).
@@ -205,7 +204,6 @@ class BrokerApp:
         sender = getattr(msg, "sender", None)
         if isinstance(msg, BrokerHeartbeat):
             if sender in self.links:
-                self.last_heard[sender] = now
                 self._detected(self.detector.heard(sender, now, msg.incarnation))
             else:
                 self.counters["heartbeat_from_stranger"] += 1
@@ -215,7 +213,6 @@ class BrokerApp:
             self.counters[f"rejected_peer_message_{msg.kind}"] += 1
             return []
         if sender in self.links:
-            self.last_heard[sender] = now
             self._detected(self.detector.heard(sender, now))
         self.handled[msg.kind] += 1
         self._route(self.core.handle(msg, now))
@@ -338,7 +335,7 @@ class BrokerApp:
             row = lst.rows.get(bid)
             entry["ce"] = None if row is None else round(row.ce, 4)
             entry["state"] = self.link_state(bid)
-            heard = self.last_heard.get(bid)
+            heard = self.detector.heard_at(bid)
             entry["last_heard_s"] = None if heard is None else round(now - heard, 3)
             entry["suspected"] = self.detector.suspected.get(bid)
             entry["incarnation"] = self.detector.incarnation.get(bid)

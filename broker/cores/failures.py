@@ -89,8 +89,9 @@ class FailureDetector:
                 out += self._suspect(neighbour, "silent")
         return out
 
-    def is_suspected(self, neighbour: str) -> bool:
-        return neighbour in self.suspected
+    def heard_at(self, neighbour: str) -> float | None:
+        """When `neighbour` was last heard (None: never since the start)."""
+        return self.last_heard[neighbour] if neighbour in self.ever_heard else None
 
     def _suspect(self, neighbour: str, reason: str) -> list[Change]:
         if neighbour not in self.last_heard or neighbour in self.suspected:

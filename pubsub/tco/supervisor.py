@@ -243,8 +243,8 @@ class TcoSupervisor:
         return out
 
     def measures(self) -> list[Measure]:
-        """The overlay's own metrics (`pubsub.supervisor.telemetry`): (name, help,
-        gauge | counter, labels, value)."""
+        """The overlay's own metrics (`pubsub.telemetry.metrics.overlay_families`, one
+        `Measure` each): degrees, coverage, repairs."""
         overlay, counters = self.overlay, self.counters
         degrees = [overlay.degree(n) for n in overlay.topics]
         reachable_short = [

@@ -14,7 +14,9 @@ def detector() -> FailureDetector:
 
 def test_a_silent_neighbour_is_suspected_only_past_missed_periods() -> None:
     d = detector()
+    assert d.heard_at("a,0") is None
     d.heard("a,0", 10.4, 7)
+    assert d.heard_at("a,0") == 10.4
     assert d.tick(11.5) == []  # 1.5 s: the bound itself, not past it
     assert d.tick(11.6) == [Change("b,0", "suspected", "silent")]  # never heard: counted from the start
     assert d.tick(12.0) == [Change("a,0", "suspected", "silent")]
