@@ -293,7 +293,8 @@ def main(argv: list[str]) -> None:
                         help="the social-graph stand-in of paper 003 §6.1 (facebook, twitter; default facebook) "
                         "or paper 001's synthetic shape")
     parser.add_argument("--nodes", type=int, help="nodes (quick 150; default 1000 social, 600 synthetic)")
-    parser.add_argument("--popularity", choices=POPULARITIES, default="uniform")
+    parser.add_argument("--popularity", choices=POPULARITIES, default="uniform",
+                        help="topic popularity of --workload synthetic (§6.3 always measures all three)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--events", type=int)
     parser.add_argument("--warm", type=int, help="intervals of gossip before the churn (quick 60, default 200)")
