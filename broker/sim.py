@@ -16,6 +16,12 @@ in one process and carries their messages over the SCOT's links the way a networ
 - clients are attached to brokers with no delay; their operations can be scheduled at any
   time (``at=``).
 
+Failures (issue 46): `crash` (the broker drops whatever arrives), `hang` (it keeps what
+arrives, unhandled, until `resume`), `detect` (its neighbours' failure detectors suspect it:
+`BrokerCore.neighbour_changed`), `clear` (they hear it again) and `restart` (a fresh core with
+empty tables and a new epoch; its neighbours notice the new incarnation).  What reached a
+crashed broker is counted in `lost_at_crashed` by kind.
+
 Congestion on purpose: `set_link` (a slow link), `background_load` (filler messages at a
 given rate into one link's queue for a while -- they occupy the link and are dropped on
 arrival) and `pin_link` (report a fixed LST row for one link, whatever its real queue).
@@ -50,6 +56,7 @@ from typing import Any
 
 from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW, BrokerCore
 from broker.cores.factory import make_core
+from broker.cores.failures import Change, ChangeKind
 from broker.cores.language.filters import Filter
 from broker.cores.language.values import Value
 from broker.cores.messages import (
@@ -63,11 +70,13 @@ from broker.cores.messages import (
     ClientUnsubscribe,
     Deliver,
     PadresPublish,
+    ScotDetour,
     ScotPublish,
 )
 from broker.cores.topology import BrokerId, Scot
 from broker.simrecords import Delivery, Link, OpStat, SimError
 from pubsub.kernel.message import Message, Send
+from pubsub.kernel.wire import decode
 from pubsub.sim.engine import EventQueue
 
 _PUBLICATIONS = (ScotPublish, PadresPublish)
@@ -88,9 +97,10 @@ _FILLER = _Filler()
 _KEEP = object()  # set_link: leave the bandwidth as it is
 
 
-def _core(protocol: str, topo: Scot, bid: BrokerId, dynamic: bool, tau: float, t_w: float) -> BrokerCore:
+def _core(protocol: str, topo: Scot, bid: BrokerId, dynamic: bool, tau: float, t_w: float,
+          epoch: str = "") -> BrokerCore:
     try:
-        return make_core(protocol, topo, bid, dynamic=dynamic, tau=tau, t_w=t_w)
+        return make_core(protocol, topo, bid, dynamic=dynamic, tau=tau, t_w=t_w, epoch=epoch)
     except ValueError as exc:
         raise SimError(str(exc)) from None
 
@@ -119,6 +129,7 @@ class BrokerSim:
             raise SimError(f"units must be 'messages' or 'bytes', not {units!r}")
         self.topo = topo
         self.protocol = protocol
+        self._core_args = (protocol, dynamic, tau, t_w)
         self.rng = random.Random(seed)
         self.units = units
         self.jitter = jitter
@@ -135,6 +146,11 @@ class BrokerSim:
             self.links[(b, a)] = Link(b, a, bandwidth, propagation)
         self.clients: dict[str, BrokerId] = {}
         self.pinned: dict[tuple[BrokerId, BrokerId], tuple[int, int, int]] = {}
+        #: crashed brokers (drop what arrives) and hung ones (keep it for `resume`)
+        self.crashed: set[BrokerId] = set()
+        self.hung: dict[BrokerId, list[tuple[Message, int]]] = {}
+        self.restarts: Counter[BrokerId] = Counter()
+        self.lost_at_crashed: Counter[str] = Counter()
         # measurements
         self.traffic: Counter[str] = Counter()
         self.traffic_by_op: Counter[str] = Counter()
@@ -218,6 +234,47 @@ class BrokerSim:
         if broker not in self.cores:
             raise SimError(f"no broker {broker}")
         self.clients[client] = broker
+
+    # --- failures --------------------------------------------------------------------------------
+    def crash(self, broker: BrokerId) -> None:
+        """The broker stops: what arrives from now on is dropped (counted in `lost_at_crashed`)."""
+        self.core(broker)
+        self.crashed.add(broker)
+
+    def hang(self, broker: BrokerId) -> None:
+        """The broker stops handling input (SIGSTOP): what arrives waits for `resume`."""
+        self.core(broker)
+        self.hung.setdefault(broker, [])
+
+    def resume(self, broker: BrokerId) -> None:
+        """A hung broker handles what arrived meanwhile, in order."""
+        for msg, origin in self.hung.pop(broker, []):
+            self._handle(broker, msg, origin)
+
+    def detect(self, broker: BrokerId) -> None:
+        """The broker's live neighbours suspect it (their failure detectors fired)."""
+        self._tell_neighbours(broker, "suspected")
+
+    def clear(self, broker: BrokerId) -> None:
+        """The broker's live neighbours hear it again."""
+        self._tell_neighbours(broker, "cleared")
+
+    def restart(self, broker: BrokerId) -> None:
+        """A crashed (or running) broker starts again with empty tables and a new epoch; its
+        neighbours notice the new incarnation and hear it again."""
+        self.restarts[broker] += 1
+        protocol, dynamic, tau, t_w = self._core_args
+        self.cores[broker] = _core(protocol, self.topo, broker, dynamic, tau, t_w, f"{self.restarts[broker]}.")
+        self.crashed.discard(broker)
+        self.hung.pop(broker, None)
+        self._emit(broker, self.cores[broker].start(self.now), -1)
+        self._tell_neighbours(broker, "restarted")
+        self._tell_neighbours(broker, "cleared")
+
+    def _tell_neighbours(self, broker: BrokerId, kind: ChangeKind) -> None:
+        for n in self.topo.neighbours(broker):
+            if n not in self.crashed and n not in self.hung:
+                self._emit(n, self.cores[n].neighbour_changed(Change(broker, kind), self.now), -1)
 
     # --- client operations -------------------------------------------------------------------
     def advertise(self, client: str, adv_id: str, adv: Filter, at: float | None = None) -> None:
@@ -329,15 +386,25 @@ class BrokerSim:
         self._schedule(start + service, _PROCESS, (dst, msg, origin))
 
     def _process(self, dst: BrokerId, msg: Message, origin: int) -> None:
-        if isinstance(msg, _PUBLICATIONS):
-            visits = self.pub_visits.setdefault(msg.pid, Counter())
+        visited = msg
+        if isinstance(msg, ScotDetour) and msg.exit == dst:  # the exit handles what it carries
+            visited = decode(msg.inner)
+        if isinstance(visited, _PUBLICATIONS):
+            visits = self.pub_visits.setdefault(visited.pid, Counter())
             visits[dst] += 1
-            self.pub_max_hops[msg.pid] = max(self.pub_max_hops.get(msg.pid, 0), msg.hops)
+            hops = max(visited.hops, getattr(msg, "hops", 0))
+            self.pub_max_hops[visited.pid] = max(self.pub_max_hops.get(visited.pid, 0), hops)
         if origin >= 0:
             self.ops[origin].end = self.now
         self._handle(dst, msg, origin)
 
     def _handle(self, broker: BrokerId, msg: Message, origin: int) -> None:
+        if broker in self.crashed:
+            self.lost_at_crashed[msg.kind] += 1
+            return
+        if broker in self.hung:
+            self.hung[broker].append((msg, origin))
+            return
         sends = self.cores[broker].handle(msg, self.now)
         self._emit(broker, sends, origin)
 

@@ -507,7 +507,10 @@ def _broker(protocol: str) -> Target:
                 if msg is None:
                     continue
                 adverts += msg.kind.endswith(("adv", "advertise"))
-                subs += msg.kind.endswith(("sub", "subscribe"))
+                subs += msg.kind.endswith(("sub", "subscribe", "detour"))  # a detour may carry one
+                if msg.kind in ("scot_prt_sync", "scot_clt_sync"):  # a sync brings many
+                    subs += len(msg.uids) if msg.kind == "scot_prt_sync" else 0  # type: ignore[attr-defined]
+                    adverts += len(msg.uids) if msg.kind == "scot_clt_sync" else 0  # type: ignore[attr-defined]
                 effects = core.handle(msg, now)
                 handled += 1
             elif action < 15:

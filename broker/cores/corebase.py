@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from broker.cores.failures import Change
 from broker.cores.language.filters import Filter
 from broker.cores.language.values import FilterError, Value, validate_publication
 from broker.cores.messages import (
@@ -155,10 +156,15 @@ class BrokerCore:
     protocol = ""
 
     def __init__(
-        self, topo: Scot, me: BrokerId, *, tau: float = DEFAULT_TAU, t_w: float = DEFAULT_TW
+        self, topo: Scot, me: BrokerId, *, tau: float = DEFAULT_TAU, t_w: float = DEFAULT_TW, epoch: str = ""
     ) -> None:
         self.topo = topo
         self.me = me
+        #: Written into every id this core makes (``"<broker>/<epoch>a<n>"``): a restarted
+        #: broker's ids never meet its predecessor's in its neighbours' tables.
+        self.epoch = epoch
+        #: The neighbours the failure detector suspects (`neighbour_changed`).
+        self.suspects: set[BrokerId] = set()
         self.x, self.i = topo.locate(me)
         self.neighbours = topo.neighbours(me)
         self._neighbour_set = frozenset(self.neighbours)
@@ -178,12 +184,35 @@ class BrokerCore:
     # --- identifiers -------------------------------------------------------------------------
     def _new_id(self, tag: str) -> str:
         self._seq += 1
-        return f"{self.me}/{tag}{self._seq}"
+        return f"{self.me}/{self.epoch}{tag}{self._seq}"
 
     # --- the runtime's side ------------------------------------------------------------------
     def timeout(self, now: float, rng: object = None) -> list[Send]:
         """Nothing is periodic in the broker cores (the LST is fed by `link_status`)."""
         return []
+
+    def start(self, now: float) -> list[Send]:
+        """The runtime starts this core (a first start or a restart): what it sends its
+        neighbours then (OctopiA: its tables, `broker.cores.resync`)."""
+        return []
+
+    def neighbour_changed(self, change: Change, now: float) -> list[Send]:
+        """The failure detector (`broker.cores.failures`) suspected, cleared or noticed the
+        restart of a neighbour.  Here the suspicion is only recorded; OctopiA routes around
+        suspects and resyncs the others."""
+        if change.neighbour not in self._neighbour_set:
+            self.counters["change_of_a_stranger"] += 1
+            return []
+        if change.kind == "suspected":
+            self.suspects.add(change.neighbour)
+        elif change.kind == "cleared":
+            self.suspects.discard(change.neighbour)
+        return []
+
+    def _around_suspects(self, sends: list[Send], now: float) -> list[Send]:
+        """The sends of one input with the suspects taken into account; the baseline keeps
+        sending to them (whatever reaches a hung broker is handled when it wakes)."""
+        return sends
 
     def link_status(
         self, link: BrokerId, queue_len: int, q_in: int, q_out: int, now: float
@@ -197,6 +226,10 @@ class BrokerCore:
 
     def handle(self, msg: Message, now: float) -> list[Send]:
         """Process one message (from a neighbour broker or from a local client)."""
+        sends = self._handle(msg, now)
+        return self._around_suspects(sends, now) if self.suspects else sends
+
+    def _handle(self, msg: Message, now: float) -> list[Send]:
         if isinstance(msg, ClientPublish):
             return self.publish(msg.client, msg.attrs, now, pid=msg.pid)
         if isinstance(msg, ClientSubscribe):

@@ -20,11 +20,13 @@ def make_core(
     dynamic: bool = False,
     tau: float = DEFAULT_TAU,
     t_w: float = DEFAULT_TW,
+    epoch: str = "",
 ) -> BrokerCore:
     """A broker core for `protocol` ("octopia" -- `dynamic` for scotIDR -- or "padres");
-    ValueError for any other protocol."""
+    ValueError for any other protocol.  `epoch` goes into the ids the core makes (a restarted
+    broker's differ from its predecessor's)."""
     if protocol == "octopia":
-        return OctopiaBroker(topo, bid, dynamic=dynamic, tau=tau, t_w=t_w)
+        return OctopiaBroker(topo, bid, dynamic=dynamic, tau=tau, t_w=t_w, epoch=epoch)
     if protocol == "padres":
-        return PadresBroker(topo, bid, tau=tau, t_w=t_w)
+        return PadresBroker(topo, bid, tau=tau, t_w=t_w, epoch=epoch)
     raise ValueError(f"unknown protocol {protocol!r} (one of {PROTOCOLS})")

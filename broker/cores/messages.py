@@ -26,6 +26,11 @@ CivUnset           CIV_UNSET: the last overlapping subscription of C_j left (§8
 ScotSubscribe      scotSBP (Alg. 2): cluster-level broadcast over aLinks.
 ScotUnsubscribe    the same broadcast, removing the subscription from the PRTs.
 ScotPublish        a publication copy; ``civp`` is CIV_p^i (0 = static, else CIV_p^i-D, §9.2).
+ScotDetour         a publication or (un)subscription walking around a suspected broker
+                   through a parallel cluster (`broker.cores.detours`; not in the paper).
+PrtSync            a neighbour's side of the cluster's PRT, after a restart or a suspicion
+                   (`broker.cores.resync`; not in the paper).
+CltSync            a region neighbour's hosted advertisements and CIV bits, likewise.
 =================  ===========================================================================
 
 PADRES-style baseline (kinds ``padres_*``): PadresAdvertise / PadresUnadvertise flood with the
@@ -74,6 +79,8 @@ def _encode_attrs(value: Attrs) -> Any:
 
 
 wire.register_field_type(Filter, _check_filter, _encode_filter)
+wire.register_field_type(list[Filter], wire.bounded_list(_check_filter, wire.MAX_STRINGS, "filters"),
+                         wire.list_encoder(_encode_filter))
 wire.register_field_type(Attrs, _check_attrs, _encode_attrs)
 
 
@@ -142,6 +149,52 @@ class ScotPublish(Message):
     attrs: Attrs
     civp: int
     hops: int
+    sender: str
+
+
+@message("scot_detour")
+class ScotDetour(Message):
+    """A broker message walking around the suspected broker `around` to `exit`, a primary
+    neighbour of `around`, which handles `inner` (an encoded ScotPublish, ScotSubscribe or
+    ScotUnsubscribe whose sender is `around`) as if `around` had sent it
+    (`broker.cores.detours`).  `avoid` lists the brokers the walk must not cross, `around`
+    first; `hops` counts the walk's hops and those of the message before it."""
+
+    around: str
+    exit: str
+    avoid: list[str]
+    hops: int
+    inner: bytes
+    sender: str
+
+
+@message("scot_prt_sync")
+class PrtSync(Message):
+    """The sender's side of the cluster, to a primary neighbour (issue 46 item 4): every
+    subscription whose last hop at the sender is not the receiver, in parts of at most
+    `broker.cores.resync.SYNC_PART` (`start` on the first, `final` on the last).  The
+    receiver's subscriptions with the sender as last hop become exactly these."""
+
+    uids: list[str]
+    subs: list[Filter]
+    start: bool
+    final: bool
+    sender: str
+
+
+@message("scot_clt_sync")
+class CltSync(Message):
+    """To a secondary neighbour (issue 46 item 4): the advertisements the sender hosts (the
+    receiver's CLT entries with the sender as last hop become exactly these) and, in
+    `overlapped`, the receiver's hosted advertisements that the sender's cluster holds an
+    overlapping subscription for (the receiver's CIV bit of the sender's cluster).  In parts
+    like `PrtSync`."""
+
+    uids: list[str]
+    advs: list[Filter]
+    overlapped: list[str]
+    start: bool
+    final: bool
     sender: str
 
 
@@ -262,6 +315,9 @@ BROKER_TO_BROKER = (
     ScotSubscribe,
     ScotUnsubscribe,
     ScotPublish,
+    ScotDetour,
+    PrtSync,
+    CltSync,
     PadresAdvertise,
     PadresUnadvertise,
     PadresSubscribe,

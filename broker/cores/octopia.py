@@ -62,7 +62,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from broker.cores import detours
 from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW, BrokerCore, Handler, civ_bits
+from broker.cores.failures import Change
 from broker.cores.language.filters import Filter
 from broker.cores.language.relations import overlaps
 from broker.cores.matching.vectorised import SubscriptionIndex
@@ -70,14 +72,24 @@ from broker.cores.messages import (
     Attrs,
     CivSet,
     CivUnset,
+    CltSync,
+    PrtSync,
     ScotAdvertise,
+    ScotDetour,
     ScotPublish,
     ScotSubscribe,
     ScotUnadvertise,
     ScotUnsubscribe,
 )
-from broker.cores.topology import BrokerId, Scot
+from broker.cores.resync import SyncDuty, parts
+from broker.cores.topology import ALINK, BrokerId, Scot
+from pubsub.kernel import wire
 from pubsub.kernel.message import Message, Ref, Send
+
+#: The messages a detour carries (`broker.cores.detours`).
+DETOURED = (ScotPublish, ScotSubscribe, ScotUnsubscribe)
+#: Most entries a sync may bring in all its parts (a bound for hostile input).
+MAX_SYNC_ENTRIES = 1 << 20
 
 
 @dataclass(slots=True)
@@ -103,8 +115,9 @@ class OctopiaBroker(BrokerCore):
         dynamic: bool = False,
         tau: float = DEFAULT_TAU,
         t_w: float = DEFAULT_TW,
+        epoch: str = "",
     ) -> None:
-        super().__init__(topo, me, tau=tau, t_w=t_w)
+        super().__init__(topo, me, tau=tau, t_w=t_w, epoch=epoch)
         self.dynamic = dynamic
         self.primary = topo.primary_neighbours(me)
         self.secondary = topo.secondary_neighbours(me)
@@ -116,6 +129,9 @@ class OctopiaBroker(BrokerCore):
         self.clt: dict[str, CltEntry] = {}
         self.prt: SubscriptionIndex[str] = SubscriptionIndex()
         self.prt_hop: dict[str, str] = {}
+        self.duty = SyncDuty(self.primary, self.secondary)
+        #: sync parts received so far, per sender: (uids, filters, overlapped)
+        self._incoming: dict[tuple[str, str], tuple[list[str], list[Filter], list[str]]] = {}
 
     def _handlers(self) -> dict[type[Message], Handler]:
         return {
@@ -126,6 +142,9 @@ class OctopiaBroker(BrokerCore):
             CivUnset: self._on_civ_unset,
             ScotSubscribe: self._on_subscribe,
             ScotUnsubscribe: self._on_unsubscribe,
+            ScotDetour: self._on_detour,
+            PrtSync: self._on_prt_sync,
+            CltSync: self._on_clt_sync,
         }
 
     # --- introspection ---------------------------------------------------------------------
@@ -293,6 +312,10 @@ class OctopiaBroker(BrokerCore):
     # --- publications: scotSPR (Alg. 3) and scotIDR (Alg. 4) --------------------------------------
     def _publish(self, client: str, pid: str, attrs: Attrs, adv_uid: str, now: float) -> list[Send]:
         civa = self.clt[adv_uid].civ
+        for b in self.suspects & self._secondary_set:
+            # Only B(x, j) holds this region's advertisements for C_j, so while it is suspected
+            # nobody can say whether C_j overlaps: C_j is a target (its brokers match exactly).
+            civa |= 1 << self.topo.cluster_of(b)
         return self._route(pid, client, attrs, sender=None, civa=civa, civp=0, hops=0)
 
     def _on_publish(self, msg: ScotPublish, now: float) -> list[Send]:
@@ -374,3 +397,243 @@ class OctopiaBroker(BrokerCore):
         else:  # Case III: an extra copy into the congested iLink, its cluster served
             self.counters["idr_case_3"] += 1
             ilinks[mu2] = civp & ~(1 << self.topo.cluster_of(mu2))
+
+    # --- around suspected neighbours (issue 46 item 2; `broker.cores.detours`) --------------------
+    def neighbour_changed(self, change: Change, now: float) -> list[Send]:
+        """Record the suspicion (`BrokerCore.neighbour_changed`), and owe a cleared or
+        restarted neighbour this broker's tables (`broker.cores.resync`)."""
+        super().neighbour_changed(change, now)
+        if change.neighbour not in self.suspects and change.kind == "cleared":
+            self.duty.cleared(change.neighbour)
+        elif change.kind == "restarted":
+            self.duty.restarted(change.neighbour)
+        return self._due_syncs()
+
+    def _around_suspects(self, sends: list[Send], now: float) -> list[Send]:
+        """Every send to a suspected neighbour replaced: a publication or (un)subscription by
+        detours to the exits beyond it, anything else dropped and counted (the sync that
+        follows the suspect's return carries its effect)."""
+        out: list[Send] = []
+        todo = list(reversed(sends))
+        while todo:
+            dest, msg = todo.pop()
+            if dest not in self.suspects:
+                out.append(Send(dest, msg))
+            elif isinstance(msg, ScotPublish):
+                self.counters["detoured_publications"] += 1
+                for k in range(self.topo.m):  # the CIV_p bits it carried are served from here
+                    if msg.civp >> k & 1 and k != self.i:
+                        copy = ScotPublish(msg.pid, msg.publisher, msg.attrs, 0, msg.hops, self.me)
+                        todo.append(Send(Ref(self._ilink[k]), copy))
+                inner = ScotPublish(msg.pid, msg.publisher, msg.attrs, 0, msg.hops, dest)
+                out += self._send_around(dest, inner, self.me, self._publication_exits(dest, msg), [dest])
+            elif isinstance(msg, (ScotSubscribe, ScotUnsubscribe)):
+                self.counters[f"detoured_{msg.kind}"] += 1
+                inner_sub = _with_sender(msg, dest)
+                out += self._send_around(dest, inner_sub, self.me, detours.exits(self.topo, dest, self.me), [dest])
+            else:
+                self.counters[f"held_for_sync_{msg.kind}"] += 1
+                if isinstance(msg, (PrtSync, CltSync)):
+                    self.duty.owed.add(dest)
+        return out
+
+    def _publication_exits(self, dead: BrokerId, copy: ScotPublish) -> tuple[BrokerId, ...]:
+        """The exits of `dead` a publication copy must reach: on an aLink, those towards the
+        host brokers of the matching subscriptions behind `dead` (their ids name them); on an
+        iLink, every exit (the cluster beyond is not known here)."""
+        if self.topo.link_kind(self.me, dead) != ALINK:
+            return detours.exits(self.topo, dead, self.me)
+        found: set[BrokerId] = set()
+        for uid in self.prt.match(copy.attrs):
+            if self.prt_hop.get(uid) != dead:
+                continue
+            origin = uid.partition("/")[0]
+            if origin not in self.topo:
+                return detours.exits(self.topo, dead, self.me)
+            exit_ = detours.exit_towards(self.topo, dead, origin)
+            if exit_ is None:
+                self.counters["undeliverable_subscriber_at_suspect"] += 1
+            else:
+                found.add(exit_)
+        return tuple(sorted(found))
+
+    def _send_around(
+        self, dead: BrokerId, inner: Message, came_from: BrokerId, exits: tuple[BrokerId, ...], avoid: list[BrokerId]
+    ) -> list[Send]:
+        """One detour per exit of `dead`, each taking its first step from here."""
+        encoded = wire.encode_payload(inner)
+        hops = getattr(inner, "hops", 0)
+        out: list[Send] = []
+        for exit_ in exits:
+            out += self._walk(ScotDetour(dead, exit_, list(avoid), hops, encoded, self.me), inner)
+        return out
+
+    def _walk(self, detour: ScotDetour, inner: Message) -> list[Send]:
+        """The detour's next step from this broker (`broker.cores.detours.next_hop`)."""
+        if detour.hops + 1 >= self.max_hops:
+            self.counters["hop_limit"] += 1
+            return []
+        nxt, avoid = detours.next_hop(self.topo, self.me, detour.exit, detour.avoid, self.suspects)
+        if nxt is None:
+            self.counters["detour_undeliverable"] += 1
+            return []
+        if nxt == detour.exit and nxt in self.suspects:  # the exit is down too: around it in turn
+            if len(avoid) >= detours.MAX_AVOID:
+                self.counters["detour_undeliverable"] += 1
+                return []
+            again = _with_sender(inner, nxt)
+            return self._send_around(nxt, again, detour.around, detours.exits(self.topo, nxt, detour.around),
+                                     [*avoid, nxt])
+        step = ScotDetour(detour.around, detour.exit, avoid, detour.hops + 1, detour.inner, self.me)
+        return [Send(Ref(nxt), step)]
+
+    def _on_detour(self, msg: ScotDetour, now: float) -> list[Send]:
+        inner = self._detour_inner(msg)
+        if inner is None:
+            return []
+        if msg.exit != self.me:
+            return self._walk(msg, inner)
+        self.counters["detours_arrived"] += 1
+        if self._handler_map is None:
+            self._handler_map = self._handlers()
+        return self._handler_map[type(inner)](inner, now)
+
+    def _detour_inner(self, msg: ScotDetour) -> Message | None:
+        """The message a well-formed detour carries, or None (counted) for anything else."""
+        topo = self.topo
+        problem = ""
+        if msg.around not in topo or msg.exit not in topo.primary_neighbours(msg.around):
+            problem = "bad_detour_exit"
+        elif len(msg.avoid) > detours.MAX_AVOID or any(b not in topo for b in msg.avoid):
+            problem = "bad_detour_avoid"
+        elif not 0 <= msg.hops < self.max_hops:
+            problem = "hop_limit"
+        if problem:
+            self.counters[problem] += 1
+            return None
+        try:
+            inner = wire.decode(msg.inner)
+        except wire.WireError:
+            self.counters["bad_detour_inner"] += 1
+            return None
+        if not isinstance(inner, DETOURED) or inner.sender != msg.around or (
+                isinstance(inner, ScotPublish) and inner.civp):
+            self.counters["bad_detour_inner"] += 1
+            return None
+        return inner
+
+    # --- resync with neighbours (issue 46 item 4; `broker.cores.resync`) ----------------------------
+    def start(self, now: float) -> list[Send]:
+        self.duty.start()
+        return self._due_syncs()
+
+    def _due_syncs(self) -> list[Send]:
+        sends: list[Send] = []
+        for n in self.duty.due(self.suspects):
+            if n in self._primary_set:
+                entries = [(uid, sub) for uid, sub in self.prt.items() if self.prt_hop[uid] != n]
+                for part, start, final in parts(entries):
+                    sync = PrtSync([u for u, _ in part], [f for _, f in part], start, final, self.me)
+                    sends.append(Send(Ref(n), sync))
+            else:
+                hosted = [(uid, e.adv) for uid, e in self.clt.items() if e.hosted]
+                overlapped = [uid for uid, e in self.clt.items()
+                              if not e.hosted and e.last_hop == n and e.civ & self._bit]
+                for part, start, final in parts(hosted):
+                    sync_clt = CltSync([u for u, _ in part], [a for _, a in part], overlapped if final else [],
+                                       start, final, self.me)
+                    sends.append(Send(Ref(n), sync_clt))
+        return sends
+
+    def _collect(self, kind: str, sender: str, uids: list[str], filters: list[Filter], overlapped: list[str],
+                 start: bool, final: bool) -> tuple[list[str], list[Filter], list[str]] | None:
+        """Gather a sync's parts; the whole sync once its final part is in, else None."""
+        key = (kind, sender)
+        if len(uids) != len(filters):
+            self.counters["bad_sync"] += 1
+            self._incoming.pop(key, None)
+            return None
+        if start:
+            self._incoming[key] = ([], [], [])
+        held = self._incoming.get(key)
+        if held is None:
+            self.counters["sync_part_out_of_place"] += 1
+            return None
+        held[0].extend(uids)
+        held[1].extend(filters)
+        held[2].extend(overlapped)
+        if len(held[0]) + len(held[2]) > MAX_SYNC_ENTRIES:
+            self.counters["bad_sync"] += 1
+            del self._incoming[key]
+            return None
+        if not final:
+            return None
+        del self._incoming[key]
+        return held
+
+    def _on_prt_sync(self, msg: PrtSync, now: float) -> list[Send]:
+        """The sender's side of the cluster: my subscriptions with the sender as last hop
+        become exactly these (new ones stored and broadcast on, missing ones removed)."""
+        if msg.sender not in self._primary_set:
+            self.counters["sync_not_from_cluster"] += 1
+            return []
+        whole = self._collect("prt", msg.sender, msg.uids, msg.subs, [], msg.start, msg.final)
+        if whole is None:
+            return []
+        wanted = dict(zip(whole[0], whole[1], strict=True))
+        sends: list[Send] = []
+        for uid in [u for u, hop in self.prt_hop.items() if hop == msg.sender and u not in wanted]:
+            sends += self._drop_subscription(uid, sender=msg.sender)
+        for uid, sub in wanted.items():
+            hop = self.prt_hop.get(uid)
+            if hop is None:
+                sends += self._store_subscription(uid, sub, msg.sender, sender=msg.sender)
+            elif hop != msg.sender:
+                self.counters["sync_conflict"] += 1  # held from another side: the later word wins
+                self.prt_hop[uid] = msg.sender
+        self.counters["prt_syncs_applied"] += 1
+        self.duty.received(msg.sender)
+        return sends + self._due_syncs()
+
+    def _on_clt_sync(self, msg: CltSync, now: float) -> list[Send]:
+        """A region neighbour's hosted advertisements (my CLT entries from it become exactly
+        these) and my hosted advertisements its cluster overlaps (my CIV bit for it)."""
+        if msg.sender not in self._secondary_set:
+            self.counters["sync_not_from_region"] += 1
+            return []
+        whole = self._collect("clt", msg.sender, msg.uids, msg.advs, msg.overlapped, msg.start, msg.final)
+        if whole is None:
+            return []
+        wanted = dict(zip(whole[0], whole[1], strict=True))
+        for uid in [u for u, e in self.clt.items() if not e.hosted and e.last_hop == msg.sender and u not in wanted]:
+            del self.clt[uid]
+        sender_bit = 1 << self.topo.cluster_of(msg.sender)
+        overlapping: list[str] = []
+        for uid, adv in wanted.items():
+            entry = self.clt.get(uid)
+            if entry is not None:
+                if entry.hosted or entry.last_hop != msg.sender:
+                    self.counters["sync_conflict"] += 1
+                continue
+            civ = sender_bit
+            if self._overlapped(adv):
+                civ |= self._bit
+                overlapping.append(uid)
+            self.clt[uid] = CltEntry(adv, civ, msg.sender, hosted=False)
+        overlapped = set(whole[2])
+        for uid, entry in self.clt.items():
+            if entry.hosted:
+                entry.civ = entry.civ | sender_bit if uid in overlapped else entry.civ & ~sender_bit
+        self.counters["clt_syncs_applied"] += 1
+        return [Send(Ref(msg.sender), CivSet(overlapping, self.me))] if overlapping else []
+
+
+def _with_sender(msg: Message, sender: BrokerId) -> Message:
+    """A copy of a detoured message naming another sender."""
+    if isinstance(msg, ScotPublish):
+        return ScotPublish(msg.pid, msg.publisher, msg.attrs, msg.civp, msg.hops, sender)
+    if isinstance(msg, ScotSubscribe):
+        return ScotSubscribe(msg.uid, msg.sub, sender)
+    if isinstance(msg, ScotUnsubscribe):
+        return ScotUnsubscribe(msg.uid, sender)
+    raise TypeError(f"{msg.kind} is not detoured")

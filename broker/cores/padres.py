@@ -64,9 +64,9 @@ class PadresBroker(BrokerCore):
     protocol = "padres"
 
     def __init__(
-        self, topo: Scot, me: BrokerId, *, tau: float = DEFAULT_TAU, t_w: float = DEFAULT_TW
+        self, topo: Scot, me: BrokerId, *, tau: float = DEFAULT_TAU, t_w: float = DEFAULT_TW, epoch: str = ""
     ) -> None:
-        super().__init__(topo, me, tau=tau, t_w=t_w)
+        super().__init__(topo, me, tau=tau, t_w=t_w, epoch=epoch)
         self.srt: dict[str, SrtEntry] = {}
         self.retired: set[str] = set()
         #: Every subscription this broker routes or hosts, for matching.

@@ -304,6 +304,8 @@ def _schema_for(annotation: Any) -> tuple[Validator, Encoder]:
         return validate_bool, identity
     if annotation is str:
         return validate_str, identity
+    if annotation is bytes:
+        return _validate_bytes, identity
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin is list and args == (str,):
