@@ -32,11 +32,13 @@ then ``PUBSUB_BROKER_*`` variables, checked against the topology file before the
 Failures.  Broker failure is out of the paper's scope.  Here: a dead, hung (SIGSTOP) or
 partitioned neighbour is suspected within ``heartbeat × suspect_after`` seconds (above); when
 its connects fail the runtime also reports it unreachable (status: ``unreachable``, the link's
-``state``); what was queued for it and whatever is routed to it later is dropped
-(``stats.dropped_sends``).  Detection only, so far -- no routing table is repaired: publications whose path crosses the
-dead broker are lost, every other path keeps working, and nothing waits on the dead broker.
-A restarted broker starts with empty tables (advertisements and subscriptions of its former
-clients are gone; entries elsewhere that name it as a last hop stay).
+``state``).  Every change the detector makes goes to the core (``core.neighbour_changed``):
+OctopiA routes what would cross a suspect around it through a parallel cluster
+(`broker.cores.detours`) and, when the suspect is heard again or restarted, sends it its
+tables (`broker.cores.resync`); at start the broker rebuilds its own tables from its
+neighbours the same way.  Not yet: copies already queued for or sent to a broker that dies
+are lost (``stats.dropped_sends`` counts those still queued), and a restarted broker's own
+clients' advertisements and subscriptions are gone (their clients must make them again).
 """
 
 from __future__ import annotations
@@ -57,12 +59,15 @@ from broker.cores.messages import (
     TO_CLIENT,
     CivSet,
     CivUnset,
+    CltSync,
     PadresAdvertise,
     PadresPublish,
     PadresSubscribe,
     PadresUnadvertise,
     PadresUnsubscribe,
+    PrtSync,
     ScotAdvertise,
+    ScotDetour,
     ScotPublish,
     ScotSubscribe,
     ScotUnadvertise,
@@ -87,6 +92,15 @@ from pubsub.runtime.stats import Stats
 
 log = logging.getLogger(__name__)
 
+
+def _base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while n:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+    return out or "0"
+
 #: Entries of the CLT / SRT lists shown in a status reply (the sizes are always exact).
 STATUS_TABLE_ROWS = 64
 #: Broker-to-broker messages each protocol accepts from peers.
@@ -94,7 +108,8 @@ STATUS_TABLE_ROWS = 64
 PUBLICATIONS = (ScotPublish, PadresPublish)
 PEER_MESSAGES: dict[str, frozenset[type]] = {
     "octopia": frozenset(
-        {ScotAdvertise, ScotUnadvertise, CivSet, CivUnset, ScotSubscribe, ScotUnsubscribe, ScotPublish}
+        {ScotAdvertise, ScotUnadvertise, CivSet, CivUnset, ScotSubscribe, ScotUnsubscribe, ScotPublish,
+         ScotDetour, PrtSync, CltSync}
     ),
     "padres": frozenset(
         {PadresAdvertise, PadresUnadvertise, PadresSubscribe, PadresUnsubscribe, PadresPublish}
@@ -111,6 +126,8 @@ class BrokerApp:
         self.me: BrokerId = settings.broker_id
         self.ref = ref
         self.stats = stats
+        #: This start of the broker, in every heartbeat: a restart is a larger number.
+        self.incarnation = time.time_ns()
         self.core = make_core(
             settings.broker_protocol,
             topo,
@@ -118,6 +135,7 @@ class BrokerApp:
             dynamic=settings.broker_routing == "idr",
             tau=settings.broker_tau,
             t_w=settings.broker_tw,
+            epoch=f"{_base36(self.incarnation)}.",  # this start's ids differ from the last one's
         )
         self._peer_types = PEER_MESSAGES[settings.broker_protocol]
         self.runtime: Runtime | None = None
@@ -127,8 +145,6 @@ class BrokerApp:
         self.counters: Counter[str] = Counter()
         #: Broker messages handed to the core, by kind.
         self.handled: Counter[str] = Counter()
-        #: This start of the broker, in every heartbeat: a restart is a larger number.
-        self.incarnation = time.time_ns()
         #: Suspicions of the neighbours and when each was last heard (`broker.cores.failures`);
         #: started again at `attach`.
         self.detector = self._detector(0.0)
@@ -159,14 +175,15 @@ class BrokerApp:
                 link.set_rate(rate)
             self.links[bid] = link
         runtime.spawn(self._window_loop(), "lst window")
+        self._route(self.core.start(runtime.now()))
 
     def _detector(self, start: float) -> FailureDetector:
         beat = self.settings.broker_heartbeat  # off (0): suspected only when connects are refused
         return FailureDetector(self.topo.neighbours(self.me), beat or float("inf"),
                                self.settings.broker_suspect_after, start)
 
-    def _detected(self, changes: Iterable[Change]) -> None:
-        """Count and log what the failure detector changed."""
+    def _detected(self, changes: Iterable[Change], now: float) -> None:
+        """Count and log what the failure detector changed, and tell the core."""
         for change in changes:
             if change.kind == "suspected":
                 log.warning("%s: neighbour %s suspected (%s)", self.me, change.neighbour, change.reason)
@@ -177,6 +194,7 @@ class BrokerApp:
             else:
                 log.warning("%s: neighbour %s restarted (a new incarnation)", self.me, change.neighbour)
                 self.counters["restarts_noticed"] += 1
+            self._route(self.core.neighbour_changed(change, now))
 
     async def _window_loop(self) -> None:
         """Every t_w: close each link's window and report it to the LST (§9.2)."""
@@ -204,7 +222,7 @@ class BrokerApp:
         sender = getattr(msg, "sender", None)
         if isinstance(msg, BrokerHeartbeat):
             if sender in self.links:
-                self._detected(self.detector.heard(sender, now, msg.incarnation))
+                self._detected(self.detector.heard(sender, now, msg.incarnation), now)
             else:
                 self.counters["heartbeat_from_stranger"] += 1
             return []
@@ -213,7 +231,7 @@ class BrokerApp:
             self.counters[f"rejected_peer_message_{msg.kind}"] += 1
             return []
         if sender in self.links:
-            self._detected(self.detector.heard(sender, now))
+            self._detected(self.detector.heard(sender, now), now)
         self.handled[msg.kind] += 1
         self._route(self.core.handle(msg, now))
         return []
@@ -230,7 +248,7 @@ class BrokerApp:
             for link in self.links.values():
                 if every or link.queue_len() == 0:
                     self.runtime.send(link.ref, BrokerHeartbeat(self.me, self.incarnation))
-        self._detected(self.detector.tick(now))
+        self._detected(self.detector.tick(now), now)
         self._route(self.core.timeout(now))
         self.intervals += 1
         for observer in self.observers:
@@ -250,7 +268,7 @@ class BrokerApp:
             log.warning("%s: neighbour %s (%s) is unreachable", self.me, bid, ref)
         self.unreachable[bid] = now
         self.counters["neighbour_unreachable_reports"] += 1
-        self._detected(self.detector.refused(bid))
+        self._detected(self.detector.refused(bid), now)
         return []
 
     def control(self, msg: Message, now: float) -> tuple[Message, list[Send]]:

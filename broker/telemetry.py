@@ -18,6 +18,12 @@ label takes the broker ids of this broker's neighbours, a set the topology fixes
 ``pubsub_broker_table_entries{table}``         CLT, SRT and PRT sizes
 ``pubsub_broker_clients{what}``                client connections, subscriptions, advertisements
 ``pubsub_broker_idr_cases_total{case}``        scotIDR decisions by case (Alg. 4)
+``pubsub_broker_neighbours_suspected``         neighbours suspected now
+``pubsub_broker_suspicions_total{reason}``     suspicions (silent, refused) and clearings
+``pubsub_broker_neighbour_restarts_total``     neighbour restarts noticed by their incarnation
+``pubsub_broker_detours_total{kind}``          messages sent around a suspect; detours arrived
+``pubsub_broker_undeliverable_total{reason}``  what no detour could carry, by reason
+``pubsub_broker_syncs_applied_total{table}``   neighbours' PRT / CLT syncs applied
 =============================================  ==============================================
 
 Events (docs/events.md, role ``broker``): ``messages`` deltas every Timeout, like every
@@ -99,6 +105,30 @@ class BrokerCollector:
             "pubsub_broker_neighbour_restarts", "Neighbour restarts noticed by a new incarnation.",
             value=counters.get("restarts_noticed", 0),
         )
+        core = app.core.counters
+        around = CounterMetricFamily(
+            "pubsub_broker_detours", "Messages sent around a suspected neighbour through a parallel cluster, "
+            "by kind; arrived: detours handled here as their exit.", labels=["kind"]
+        )
+        for kind, key in (("publication", "detoured_publications"), ("subscribe", "detoured_scot_sub"),
+                          ("unsubscribe", "detoured_scot_unsub"), ("arrived", "detours_arrived")):
+            around.add_metric([kind], core.get(key, 0))
+        yield around
+        lost = CounterMetricFamily(
+            "pubsub_broker_undeliverable", "What could not be routed around a suspect, by reason "
+            "(subscriber_at_suspect: its subscriber is a client of the suspect; no_way: no cluster left).",
+            labels=["reason"],
+        )
+        lost.add_metric(["subscriber_at_suspect"], core.get("undeliverable_subscriber_at_suspect", 0))
+        lost.add_metric(["no_way"], core.get("detour_undeliverable", 0))
+        yield lost
+        syncs = CounterMetricFamily(
+            "pubsub_broker_syncs_applied", "Neighbours' tables applied after a restart or a suspicion (prt, clt).",
+            labels=["table"]
+        )
+        for table in ("prt", "clt"):
+            syncs.add_metric([table], core.get(f"{table}_syncs_applied", 0))
+        yield syncs
         tables = GaugeMetricFamily(
             "pubsub_broker_table_entries", "Routing table sizes (CLT, SRT, PRT).", labels=["table"]
         )

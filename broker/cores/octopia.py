@@ -177,6 +177,7 @@ class OctopiaBroker(BrokerCore):
         out = super().status()
         out.update(
             mode="idr" if self.dynamic else "spr",
+            sync_owed=sorted(self.duty.owed),
             clt_size=self.clt_size,
             prt_size=self.prt_size,
             clt=[

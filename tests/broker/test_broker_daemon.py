@@ -98,13 +98,18 @@ def idle(apps: dict[str, BrokerApp]) -> Callable[[], Any]:
     return check
 
 
+def first_adv(apps: dict[str, Any], bid: str) -> str:
+    """The id broker `bid` gives its first advertisement (its epoch is this start's)."""
+    return f"{bid}/{apps[bid].core.epoch}a1"
+
+
 # --- delivery, ownership, refusals ------------------------------------------------------------------
 async def test_publications_reach_exactly_the_matching_subscribers_once() -> None:
     async with brokers(scot3x3()) as (topo, apps):
         addr = topo.address
         pub = BrokerClient(addr("b,0"), client_id="pub1")
         body = await pub.advertise(ADV)
-        assert body["id"] == advertisement_id(to_filter(ADV)) and body["uid"] == "b,0/a1"
+        assert body["id"] == advertisement_id(to_filter(ADV)) and body["uid"] == f"b,0/{apps['b,0'].core.epoch}a1"
         filters = {
             "b,0": 'symbol = "IBM" and price > 100',  # the publisher's own host broker
             "a,0": "price <= 100",
@@ -116,7 +121,7 @@ async def test_publications_reach_exactly_the_matching_subscribers_once() -> Non
         subs = {bid: await clients[bid].subscribe(f) for bid, f in filters.items()}
         # Settled: every cluster's PRTs hold its subscriptions, the CIV names clusters 1 and 2.
         await wait_until(
-            lambda: _true(apps["b,0"].core.civ("b,0/a1") == "111"
+            lambda: _true(apps["b,0"].core.civ(first_adv(apps, "b,0")) == "111"
                           and all(apps[b].core.prt_size == 2 for b in topo.cluster(0))
                           and all(apps[b].core.prt_size == 2 for b in topo.cluster(2))),
             what="subscriptions and CIV bits",
@@ -175,7 +180,7 @@ async def test_advertisements_outlive_the_connection_and_subscriptions_do_not() 
             await client.advertise(ADV)
         sub_client = BrokerClient(topo.address("b,1"))
         sub = await sub_client.subscribe("price > 10")
-        await wait_until(lambda: _true(apps["a,1"].core.prt_size == 1 and apps["a,0"].core.civ("a,0/a1") == "11"),
+        await wait_until(lambda: _true(apps["a,1"].core.prt_size == 1 and apps["a,0"].core.civ(first_adv(apps, "a,0")) == "11"),
                          what="subscription in cluster 1")
         async with BrokerClient(topo.address("a,0"), client_id="pub") as client:  # a new connection
             await client.publish({"symbol": "IBM", "price": 11})
@@ -183,7 +188,7 @@ async def test_advertisements_outlive_the_connection_and_subscriptions_do_not() 
         await sub_client.close()  # the subscription ends with its connection
         await wait_until(
             lambda: _true(all(apps[b].core.prt_size == 0 for b in topo.cluster(1))
-                          and apps["a,0"].core.civ("a,0/a1") == "01"),
+                          and apps["a,0"].core.civ(first_adv(apps, "a,0")) == "01"),
             what="unsubscribe on close and CIV_UNSET",
         )
         assert apps["b,1"].counters["unsubscribed_on_close"] == 1
@@ -271,7 +276,7 @@ async def test_a_rate_limited_ilink_fills_up_is_congested_and_recovers() -> None
         await pub.advertise(ADV)
         subscriber = BrokerClient(topo.address("a,1"))
         sub = await subscriber.subscribe('symbol = "IBM"')
-        await wait_until(lambda: _true(apps["a,0"].core.civ("a,0/a1") == "11"), what="CIV")
+        await wait_until(lambda: _true(apps["a,0"].core.civ(first_adv(apps, "a,0")) == "11"), what="CIV")
         reply = set_link_rate(apps["a,0"], "a,1", 2)
         assert reply == {"ok": True, "op": "link_rate", "link": "a,1", "rate": 2.0}
         for i in range(30):

@@ -1,0 +1,112 @@
+"""Routing around a failed inner broker and rebuilding it, on real processes (issue 46 items 2
+and 4): a 3×3 SCOT of nine broker processes on 127.0.0.1 (path a - b - c times K_3).
+
+The publisher is at a,1 and the inner broker b,1 lies on the path to the subscriber at c,1;
+other subscribers sit at c,0, b,2 and a,1 itself, every one taking every publication through
+``pubsub subscribe --broker`` processes.  Three failures of b,1 in turn, each followed by a
+stream of publications once every neighbour suspects it:
+
+1. SIGSTOP, then SIGCONT;
+2. a partition (``pubsub chaos partition`` at its admin listener), healed after its duration;
+3. kill -9, then a restart with empty tables.
+
+Every subscriber holds every publication exactly once (those published while b,1 was down
+went around it, through the parallel clusters), the neighbours' detour counters moved, and
+after the restart every broker's tables (CLT rows with their CIVs, PRT sizes) equal those of
+before the failures: the restarted b,1 rebuilt its PRT from its neighbours.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.localscot import LocalScot
+from broker.topologyfile import scot3x3
+from pubsub.ops.processes import poll
+from tests.broker.test_broker_integration import CliSubscriber
+
+pytestmark = pytest.mark.integration
+
+VICTIM = "b,1"
+HOST = "a,1"
+PUBLISHER = "feed"
+SUBSCRIBERS = ("c,1", "c,0", "b,2", "a,1")
+WAIT = 60.0
+STREAM = 20
+
+
+def tables(scot: LocalScot) -> dict[str, Any]:
+    return {bid: (sorted((r["uid"], r["civ"], r["last_hop"]) for r in body["clt"]), body["prt_size"])
+            for bid, body in scot.broker_statuses().items()}
+
+
+def test_publications_go_around_a_failed_inner_broker_and_its_restart_rebuilds_its_tables(tmp_path: Path) -> None:
+    with LocalScot(tmp_path / "scot", scot3x3(), heartbeat=0.2, suspect_after=3, admin=True) as scot:
+        neighbours = sorted(scot.topology.neighbours(VICTIM))
+        out = scot.cli("advertise", "--broker", scot.address(HOST), "--client", PUBLISHER, "--filter", "seq >= 0")
+        assert "advertised" in out
+        subs = {bid: CliSubscriber(scot, bid, "seq >= 0") for bid in SUBSCRIBERS}
+        published: list[int] = []
+        try:
+            poll(lambda: [b for b, s in subs.items() if not s.started], WAIT, "subscribers started")
+            poll(lambda: [f"{b}: PRT {p}" for b, (_, p) in tables(scot).items() if p != 1 + (b[-1] == "1")],
+                 WAIT, "every subscription in its cluster's PRTs")
+            reference = tables(scot)
+
+            def stream() -> None:
+                seqs = list(range(len(published), len(published) + STREAM))
+                lines = "".join(json.dumps({"seq": s}) + "\n" for s in seqs)
+                scot.cli("publish", "--broker", scot.address(HOST), "--client", PUBLISHER, "--quiet", stdin=lines)
+                published.extend(seqs)
+                poll(lambda: [f"{b} misses {sorted(set(published) - set(s.seqs()))[:5]}"
+                              for b, s in subs.items() if set(s.seqs()) != set(published)], WAIT, "deliveries")
+                twice = {b: [k for k, n in s.seqs().items() if n > 1] for b, s in subs.items()}
+                assert not any(twice.values()), f"delivered twice: {twice}"
+
+            def suspected_by_all(reason: str | None) -> list[str]:
+                return [f"{b}: {VICTIM} is {body['links'][VICTIM]['suspected']!r}"
+                        for b, body in scot.broker_statuses(neighbours).items()
+                        if (body["links"][VICTIM]["suspected"] is None) != (reason is None)]
+
+            def detours() -> int:
+                return sum(body["counters"].get("detoured_publications", 0)
+                           for body in scot.broker_statuses(neighbours).values())
+
+            stream()  # the normal paths
+            assert detours() == 0
+
+            scot.kill_broker(VICTIM, signal.SIGSTOP)
+            try:
+                poll(lambda: suspected_by_all("silent"), WAIT, f"every neighbour suspecting the hung {VICTIM}", 0.1)
+                stream()
+                assert detours() >= STREAM
+            finally:
+                scot.kill_broker(VICTIM, signal.SIGCONT)
+            poll(lambda: suspected_by_all(None), WAIT, f"{VICTIM} cleared")
+            stream()
+
+            went_around = detours()
+            scot.cli("chaos", "partition", "--admin", scot.admin_ref(VICTIM), "--duration", "6")
+            poll(lambda: suspected_by_all("silent"), WAIT, f"every neighbour suspecting the cut-off {VICTIM}", 0.1)
+            stream()
+            assert detours() >= went_around + STREAM
+            poll(lambda: suspected_by_all(None), WAIT, f"{VICTIM} cleared after the heal")
+            stream()
+
+            scot.kill_broker(VICTIM)  # kill -9
+            poll(lambda: suspected_by_all("any"), WAIT, f"every neighbour suspecting the killed {VICTIM}", 0.1)
+            stream()
+            scot.restart_broker(VICTIM)
+            poll(lambda: suspected_by_all(None), WAIT, f"the restarted {VICTIM} heard by every neighbour")
+            poll(lambda: [f"{b}: {now} != {reference[b]}" for b, now in tables(scot).items() if now != reference[b]],
+                 WAIT, "every table as before the failures")
+            stream()
+        finally:
+            for sub in subs.values():
+                sub.stop()
+        assert all(s.proc.returncode in (0, -2, 130) for s in subs.values()), [s.errors[-3:] for s in subs.values()]
