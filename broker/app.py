@@ -18,8 +18,9 @@ left out and must equal the file's address when given.  The daemon
   IDR (Alg. 4, Eq. 3) sees real congestion; ``--link-rate x,i=R`` (or, at run
   time, the admin action ``link_rate``, `broker.faults`) throttles one outgoing link to R
   messages per second so that congestion can be produced on purpose;
-* sends a `broker.cores.control.BrokerHeartbeat` with its incarnation to every neighbour every
-  ``--heartbeat`` seconds (a busy link every ``--suspect-after`` periods), and suspects a
+* sends a `broker.cores.control.BrokerHeartbeat` with its incarnation and the count of
+  publication copies it handled from that neighbour to every neighbour every
+  ``--heartbeat`` seconds, and suspects a
   neighbour silent for ``--suspect-after`` periods, or at once when its connects are refused;
   a heartbeat with a new incarnation says the neighbour restarted (`broker.cores.failures`;
   status ``suspected``, each link's ``suspected`` and ``incarnation``).
@@ -148,7 +149,6 @@ class BrokerApp:
         #: Suspicions of the neighbours and when each was last heard (`broker.cores.failures`);
         #: started again at `attach`.
         self.detector = self._detector(0.0)
-        self._beats = 0
         #: neighbour -> when the runtime last reported it unreachable (cleared on reconnect).
         self.unreachable: dict[BrokerId, float] = {}
         #: The client connections (`broker.sessions`).
@@ -223,6 +223,8 @@ class BrokerApp:
         if isinstance(msg, BrokerHeartbeat):
             if sender in self.links:
                 self._detected(self.detector.heard(sender, now, msg.incarnation), now)
+                if msg.acked_for == self.incarnation:  # a count of copies from this start
+                    self.core.acknowledged(sender, msg.acked)
             else:
                 self.counters["heartbeat_from_stranger"] += 1
             return []
@@ -237,17 +239,14 @@ class BrokerApp:
         return []
 
     def timeout(self, now: float) -> list[Send]:
-        """The runtime's timer: heartbeats, suspicions of silent neighbours, and the core's
-        (empty) Timeout.  A link with frames queued gets a heartbeat only every
-        ``suspect_after`` periods (its frames are heard; the heartbeat brings the incarnation)."""
+        """The runtime's timer: heartbeats (each acknowledging the publication copies handled
+        from its neighbour), suspicions of silent neighbours, and the core's (empty) Timeout."""
         beat = self.settings.broker_heartbeat
         if beat and self.runtime is not None and now - self._last_heartbeat >= beat:
             self._last_heartbeat = now
-            self._beats += 1
-            every = self._beats % self.settings.broker_suspect_after == 0
-            for link in self.links.values():
-                if every or link.queue_len() == 0:
-                    self.runtime.send(link.ref, BrokerHeartbeat(self.me, self.incarnation))
+            for bid, link in self.links.items():
+                self.runtime.send(link.ref, BrokerHeartbeat(self.me, self.incarnation, self.core.received_from(bid),
+                                                            self.detector.incarnation.get(bid, 0)))
         self._detected(self.detector.tick(now), now)
         self._route(self.core.timeout(now))
         self.intervals += 1

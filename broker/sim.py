@@ -18,8 +18,10 @@ in one process and carries their messages over the SCOT's links the way a networ
 
 Failures (issue 46): `crash` (the broker drops whatever arrives), `hang` (it keeps what
 arrives, unhandled, until `resume`), `detect` (its neighbours' failure detectors suspect it:
-`BrokerCore.neighbour_changed`), `clear` (they hear it again) and `restart` (a fresh core with
-empty tables and a new epoch; its neighbours notice the new incarnation).  What reached a
+`BrokerCore.neighbour_changed`; the copies it had not acknowledged go around it), `heartbeat`
+(one instant round of acknowledgements between running brokers), `clear` (they hear it
+again) and `restart` (a fresh core with empty tables and a new epoch; its neighbours notice
+the new incarnation).  What reached a
 crashed broker is counted in `lost_at_crashed` by kind.
 
 Congestion on purpose: `set_link` (a slow link), `background_load` (filler messages at a
@@ -270,6 +272,15 @@ class BrokerSim:
         self._emit(broker, self.cores[broker].start(self.now), -1)
         self._tell_neighbours(broker, "restarted")
         self._tell_neighbours(broker, "cleared")
+
+    def heartbeat(self) -> None:
+        """One round of heartbeats, at once: every running broker acknowledges to each
+        running neighbour the publication copies it has handled from it."""
+        running = [b for b in self.topo.brokers if b not in self.crashed and b not in self.hung]
+        for b in running:
+            for n in self.topo.neighbours(b):
+                if n not in self.crashed and n not in self.hung:
+                    self.cores[n].acknowledged(b, self.cores[b].received_from(n))
 
     def _tell_neighbours(self, broker: BrokerId, kind: ChangeKind) -> None:
         for n in self.topo.neighbours(broker):

@@ -2,8 +2,9 @@
 
 - `BrokerHeartbeat`, broker -> neighbour broker: sent every ``--heartbeat`` seconds with the
   sender's incarnation, so that a dead, hung or restarted neighbour is noticed
-  (`broker.cores.failures`) even when no publication happens to be routed to it.  The
-  routing cores never see it.
+  (`broker.cores.failures`) even when no publication happens to be routed to it, and with the
+  count of publication copies the sender has handled from the receiver, which acknowledges
+  them (`broker.cores.inflight`).  The routing cores see only the count.
 
 Run-time changes by an operator (the link rate) are admin actions (`broker.faults`), served
 on the admin listener only.
@@ -26,3 +27,7 @@ class BrokerHeartbeat(Message):
 
     sender: str
     incarnation: int = 0
+    #: publication copies the sender has handled from the receiver (`broker.cores.inflight`),
+    #: counted since the receiver's start `acked_for` (the receiver's incarnation; 0: none heard)
+    acked: int = 0
+    acked_for: int = 0

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.cores.failures import Change
+from broker.cores.inflight import InFlight
 from broker.cores.language.filters import Filter
 from broker.cores.language.values import FilterError, Value, validate_publication
 from broker.cores.messages import (
@@ -41,9 +42,14 @@ from broker.cores.messages import (
     ClientUnadvertise,
     ClientUnsubscribe,
     Deliver,
+    PadresPublish,
+    ScotPublish,
 )
 from broker.cores.topology import BrokerId, Scot
 from pubsub.kernel.message import Message, Ref, Send
+
+#: The publication copies between brokers (tracked until acknowledged).
+PUBLICATIONS = (ScotPublish, PadresPublish)
 
 #: Default congestion threshold tau and window t_w (§10: tau = 10, t_w = 50 ms).
 DEFAULT_TAU = 10.0
@@ -165,6 +171,8 @@ class BrokerCore:
         self.epoch = epoch
         #: The neighbours the failure detector suspects (`neighbour_changed`).
         self.suspects: set[BrokerId] = set()
+        #: Publication copies sent and not yet acknowledged, per neighbour (`broker.cores.inflight`).
+        self.inflight: InFlight[Message] = InFlight(topo.neighbours(me))
         self.x, self.i = topo.locate(me)
         self.neighbours = topo.neighbours(me)
         self._neighbour_set = frozenset(self.neighbours)
@@ -203,15 +211,41 @@ class BrokerCore:
         if change.neighbour not in self._neighbour_set:
             self.counters["change_of_a_stranger"] += 1
             return []
+        n = change.neighbour
         if change.kind == "suspected":
-            self.suspects.add(change.neighbour)
-        elif change.kind == "cleared":
-            self.suspects.discard(change.neighbour)
+            self.suspects.add(n)
+            return self._given_back(n, self.inflight.take(n))
+        if change.kind == "cleared":
+            self.suspects.discard(n)
+            return []
+        return self._given_back(n, self.inflight.restarted(n))
+
+    def acknowledged(self, neighbour: BrokerId, count: int) -> None:
+        """The neighbour's heartbeat: it has handled the first `count` publication copies
+        this broker sent it (since its, or this broker's, last start)."""
+        if neighbour in self._neighbour_set:
+            self.inflight.acknowledged(neighbour, count)
+
+    def received_from(self, neighbour: BrokerId) -> int:
+        """Publication copies handled from `neighbour` (what a heartbeat to it acknowledges)."""
+        return self.inflight.received.get(neighbour, 0)
+
+    def _given_back(self, neighbour: BrokerId, copies: list[Message]) -> list[Send]:
+        """Copies a suspected or restarted neighbour did not acknowledge: counted here (the
+        baseline cannot route around a broker); OctopiA sends them around it."""
+        self.counters["unacknowledged_copies"] += len(copies)
         return []
 
     def _around_suspects(self, sends: list[Send], now: float) -> list[Send]:
         """The sends of one input with the suspects taken into account; the baseline keeps
         sending to them (whatever reaches a hung broker is handled when it wakes)."""
+        return sends
+
+    def _track(self, sends: list[Send]) -> list[Send]:
+        """Keep every publication copy handed to a neighbour until it is acknowledged."""
+        for dest, msg in sends:
+            if isinstance(msg, PUBLICATIONS) and dest in self._neighbour_set:
+                self.inflight.sending(dest, msg)
         return sends
 
     def link_status(
@@ -226,8 +260,10 @@ class BrokerCore:
 
     def handle(self, msg: Message, now: float) -> list[Send]:
         """Process one message (from a neighbour broker or from a local client)."""
+        if isinstance(msg, PUBLICATIONS) and msg.sender in self._neighbour_set:
+            self.inflight.receiving(msg.sender)
         sends = self._handle(msg, now)
-        return self._around_suspects(sends, now) if self.suspects else sends
+        return self._track(self._around_suspects(sends, now) if self.suspects else sends)
 
     def _handle(self, msg: Message, now: float) -> list[Send]:
         if isinstance(msg, ClientPublish):

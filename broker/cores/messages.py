@@ -141,7 +141,9 @@ class ScotPublish(Message):
     """A publication copy (scotSPR Alg. 3 / scotIDR Alg. 4); `civp` is CIV_p^i, 0 if static.
 
     `publisher` is the publishing client and `pid` the publication's id (unique per
-    publisher); `hops` counts the inter-broker hops so far.
+    publisher); `hops` counts the inter-broker hops so far; `origin` is the publisher's host
+    broker (with `publisher` and `pid`, the key a broker suppresses a duplicate by,
+    `broker.cores.inflight`).
     """
 
     pid: str
@@ -150,6 +152,7 @@ class ScotPublish(Message):
     civp: int
     hops: int
     sender: str
+    origin: str = ""
 
 
 @message("scot_detour")

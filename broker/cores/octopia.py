@@ -65,6 +65,7 @@ from typing import Any
 from broker.cores import detours
 from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW, BrokerCore, Handler, civ_bits
 from broker.cores.failures import Change
+from broker.cores.inflight import SeenPublications
 from broker.cores.language.filters import Filter
 from broker.cores.language.relations import overlaps
 from broker.cores.matching.vectorised import SubscriptionIndex
@@ -130,6 +131,7 @@ class OctopiaBroker(BrokerCore):
         self.prt: SubscriptionIndex[str] = SubscriptionIndex()
         self.prt_hop: dict[str, str] = {}
         self.duty = SyncDuty(self.primary, self.secondary)
+        self.seen = SeenPublications()
         #: sync parts received so far, per sender: (uids, filters, overlapped)
         self._incoming: dict[tuple[str, str], tuple[list[str], list[Filter], list[str]]] = {}
 
@@ -317,7 +319,10 @@ class OctopiaBroker(BrokerCore):
             # Only B(x, j) holds this region's advertisements for C_j, so while it is suspected
             # nobody can say whether C_j overlaps: C_j is a target (its brokers match exactly).
             civa |= 1 << self.topo.cluster_of(b)
-        return self._route(pid, client, attrs, sender=None, civa=civa, civp=0, hops=0)
+        if not self.seen.first_time((self.me, client, pid)):
+            self.counters["duplicate_publish"] += 1  # a retry of a publication routed already
+            return []
+        return self._route(pid, client, attrs, sender=None, civa=civa, civp=0, hops=0, origin=self.me)
 
     def _on_publish(self, msg: ScotPublish, now: float) -> list[Send]:
         if not 0 <= msg.hops < self.max_hops:  # a negative count would defeat the guard
@@ -327,8 +332,11 @@ class OctopiaBroker(BrokerCore):
         if civp & ~self._all_bits or civp & self._bit:
             self.counters["bad_civp"] += 1  # bits beyond m, or our own cluster's (never sent)
             civp &= self._all_bits & ~self._bit
+        if not self.seen.first_time((msg.origin, msg.publisher, msg.pid)):
+            self.counters["suppressed_duplicates"] += 1  # sent around a suspect that handled it after all
+            return []
         return self._route(
-            msg.pid, msg.publisher, msg.attrs, sender=msg.sender, civa=0, civp=civp, hops=msg.hops
+            msg.pid, msg.publisher, msg.attrs, sender=msg.sender, civa=0, civp=civp, hops=msg.hops, origin=msg.origin
         )
 
     def _route(
@@ -341,6 +349,7 @@ class OctopiaBroker(BrokerCore):
         civa: int,
         civp: int,
         hops: int,
+        origin: str,
     ) -> list[Send]:
         """getDistinctSubs and the inter-cluster part of Alg. 3 / Alg. 4 at this broker."""
         host = sender is None
@@ -378,7 +387,7 @@ class OctopiaBroker(BrokerCore):
             self._attach_civp(civp, [self._ilink[j] for j in targets], alinks, ilinks)
         sends = self._deliveries(pid, publisher, attrs, local)
         for dest, bits in sorted(alinks.items()) + sorted(ilinks.items()):
-            copy = ScotPublish(pid, publisher, attrs, bits, hops + 1, self.me)
+            copy = ScotPublish(pid, publisher, attrs, bits, hops + 1, self.me, origin)
             sends.append(Send(Ref(dest), copy))
         return sends
 
@@ -401,14 +410,15 @@ class OctopiaBroker(BrokerCore):
 
     # --- around suspected neighbours (issue 46 item 2; `broker.cores.detours`) --------------------
     def neighbour_changed(self, change: Change, now: float) -> list[Send]:
-        """Record the suspicion (`BrokerCore.neighbour_changed`), and owe a cleared or
-        restarted neighbour this broker's tables (`broker.cores.resync`)."""
-        super().neighbour_changed(change, now)
+        """Record the suspicion and send the copies the neighbour did not acknowledge around
+        it (`BrokerCore.neighbour_changed`), and owe a cleared or restarted neighbour this
+        broker's tables (`broker.cores.resync`)."""
+        rerouted = super().neighbour_changed(change, now)
         if change.neighbour not in self.suspects and change.kind == "cleared":
             self.duty.cleared(change.neighbour)
         elif change.kind == "restarted":
             self.duty.restarted(change.neighbour)
-        return self._due_syncs()
+        return rerouted + self._due_syncs()
 
     def _around_suspects(self, sends: list[Send], now: float) -> list[Send]:
         """Every send to a suspected neighbour replaced: a publication or (un)subscription by
@@ -422,12 +432,7 @@ class OctopiaBroker(BrokerCore):
                 out.append(Send(dest, msg))
             elif isinstance(msg, ScotPublish):
                 self.counters["detoured_publications"] += 1
-                for k in range(self.topo.m):  # the CIV_p bits it carried are served from here
-                    if msg.civp >> k & 1 and k != self.i:
-                        copy = ScotPublish(msg.pid, msg.publisher, msg.attrs, 0, msg.hops, self.me)
-                        todo.append(Send(Ref(self._ilink[k]), copy))
-                inner = ScotPublish(msg.pid, msg.publisher, msg.attrs, 0, msg.hops, dest)
-                out += self._send_around(dest, inner, self.me, self._publication_exits(dest, msg), [dest])
+                out += self._publication_around(dest, msg, todo)
             elif isinstance(msg, (ScotSubscribe, ScotUnsubscribe)):
                 self.counters[f"detoured_{msg.kind}"] += 1
                 inner_sub = _with_sender(msg, dest)
@@ -437,6 +442,30 @@ class OctopiaBroker(BrokerCore):
                 if isinstance(msg, (PrtSync, CltSync)):
                     self.duty.owed.add(dest)
         return out
+
+    def _publication_around(self, dest: BrokerId, msg: ScotPublish, todo: list[Send]) -> list[Send]:
+        """The detours of a publication copy for `dest`; the CIV_p bits it carried go onto
+        `todo` as copies on this broker's own iLinks (served from here)."""
+        for k in range(self.topo.m):
+            if msg.civp >> k & 1 and k != self.i:
+                todo.append(Send(Ref(self._ilink[k]),
+                                 ScotPublish(msg.pid, msg.publisher, msg.attrs, 0, msg.hops, self.me, msg.origin)))
+        inner = ScotPublish(msg.pid, msg.publisher, msg.attrs, 0, msg.hops, dest, msg.origin)
+        return self._send_around(dest, inner, self.me, self._publication_exits(dest, msg), [dest])
+
+    def _given_back(self, neighbour: BrokerId, copies: list[Message]) -> list[Send]:
+        """The copies a suspected or restarted neighbour did not acknowledge go around it (a
+        copy it handled after all is suppressed as a duplicate where it arrives twice)."""
+        self.counters["rerouted_unacknowledged"] += len(copies)
+        todo = [Send(Ref(neighbour), c) for c in reversed(copies)]
+        out: list[Send] = []
+        while todo:
+            dest, msg = todo.pop()
+            if dest == neighbour and isinstance(msg, ScotPublish):
+                out += self._publication_around(dest, msg, todo)
+            else:
+                out.append(Send(dest, msg))
+        return self._track(self._around_suspects(out, 0.0))
 
     def _publication_exits(self, dead: BrokerId, copy: ScotPublish) -> tuple[BrokerId, ...]:
         """The exits of `dead` a publication copy must reach: on an aLink, those towards the
@@ -632,7 +661,7 @@ class OctopiaBroker(BrokerCore):
 def _with_sender(msg: Message, sender: BrokerId) -> Message:
     """A copy of a detoured message naming another sender."""
     if isinstance(msg, ScotPublish):
-        return ScotPublish(msg.pid, msg.publisher, msg.attrs, msg.civp, msg.hops, sender)
+        return ScotPublish(msg.pid, msg.publisher, msg.attrs, msg.civp, msg.hops, sender, msg.origin)
     if isinstance(msg, ScotSubscribe):
         return ScotSubscribe(msg.uid, msg.sub, sender)
     if isinstance(msg, ScotUnsubscribe):

@@ -182,7 +182,7 @@ def test_sizes_in_bytes_and_service_time() -> None:
     t0 = sim.now
     pid = sim.publish("P", {"k": 1})
     assert sim.run()
-    probe = ScotPublish(pid, "P", {"k": 1}, 0, 1, "a,0")  # type: ignore[arg-type]
+    probe = ScotPublish(pid, "P", {"k": 1}, 0, 1, "a,0", "a,0")  # type: ignore[arg-type]
     frame = len(encode_payload(probe)) + 4
     assert sim.deliveries[pid][0].time - t0 == pytest.approx(frame / 1000.0)
     slow = line(protocol="octopia", service_time=0.25)
