@@ -6,7 +6,8 @@ other subscribers sit at c,0, b,2 and a,1 itself, every one taking every publica
 ``pubsub subscribe --broker`` processes.  Three failures of b,1 in turn, each followed by a
 stream of publications once every neighbour suspects it:
 
-1. SIGSTOP, then SIGCONT;
+1. SIGSTOP, then SIGCONT; then SIGSTOP in the middle of a stream (the copies it took and
+   never acknowledged go around it once suspected; its late ones are suppressed);
 2. a partition (``pubsub chaos partition`` at its admin listener), healed after its duration;
 3. kill -9, then a restart with empty tables.
 
@@ -88,6 +89,19 @@ def test_publications_go_around_a_failed_inner_broker_and_its_restart_rebuilds_i
             finally:
                 scot.kill_broker(VICTIM, signal.SIGCONT)
             poll(lambda: suspected_by_all(None), WAIT, f"{VICTIM} cleared")
+            stream()
+
+            # Hung in the middle of a stream: the copies it took and never acknowledged go around
+            # it once it is suspected; when it runs again, its late copies are suppressed.
+            scot.kill_broker(VICTIM, signal.SIGSTOP)
+            try:
+                stream()
+            finally:
+                scot.kill_broker(VICTIM, signal.SIGCONT)
+            poll(lambda: suspected_by_all(None), WAIT, f"{VICTIM} cleared")
+            poll(lambda: [] if sum(body["counters"].get("suppressed_duplicates", 0)
+                                   for body in scot.broker_statuses().values()) else ["none yet"],
+                 WAIT, f"the late copies of {VICTIM} suppressed")
             stream()
 
             went_around = detours()
