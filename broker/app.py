@@ -53,6 +53,7 @@ from typing import Any
 
 import uvloop
 
+from broker import clientstate
 from broker.cores.control import BrokerHeartbeat
 from broker.cores.factory import make_core
 from broker.cores.failures import Change, FailureDetector
@@ -153,7 +154,9 @@ class BrokerApp:
         self.unreachable: dict[BrokerId, float] = {}
         #: The client connections (`broker.sessions`).
         self.clients = ClientSessions(
-            self.me, self.core, self.counters, settings.broker_client_buffer_bytes, self._route, self._clock
+            self.me, self.core, self.counters, settings.broker_client_buffer_bytes, self._route, self._clock,
+            expiry=settings.broker_session_expiry, keep=settings.broker_session_keep,
+            state_dir=settings.broker_state_dir,
         )
         self._last_heartbeat = float("-inf")
         #: Timeout actions run so far (the ``interval`` of events).
@@ -176,6 +179,8 @@ class BrokerApp:
             self.links[bid] = link
         runtime.spawn(self._window_loop(), "lst window")
         self._route(self.core.start(runtime.now()))
+        if self.settings.broker_state_dir is not None:  # checked by the command before the start
+            self.clients.restore(clientstate.load(self.settings.broker_state_dir, self.me), runtime.now())
 
     def _detector(self, start: float) -> FailureDetector:
         beat = self.settings.broker_heartbeat  # off (0): suspected only when connects are refused
@@ -248,6 +253,7 @@ class BrokerApp:
                 self.runtime.send(link.ref, BrokerHeartbeat(self.me, self.incarnation, self.core.received_from(bid),
                                                             self.detector.incarnation.get(bid, 0)))
         self._detected(self.detector.tick(now), now)
+        self.clients.expire(now)
         self._route(self.core.timeout(now))
         self.intervals += 1
         for observer in self.observers:
@@ -322,11 +328,14 @@ class BrokerApp:
         return {"clt": body.get("clt_size"), "srt": body.get("srt_size"), "prt": body.get("prt_size")}
 
     def client_counts(self) -> dict[str, int]:
-        """Client connections, their subscriptions, and this broker's advertisements."""
+        """Client connections, their subscriptions, sessions, and this broker's advertisements."""
+        sessions, waiting = self.clients.sessions()
         return {
             "connections": self.clients.connections(),
             "subscriptions": self.clients.subscriptions(),
             "advertisements": len(self.core.local_advs),
+            "sessions": sessions,
+            "sessions_waiting": waiting,
         }
 
     def refusals(self) -> dict[str, int]:

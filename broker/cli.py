@@ -4,6 +4,7 @@ New commands::
 
     pubsub broker --topology FILE --id x,i [--listen HOST:PORT] [--protocol octopia|padres]
                   [--routing idr|spr] [--tau T] [--tw S] [--link-rate x,i=R ...] [--heartbeat S] [--suspect-after N]
+                  [--state-dir DIR] [--session-expiry S] [--session-keep N]
                   [--metrics-port PORT] [--events-dir DIR] [--admin-listen HOST:PORT]
     pubsub advertise   --broker HOST:PORT --filter FILTER [--id ID] [--client C]
     pubsub unadvertise --broker HOST:PORT (--id ID | --filter FILTER) [--client C]
@@ -41,7 +42,7 @@ import click
 from broker.client import BrokerClient, advertisement_id, to_attrs, to_filter
 from broker.cores.language.text import attrs_to_text, parse_filter
 from broker.cores.language.values import FilterError
-from broker.cores.messages import Deliver
+from broker.cores.messages import Deliver, DeliveryGap
 from pubsub.cli.common import (
     ADDRESS,
     ConfigError,
@@ -127,8 +128,18 @@ def _broker_settings() -> tuple[type[Any], ...]:
               "(0: off; default 0.5; env PUBSUB_BROKER_HEARTBEAT).")
 @click.option("--suspect-after", type=click.IntRange(1, 1000), default=None, metavar="N",
               help="Suspect a neighbour after N heartbeat periods without a word from it, or at once "
-              "when its connects are refused (default 3; env PUBSUB_BROKER_SUSPECT_AFTER). Detection "
-              "only: nothing is rerouted around a suspect yet.")
+              "when its connects are refused (default 3; env PUBSUB_BROKER_SUSPECT_AFTER); what would "
+              "cross a suspect goes around it through another cluster.")
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
+              help="Keep this broker's clients' advertisements and sessions in DIR/clients.json, so that "
+              "they survive a restart, even after kill -9 (default: not kept; env PUBSUB_BROKER_STATE_DIR). "
+              "The routing tables are rebuilt from the neighbours.")
+@click.option("--session-expiry", type=click.FloatRange(min=0, min_open=True, max=86400), default=None,
+              metavar="S", help="Seconds a disconnected client session keeps its subscriptions and "
+              "deliveries (default 60; env PUBSUB_BROKER_SESSION_EXPIRY).")
+@click.option("--session-keep", type=click.IntRange(1, 1_000_000), default=None, metavar="N",
+              help="Deliveries a session keeps for a client that resumes (default 10000; "
+              "env PUBSUB_BROKER_SESSION_KEEP).")
 @tls_options
 @config_option("a broker", _broker_settings, "listen")
 @telemetry_options
@@ -144,6 +155,9 @@ def broker_command(
     link_rates: tuple[str, ...],
     heartbeat: float | None,
     suspect_after: int | None,
+    state_dir: Path | None,
+    session_expiry: float | None,
+    session_keep: int | None,
     telemetry: TelemetrySettings,
     admin: AdminSettings,
 ) -> None:
@@ -153,6 +167,7 @@ def broker_command(
     HOST:PORT in its "addresses" map.  Clients use `pubsub advertise`, `pubsub publish
     --broker`, `pubsub subscribe --broker` and `pubsub status --broker`.
     """
+    from broker import clientstate
     from broker.app import run_broker
     from broker.cores.topology import TopologyError
     from broker.settings import FLAGS, BrokerSettings, check_against_topology, parse_link_rate
@@ -181,11 +196,16 @@ def broker_command(
             broker_link_rates=rates or None,
             broker_heartbeat=heartbeat,
             broker_suspect_after=suspect_after,
+            broker_state_dir=state_dir,
+            broker_session_expiry=session_expiry,
+            broker_session_keep=session_keep,
         )
         topo = load_topology(settings.broker_topology)
+        if settings.broker_state_dir is not None:
+            clientstate.load(settings.broker_state_dir, settings.broker_id)  # refused here, in one line
         address = check_against_topology(topo, settings, listen)
         runtime_settings = settings_for_runtime(None, address, "broker")
-    except (SettingsError, TopologyError) as exc:
+    except (SettingsError, TopologyError, clientstate.StateError) as exc:
         raise ConfigError(str(exc)) from None
     run_daemon(
         f"broker {settings.broker_id}",
@@ -293,21 +313,29 @@ def format_deliver(d: Deliver, as_json: bool, broker_ref: str) -> str:
     return f"{d.publisher} {d.pid} {attrs_to_text(d.attrs)}"
 
 
-def broker_subscribe(broker_ref: str, filter_text: str, as_json: bool, count: int | None, timeout: float) -> None:
+def broker_subscribe(
+    broker_ref: str, filter_text: str, as_json: bool, count: int | None, timeout: float, retry_for: float
+) -> None:
+    from broker.resilient import ResumingSubscription
+
+    def told(line: str) -> None:
+        click.echo(f"{broker_ref}: {line}", err=True)
+
     async def run() -> None:
-        async with BrokerClient(broker_ref, timeout=timeout) as client:
-            sub = await client.subscribe(filter_text)
-            click.echo(
-                f"{broker_ref}: subscribed {sub.id} ({sub.reply.get('uid')}) at broker "
-                f"{sub.reply.get('broker')}: {sub.filter.to_text()}",
-                err=True,
-            )
-            seen = 0
-            async for delivery in sub:
-                click.echo(format_deliver(delivery, as_json, broker_ref))
+        sub = ResumingSubscription([broker_ref], filter_text, timeout=timeout, retry_for=retry_for, on_change=told)
+        seen = 0
+        try:
+            async for event in sub:
+                if isinstance(event, DeliveryGap):
+                    lost = "an unknown number of" if event.missed < 0 else str(event.missed)
+                    told(f"gap: {lost} deliveries lost ({event.reason})")
+                    continue
+                click.echo(format_deliver(event, as_json, broker_ref))
                 seen += 1
                 if count is not None and seen >= count:
                     return
+        finally:
+            await sub.close()
 
     run_client(run)
 
@@ -435,7 +463,8 @@ def broker_status(broker_ref: str, as_json: bool, timeout: float) -> None:
 def _subscribe_broker(ctx: click.Context, kwargs: dict[str, Any], extra: dict[str, Any]) -> None:
     if extra["filter_text"] is None:
         raise click.UsageError("broker mode needs --filter FILTER (e.g. 'symbol = \"IBM\" and price > 100')")
-    broker_subscribe(extra["broker_ref"], extra["filter_text"], kwargs["as_json"], kwargs["count"], kwargs["timeout"])
+    broker_subscribe(extra["broker_ref"], extra["filter_text"], kwargs["as_json"], kwargs["count"], kwargs["timeout"],
+                     extra["retry_for"])
 
 
 def _publish_broker(ctx: click.Context, kwargs: dict[str, Any], extra: dict[str, Any]) -> None:
@@ -463,15 +492,21 @@ def verb_forms() -> list[VerbForm]:
                 BROKER_OPTION,
                 click.option("--filter", "filter_text", type=FILTER, default=None,
                              help="Broker mode: the subscription, e.g. 'symbol = \"IBM\" and price > 100'."),
+                click.option("--retry-for", "retry_for", type=click.FloatRange(min=0), default=30.0,
+                             show_default=True, metavar="S",
+                             help="Broker mode: when the connection is lost, reconnect (backoff 0.1 to 2 s) "
+                             "for up to S seconds and resume the session (0: exit 1 at once)."),
             ),
-            own={"filter_text": "--filter"},
+            own={"filter_text": "--filter", "retry_for": "--retry-for"},
             foreign={"topic": "TOPIC", "node_ref": "--node", "since": "--since", "new_only": "--new-only",
                      "detach": "--detach"},
             required={"topic": "argument 'TOPIC'", "node_ref": "option '--node'"},
             run=_subscribe_broker,
             help="Broker mode: with --broker HOST:PORT --filter FILTER (and no TOPIC), subscribe at "
             "that SCOT broker and print each matching publication once as it arrives (PUBLISHER PID "
-            "ATTRS, or --json objects) until Ctrl-C or --count; the subscription ends with the command.",
+            "ATTRS, or --json objects) until Ctrl-C or --count.  The subscription lives in a session: "
+            "a lost connection is resumed (--retry-for) with what was delivered meanwhile, and a gap "
+            "notice on stderr counts what the broker could not keep; it ends with the command.",
         ),
         VerbForm(
             verb="publish",

@@ -53,10 +53,12 @@ from broker.cores.messages import (
     ClientAdvertise,
     ClientPublish,
     ClientRefused,
+    ClientSessionRequest,
     ClientSubscribe,
     ClientUnadvertise,
     ClientUnsubscribe,
     Deliver,
+    DeliveryGap,
 )
 from pubsub.client.connection import ClientError, ConnectionLost, close_writer, connect_checked, read_message
 from pubsub.kernel import wire
@@ -112,7 +114,9 @@ class Subscription:
         self.filter = sub
         #: The broker's answer: ``{"ok", "op", "id", "uid", "broker"}``.
         self.reply: dict[str, Any] = {}
-        self._queue: asyncio.Queue[Deliver | ClientError] = asyncio.Queue(SUBSCRIPTION_BUFFER)
+        #: The gap notices of a session (`DeliveryGap`) that iterating over deliveries passed.
+        self.gaps: list[DeliveryGap] = []
+        self._queue: asyncio.Queue[Deliver | DeliveryGap | ClientError] = asyncio.Queue(SUBSCRIPTION_BUFFER)
         self._ended = False
 
     async def close(self) -> None:
@@ -137,6 +141,14 @@ class Subscription:
         return self
 
     async def __anext__(self) -> Deliver:
+        while True:
+            item = await self.next_event()
+            if isinstance(item, Deliver):
+                return item
+            self.gaps.append(item)
+
+    async def next_event(self) -> Deliver | DeliveryGap:
+        """The next delivery or, in a session, gap notice (`broker.durable`)."""
         if self._ended and self._queue.empty():
             raise StopAsyncIteration
         item = await self._queue.get()
@@ -175,6 +187,8 @@ class BrokerClient:
         self._sub_ids = itertools.count(1)
         self._pid_prefix = secrets.token_hex(4)
         self._pids = itertools.count(1)
+        #: In a session: the number of the last delivery received (`open_session`).
+        self.last_seq = 0
 
     # --- connection -----------------------------------------------------------------------------
     async def connect(self) -> BrokerClient:
@@ -211,7 +225,9 @@ class BrokerClient:
         try:
             while True:
                 msg = await read_message(reader)
-                if isinstance(msg, Deliver):
+                if isinstance(msg, (Deliver, DeliveryGap)):
+                    if isinstance(msg, Deliver):
+                        self.last_seq = max(self.last_seq, msg.seq)
                     for sub_id in msg.sub_ids:
                         sub = self._subs.get(sub_id)
                         if sub is not None and not sub._ended:
@@ -311,6 +327,23 @@ class BrokerClient:
         except BaseException:
             self._subs.pop(ident, None)
             raise
+        return subscription
+
+    async def open_session(self, token: str = "", after: int = 0) -> dict[str, Any]:
+        """Open a session on this connection (token "") or resume session `token` after
+        delivery number `after`; the answer says whether it was resumed (``resumed``; then
+        ``subscriptions`` names the session's, to `adopt`) and carries the token.  Open it
+        before subscribing (`broker.durable`)."""
+        body = await self._request(ClientSessionRequest(self.client_id, token, after), "session")
+        self.last_seq = after if body.get("resumed") else 0
+        return body
+
+    def adopt(self, sub: Filter | str, sub_id: str) -> Subscription:
+        """A `Subscription` for a resumed session's subscription `sub_id` (no request: the
+        broker has it already)."""
+        subscription = Subscription(self, sub_id, to_filter(sub))
+        subscription.reply = {"ok": True, "op": "subscribe", "id": sub_id, "resumed": True}
+        self._subs[sub_id] = subscription
         return subscription
 
     async def unsubscribe(self, sub_id: str) -> dict[str, Any]:

@@ -52,6 +52,7 @@ class LocalScot(DaemonGroup):
         admin: bool = False,
         events_dir: Path | str | None = None,
         tls: bool = False,
+        keep_state: bool = True,
     ) -> None:
         """Describe the SCOT (nothing starts before `start` or entering ``with``).
 
@@ -60,6 +61,8 @@ class LocalScot(DaemonGroup):
         `metrics`, `admin` and `events_dir` give every broker a Prometheus endpoint, an
         admin listener and an event stream, as `LocalCluster` does for its daemons; `tls`
         starts them with mutual TLS and certificates made in ``workdir/tls``, as there.
+        `keep_state` gives every broker ``--state-dir`` in its data directory, so that its
+        clients' advertisements and sessions survive `kill_broker` and `restart_broker`.
         """
         self.workdir = Path(workdir).resolve()
         self.python = python or sys.executable
@@ -96,11 +99,14 @@ class LocalScot(DaemonGroup):
                 args += ["--link-rate", f"{link}={rate!r}"]
             if self.certs is not None:
                 args += self.certs.daemon_args(self.topology.address(bid))
+            data_dir = self.workdir / "brokers" / name
+            if keep_state:
+                args += ["--state-dir", str(data_dir / "state")]
             self.brokers[bid] = Daemon(
                 name=name,
                 ref=self.topology.address(bid),
                 args=args,
-                data_dir=self.workdir / "brokers" / name,
+                data_dir=data_dir,
                 log_path=self.logs_dir / f"{name}.log",
             )
         self._by_ref = {d.ref: d for d in self.brokers.values()}

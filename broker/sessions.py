@@ -30,33 +30,56 @@ no topic, so the permissions file's ``publish`` / ``subscribe`` patterns are mat
 that client id.  A refusal is `ClientRefused` with code ``permission_denied``; nothing of the
 request is done.
 
+Sessions (`broker.durable`): a connection that first sends `ClientSessionRequest` opens a
+session or resumes one by its token; its subscriptions then belong to the session and outlive
+the connection for ``session_expiry`` seconds, deliveries are numbered, kept and handed over
+on a resume, and losses reach the client as a `DeliveryGap` with their count.
+
 Slow subscribers: deliveries to a client whose connection holds more than
 ``client_buffer_bytes`` not yet read are dropped and counted
-(``deliveries_dropped_slow_client``).
+(``deliveries_dropped_slow_client``); in a session they are kept for a resume and a gap
+notice says how many were not written.
+
+With a state directory (`broker.clientstate`), the advertisements and the sessions with their
+subscriptions are written to disk at every change and made again at the next start.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import secrets
 from collections import Counter
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, NamedTuple
 
+from broker import clientstate
+from broker.clientstate import ClientState
 from broker.cores.corebase import BrokerCore
+from broker.cores.language.filters import Filter
 from broker.cores.messages import (
     ClientAdvertise,
     ClientPublish,
     ClientRefused,
+    ClientSessionRequest,
     ClientSubscribe,
     ClientUnadvertise,
     ClientUnsubscribe,
+    Deliver,
+    DeliveryGap,
 )
 from broker.cores.topology import BrokerId
+from broker.durable import DEFAULT_EXPIRY, DEFAULT_KEEP, DurableSession
 from pubsub.kernel.control import ErrorReply, Reply
 from pubsub.kernel.message import Message, Send
 from pubsub.runtime.connection import ClientSession
 from pubsub.runtime.identity import Identity
 from pubsub.runtime.permissions import DENIED, Authority
+
+log = logging.getLogger(__name__)
+#: A session token as the broker makes them (32 hex digits).
+TOKEN_RE = re.compile(r"[0-9a-f]{32}")
 
 #: Client ids: what advertisements and publications are filed under.
 CLIENT_ID_RE = re.compile(r"[A-Za-z0-9_.:@-]{1,64}")
@@ -119,8 +142,21 @@ class ClientSessions:
         client_buffer_bytes: int,
         route: Callable[[Iterable[Send]], None],
         clock: Callable[[], float | None],
+        *,
+        expiry: float = DEFAULT_EXPIRY,
+        keep: int = DEFAULT_KEEP,
+        state_dir: Path | None = None,
     ) -> None:
         self.me = me
+        self.expiry = expiry
+        self.keep = keep
+        self.state_dir = state_dir
+        #: sessions by token, by the core's client name, and by connection
+        self._durable: dict[str, DurableSession] = {}
+        self._durable_refs: dict[str, DurableSession] = {}
+        self._bound: dict[int, DurableSession] = {}
+        #: the advertisements (client, id) -> filter, for the state file
+        self._ads: dict[tuple[str, str], Filter] = {}
         self.core = core
         self.counters = counters
         self.client_buffer_bytes = client_buffer_bytes
@@ -136,6 +172,9 @@ class ClientSessions:
     def request(self, msg: Message, session: ClientSession, now: float) -> None:
         """A request on a client connection (other than a status request); answered here,
         exactly one frame."""
+        if isinstance(msg, ClientSessionRequest):
+            self._open_session(msg, session, now)
+            return
         if not isinstance(msg, CLIENT_OPERATIONS):
             self.counters["unsupported_client_request"] += 1
             session.send(ErrorReply(code="unsupported", detail=f"a broker does not serve {msg.kind!r}"))
@@ -163,6 +202,9 @@ class ClientSessions:
         self._route(rest)
 
     def _session_ref(self, session: ClientSession) -> str:
+        bound = self._bound.get(id(session))
+        if bound is not None:
+            return bound.ref
         ref = self._session_refs.get(id(session))
         if ref is None:
             self._next_session += 1
@@ -214,26 +256,144 @@ class ClientSessions:
 
     def _success(self, op: Message, ref: str) -> dict[str, Any]:
         body: dict[str, Any] = {"ok": True, "broker": self.me}
+        durable = self._durable_refs.get(ref)
         if isinstance(op, ClientSubscribe):
-            self._session_subs[ref].add(op.sub_id)
+            if durable is not None:
+                durable.subscriptions[op.sub_id] = op.sub
+                self._persist()
+            else:
+                self._session_subs[ref].add(op.sub_id)
             body.update(op="subscribe", id=op.sub_id, uid=self.core.local_subs.get((ref, op.sub_id)))
         elif isinstance(op, ClientUnsubscribe):
-            self._session_subs[ref].discard(op.sub_id)
+            if durable is not None:
+                durable.subscriptions.pop(op.sub_id, None)
+                self._persist()
+            else:
+                self._session_subs[ref].discard(op.sub_id)
             body.update(op="unsubscribe", id=op.sub_id)
         elif isinstance(op, ClientAdvertise):
+            self._ads[(op.client, op.adv_id)] = op.adv
+            self._persist()
             body.update(
                 op="advertise", id=op.adv_id, client=op.client,
                 uid=self.core.local_advs.get((op.client, op.adv_id)),
             )
         elif isinstance(op, ClientUnadvertise):
+            self._ads.pop((op.client, op.adv_id), None)
+            self._persist()
             body.update(op="unadvertise", id=op.adv_id, client=op.client)
         elif isinstance(op, ClientPublish):
             body.update(op="publish", pid=op.pid, client=op.client)
         return body
 
+    # --- sessions (`broker.durable`) -------------------------------------------------------------
+    def _open_session(self, msg: ClientSessionRequest, conn: ClientSession, now: float) -> None:
+        """Open a session, or resume one and hand over what it kept after `msg.after`."""
+        if msg.token and not TOKEN_RE.fullmatch(msg.token) or msg.after < 0:
+            self.counters["refused_bad_session"] += 1
+            conn.send(ClientRefused(msg.client, "bad_session", "a session token is 32 hex digits from the broker, "
+                                    "and the last delivery number is >= 0"))
+            return
+        if self._session_subs.get(self._session_refs.get(id(conn), ""), set()):
+            self.counters["refused_bad_session"] += 1
+            conn.send(ClientRefused(msg.client, "bad_session", "this connection has subscriptions of its own: "
+                                    "open the session before subscribing"))
+            return
+        ds = self._durable.get(msg.token) if msg.token else None
+        if ds is None:
+            ds = DurableSession(secrets.token_hex(16), f"~s{len(self._durable_refs) + 1}", self.keep)
+            while ds.ref in self._durable_refs:
+                ds.ref += "+"
+            self._durable[ds.token] = ds
+            self._durable_refs[ds.ref] = ds
+            self._bind(ds, conn)
+            self.counters["sessions_opened"] += 1
+            self._persist()
+            conn.send(Reply(body={"ok": True, "op": "session", "broker": self.me, "session": ds.token,
+                                  "resumed": False, "reason": "unknown" if msg.token else "new"}))
+            return
+        if ds.restored:  # nothing was kept across the restart: numbering goes on after the client's
+            ds.seq, ds.restored = max(ds.seq, msg.after), False
+            missed, reason = -1, "broker_restarted"
+            replay: list[Deliver] = []
+        else:
+            missed, replay = ds.after(msg.after)
+            reason = "overflow"
+        ds.unwritten = 0
+        self._bind(ds, conn)
+        self.counters["sessions_resumed"] += 1
+        conn.send(Reply(body={"ok": True, "op": "session", "broker": self.me, "session": ds.token, "resumed": True,
+                              "missed": missed, "replayed": len(replay), "subscriptions": sorted(ds.subscriptions)}))
+        if missed:
+            self.counters["session_gaps"] += 1
+            conn.send(DeliveryGap(msg.client, missed, reason, sorted(ds.subscriptions)))
+        for numbered in replay:
+            conn.send(numbered)
+        self.counters["deliveries_replayed"] += len(replay)
+
+    def _bind(self, ds: DurableSession, conn: ClientSession) -> None:
+        old = ds.connection
+        if old is not None and old is not conn:
+            self._bound.pop(id(old), None)  # the client came back on another connection
+        ds.connection, ds.detached_at = conn, None
+        self._bound[id(conn)] = ds
+        conn.on_close(lambda: self._detach(ds, conn))
+
+    def _detach(self, ds: DurableSession, conn: ClientSession) -> None:
+        self._bound.pop(id(conn), None)
+        if ds.connection is conn:
+            ds.connection = None
+            ds.detached_at = self._clock() or 0.0
+
+    def expire(self, now: float) -> None:
+        """End the sessions whose client stayed away longer than the expiry."""
+        gone = [ds for ds in self._durable.values() if ds.expired(now, self.expiry)]
+        for ds in gone:
+            del self._durable[ds.token]
+            del self._durable_refs[ds.ref]
+            for sub_id in sorted(ds.subscriptions):
+                self._route(self.core.unsubscribe(ds.ref, sub_id, now))
+            self.counters["sessions_expired"] += 1
+        if gone:
+            self._persist()
+
+    def restore(self, state: ClientState, now: float) -> None:
+        """Make the advertisements and sessions of a state file again (at start)."""
+        for client, adv_id, adv in state.advertisements:
+            self._ads[(client, adv_id)] = adv
+            self._route_quietly(self.core.handle(ClientAdvertise(client, adv_id, adv), now))
+        for token, subs in state.sessions.items():
+            ds = DurableSession(token, f"~s{len(self._durable_refs) + 1}", self.keep, restored=True, detached_at=now)
+            self._durable[token] = ds
+            self._durable_refs[ds.ref] = ds
+            for sub_id, sub in subs:
+                ds.subscriptions[sub_id] = sub
+                self._route_quietly(self.core.handle(ClientSubscribe(ds.ref, sub_id, sub), now))
+        self.counters["restored_advertisements"] += len(state.advertisements)
+        self.counters["restored_sessions"] += len(state.sessions)
+
+    def _route_quietly(self, sends: list[Send]) -> None:
+        self._route([s for s in sends if not isinstance(s.msg, ClientRefused)])
+
+    def _persist(self) -> None:
+        if self.state_dir is None:
+            return
+        state = ClientState(self.me, [(c, i, f) for (c, i), f in self._ads.items()],
+                            {t: list(ds.subscriptions.items()) for t, ds in self._durable.items()})
+        try:
+            clientstate.save(self.state_dir, state)
+        except OSError as exc:
+            self.counters["state_write_errors"] += 1
+            log.error("%s: cannot write the client state to %s: %s", self.me, self.state_dir, exc)
+
     # --- deliveries ----------------------------------------------------------------------------
     def deliver(self, dest: str, msg: Message) -> None:
-        """A `Deliver` or `ClientRefused` of the core, to the client connection `dest` names."""
+        """A `Deliver` or `ClientRefused` of the core, to the client connection `dest` names
+        (or to the session: numbered, kept, written if its client is connected)."""
+        durable = self._durable_refs.get(dest)
+        if durable is not None and isinstance(msg, Deliver):
+            self._deliver_in_session(durable, msg)
+            return
         session = self._sessions.get(dest)
         if session is None or session.closed:
             self.counters["deliveries_to_gone_client"] += 1
@@ -246,14 +406,38 @@ class ClientSessions:
         else:
             self.counters["deliveries_failed"] += 1
 
+    def _deliver_in_session(self, ds: DurableSession, msg: Deliver) -> None:
+        numbered = ds.record(msg)
+        conn = ds.connection
+        if conn is None or conn.closed:
+            self.counters["deliveries_kept_for_session"] += 1
+            return
+        if conn.buffered() > self.client_buffer_bytes:
+            ds.unwritten += 1
+            self.counters["deliveries_dropped_slow_client"] += 1
+            return
+        if ds.unwritten:
+            self.counters["session_gaps"] += 1
+            conn.send(DeliveryGap(msg.client, ds.unwritten, "slow_client", sorted(ds.subscriptions)))
+            ds.unwritten = 0
+        if conn.send(numbered):
+            self.counters["deliveries"] += 1
+        else:
+            self.counters["deliveries_failed"] += 1
+
     # --- status --------------------------------------------------------------------------------
     def connections(self) -> int:
         """Client connections that made a request and are still open."""
         return len(self._sessions)
 
     def subscriptions(self) -> int:
-        """Subscriptions of those connections."""
-        return sum(len(s) for s in self._session_subs.values())
+        """Subscriptions of those connections and of the sessions."""
+        return sum(len(s) for s in self._session_subs.values()) + sum(
+            len(ds.subscriptions) for ds in self._durable.values())
+
+    def sessions(self) -> tuple[int, int]:
+        """Sessions, and those of them waiting for their client."""
+        return len(self._durable), sum(ds.connection is None for ds in self._durable.values())
 
 
 __all__ = ["CLIENT_ID_RE", "MAX_ID_CHARS", "ClientOperation", "ClientSessions", "Refusal"]

@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW
 from broker.cores.failures import DEFAULT_MISSED
 from broker.cores.topology import Scot, TopologyError, parse_broker_id
+from broker.durable import DEFAULT_EXPIRY, DEFAULT_KEEP
 from pubsub.runtime.envnames import ENV_PREFIX
 from pubsub.runtime.settings import SettingsError
 
@@ -34,6 +35,9 @@ FLAGS = {
     "broker_link_rates": "--link-rate",
     "broker_heartbeat": "--heartbeat",
     "broker_suspect_after": "--suspect-after",
+    "broker_state_dir": "--state-dir",
+    "broker_session_expiry": "--session-expiry",
+    "broker_session_keep": "--session-keep",
 }
 
 
@@ -66,6 +70,15 @@ class BrokerSettings(BaseSettings):
     )
     broker_client_buffer_bytes: int = Field(
         8 << 20, ge=1024, description="unread bytes a client may hold before deliveries drop"
+    )
+    broker_state_dir: Path | None = Field(
+        None, description="directory of the clients' advertisements and sessions, kept across restarts (none: not kept)"
+    )
+    broker_session_expiry: float = Field(
+        DEFAULT_EXPIRY, gt=0, le=86400, description="seconds a disconnected session waits for its client"
+    )
+    broker_session_keep: int = Field(
+        DEFAULT_KEEP, ge=1, le=1_000_000, description="deliveries a session keeps for a resume"
     )
 
     @field_validator("broker_id")

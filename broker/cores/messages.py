@@ -299,6 +299,31 @@ class Deliver(Message):
     publisher: str
     attrs: Attrs
     sub_ids: list[str]
+    #: the delivery's number in the client's session (`broker.sessions`; 0 outside a session)
+    seq: int = 0
+
+
+@message("broker_session")
+class ClientSessionRequest(Message):
+    """Client -> broker: open a session (`token` "") or resume session `token`, handing over
+    what was delivered in it after number `after` (`broker.sessions`)."""
+
+    client: str
+    token: str
+    after: int
+
+
+@message("broker_gap")
+class DeliveryGap(Message):
+    """Broker -> client in a session: `missed` deliveries of subscriptions `sub_ids` are lost
+    (-1: unknown how many) because of `reason` (``overflow``: more than the session keeps
+    while disconnected; ``slow_client``: the connection did not read; ``broker_restarted``;
+    ``expired``: the session is gone and its subscriptions were made again)."""
+
+    client: str
+    missed: int
+    reason: str
+    sub_ids: list[str]
 
 
 @message("broker_refused")
@@ -334,4 +359,4 @@ CLIENT_OPERATIONS = (
     ClientUnsubscribe,
     ClientPublish,
 )
-TO_CLIENT = (Deliver, ClientRefused)
+TO_CLIENT = (Deliver, ClientRefused, DeliveryGap)

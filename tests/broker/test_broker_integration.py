@@ -68,12 +68,12 @@ WAIT = 30.0
 class CliSubscriber:
     """``pubsub subscribe --broker B --filter F --json`` as a process, its output collected."""
 
-    def __init__(self, scot: LocalScot, bid: str, filter_text: str) -> None:
+    def __init__(self, scot: LocalScot, bid: str, filter_text: str, retry_for: float = 2.0) -> None:
         self.bid = bid
         self.filter: Filter = parse_filter(filter_text)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pubsub.cli.main", "subscribe", "--broker", scot.address(bid),
-             "--filter", filter_text, "--json"],
+             "--filter", filter_text, "--json", "--retry-for", repr(retry_for)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         self.lines: list[dict[str, Any]] = []
@@ -330,11 +330,12 @@ def test_a_killed_broker_is_reported_and_the_rest_keeps_working(state: State) ->
     victim = state.subs.pop("S_a1")
     try:
         scot.kill_broker(dead)  # kill -9
-        # Its subscriber's command ends with a clear error instead of hanging.
+        # Its subscriber's command retries for --retry-for (2 s), then ends with a clear error.
         victim.proc.wait(timeout=WAIT)
         assert victim.proc.returncode == 1
-        poll(lambda: [] if any("closed the connection" in e for e in victim.errors) else victim.errors,
-             5, "the subscriber's error message")
+        poll(lambda: [] if any("closed the connection; reconnecting" in e for e in victim.errors)
+             and any("gave up after 2 s" in e for e in victim.errors) else victim.errors,
+             5, "the subscriber's messages")
     finally:
         victim.stop()
     address = scot.address(dead)
@@ -361,9 +362,10 @@ def test_a_killed_broker_is_reported_and_the_rest_keeps_working(state: State) ->
     wait_idle(state)
     assert_exactly_once(state, names)
     # b,1 suspects a,1 (its connects are refused) and sends nothing towards it: the match of
-    # S_a1, a subscriber of the dead broker itself, is counted as undeliverable.
+    # S_a1, a subscriber of the dead broker itself, is counted as undeliverable (so are those
+    # of the copies a,1 had not acknowledged when it died, sent around it again).
     assert towards_dead() == before
-    assert scot.broker_status("b,1")["counters"]["undeliverable_subscriber_at_suspect"] == 1
+    assert scot.broker_status("b,1")["counters"]["undeliverable_subscriber_at_suspect"] >= 1
 
 
 def test_chaos_crash_kills_a_broker(state: State) -> None:
