@@ -31,6 +31,9 @@
                                                   the simulator, beside the paper's numbers, on a
                                                   synthetic stand-in workload; not in the default run
                                                   (--quick: minutes)
+    python -m bench broker-failures [options]     3x3 SCOT of broker processes, an inner one stopped / cut off /
+                                                  killed: detection, loss, recovery; not in the default
+                                                  run (--quick: 70 s; 20 trials: 4.5 min)
 
 `--quick` works in every form.  Options other than --quick need a benchmark name
 (`python -m bench skipring --help`, `python -m bench antientropy --help`).
@@ -42,6 +45,7 @@ import sys
 
 from bench import (
     antientropy,
+    brokerfailures,
     dissemination,
     endtoend,
     matching,
@@ -68,6 +72,7 @@ BENCHMARKS = {
     "overlays": overlays.main,
     "pairing": pairing.main,
     "omen": omen.main,
+    "broker-failures": brokerfailures.main,
 }
 #: Run only when named: `python -m bench topics` joins 4 nodes to 1,000 topics (4 to 10 minutes
 #: on a shared 2-core machine).
@@ -75,7 +80,8 @@ BENCHMARKS = {
 #: `python -m bench overlays` simulates three overlays on paper 001's workload (--quick: minutes).
 #: `python -m bench pairing` is paper 004's pairing alone, measured up to 16,384 nodes.
 #: `python -m bench omen` simulates OMen under churn, several runs per λ.
-SEPARATE = {"topics", "tco", "overlays", "pairing", "omen"}
+#: `python -m bench broker-failures` starts nine broker processes and fails one of them, trial after trial.
+SEPARATE = {"topics", "tco", "overlays", "pairing", "omen", "broker-failures"}
 
 
 def main(argv: list[str] | None = None) -> None:
