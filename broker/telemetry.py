@@ -27,8 +27,9 @@ label takes the broker ids of this broker's neighbours, a set the topology fixes
 =============================================  ==============================================
 
 Events (docs/events.md, role ``broker``): ``messages`` deltas every Timeout, like every
-daemon, and a ``broker`` event with the tables, the clients and every link's queue and
-congestion when they change and every ``events_snapshot_every`` intervals.
+daemon, and a ``broker`` event with the tables, the clients and sessions, every link's queue
+and congestion, and the suspects and failure counters when they change and every
+``events_snapshot_every`` intervals.
 """
 
 from __future__ import annotations
@@ -176,6 +177,12 @@ class BrokerCollector:
         yield from (queue, congested, ce, windows, sent, dropped, rate)
 
 
+#: The core's counters of failure handling in the ``broker`` event (docs/events.md).
+FAILURE_COUNTERS = ("detoured_publications", "detours_arrived", "rerouted_unacknowledged", "suppressed_duplicates",
+                    "undeliverable_subscriber_at_suspect", "detour_undeliverable", "prt_syncs_applied",
+                    "clt_syncs_applied")
+
+
 class BrokerEvents(Observer):
     """``messages`` and ``broker`` events of the broker daemon (see the module docstring)."""
 
@@ -200,6 +207,10 @@ class BrokerEvents(Observer):
                     "rate_limit": link.rate,
                 }
                 for bid, link in sorted(app.links.items())
+            },
+            "failures": {
+                "suspected": sorted(app.detector.suspected),
+                **{key: app.core.counters.get(key, 0) for key in FAILURE_COUNTERS},
             },
         }
 

@@ -48,7 +48,9 @@ def tables(scot: LocalScot) -> dict[str, Any]:
 
 
 def test_publications_go_around_a_failed_inner_broker_and_its_restart_rebuilds_its_tables(tmp_path: Path) -> None:
-    with LocalScot(tmp_path / "scot", scot3x3(), heartbeat=0.2, suspect_after=3, admin=True) as scot:
+    events = tmp_path / "events"
+    with LocalScot(tmp_path / "scot", scot3x3(), heartbeat=0.2, suspect_after=3, admin=True,
+                   events_dir=events) as scot:
         neighbours = sorted(scot.topology.neighbours(VICTIM))
         out = scot.cli("advertise", "--broker", scot.address(HOST), "--client", PUBLISHER, "--filter", "seq >= 0")
         assert "advertised" in out
@@ -125,6 +127,11 @@ def test_publications_go_around_a_failed_inner_broker_and_its_restart_rebuilds_i
             for sub in subs.values():
                 sub.stop()
         assert all(s.proc.returncode in (0, -2, 130) for s in subs.values()), [s.errors[-3:] for s in subs.values()]
+    # The neighbours' event streams show the suspicion and the detours (docs/events.md, `broker`).
+    seen = [json.loads(line) for path in sorted(events.glob("*.jsonl")) for line in path.read_text().splitlines()]
+    failures = [e["failures"] for e in seen if e.get("kind") == "broker" and e.get("broker") in neighbours]
+    assert any(f["suspected"] == [VICTIM] and f["detoured_publications"] > 0 for f in failures), failures[-3:]
+    assert any(f["prt_syncs_applied"] > 0 for f in failures)
 
 
 def normalised(scot: LocalScot) -> dict[str, Any]:
