@@ -31,7 +31,7 @@ deliveries to a slow subscriber are dropped and counted.  Settings (`broker.sett
 then ``PUBSUB_BROKER_*`` variables, checked against the topology file before the daemon starts.
 
 Failures.  Broker failure is out of the paper's scope.  Here: a dead, hung (SIGSTOP) or
-partitioned neighbour is suspected within ``heartbeat × suspect_after`` seconds (above); when
+partitioned neighbour is suspected within ``heartbeat × (suspect_after + 1/4)`` seconds (above); when
 its connects fail the runtime also reports it unreachable (status: ``unreachable``, the link's
 ``state``).  Every change the detector makes goes to the core (``core.neighbour_changed``):
 OctopiA routes what would cross a suspect around it through a parallel cluster
@@ -178,6 +178,7 @@ class BrokerApp:
                 link.set_rate(rate)
             self.links[bid] = link
         runtime.spawn(self._window_loop(), "lst window")
+        runtime.spawn(self._liveness_loop(), "heartbeats")
         self._route(self.core.start(runtime.now()))
         if self.settings.broker_state_dir is not None:  # checked by the command before the start
             self.clients.restore(clientstate.load(self.settings.broker_state_dir, self.me), runtime.now())
@@ -200,6 +201,24 @@ class BrokerApp:
                 log.warning("%s: neighbour %s restarted (a new incarnation)", self.me, change.neighbour)
                 self.counters["restarts_noticed"] += 1
             self._route(self.core.neighbour_changed(change, now))
+
+    async def _liveness_loop(self) -> None:
+        """Every heartbeat period, a heartbeat to each neighbour (acknowledging the publication
+        copies handled from it); four times a period, the detector's check of silent
+        neighbours, so that a suspicion comes at most a quarter period after the bound."""
+        assert self.runtime is not None
+        beat = self.settings.broker_heartbeat
+        if not beat:
+            return
+        while True:
+            now = self.runtime.now()
+            if now - self._last_heartbeat >= beat:
+                self._last_heartbeat = now
+                for bid, link in self.links.items():
+                    self.runtime.send(link.ref, BrokerHeartbeat(self.me, self.incarnation, self.core.received_from(bid),
+                                                                self.detector.incarnation.get(bid, 0)))
+            self._detected(self.detector.tick(now), now)
+            await asyncio.sleep(beat / 4)
 
     async def _window_loop(self) -> None:
         """Every t_w: close each link's window and report it to the LST (§9.2)."""
@@ -244,15 +263,8 @@ class BrokerApp:
         return []
 
     def timeout(self, now: float) -> list[Send]:
-        """The runtime's timer: heartbeats (each acknowledging the publication copies handled
-        from its neighbour), suspicions of silent neighbours, and the core's (empty) Timeout."""
-        beat = self.settings.broker_heartbeat
-        if beat and self.runtime is not None and now - self._last_heartbeat >= beat:
-            self._last_heartbeat = now
-            for bid, link in self.links.items():
-                self.runtime.send(link.ref, BrokerHeartbeat(self.me, self.incarnation, self.core.received_from(bid),
-                                                            self.detector.incarnation.get(bid, 0)))
-        self._detected(self.detector.tick(now), now)
+        """The runtime's timer: session expiry and the core's (empty) Timeout (heartbeats and
+        suspicions have their own, finer loop: `_liveness_loop`)."""
         self.clients.expire(now)
         self._route(self.core.timeout(now))
         self.intervals += 1

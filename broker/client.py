@@ -332,8 +332,9 @@ class BrokerClient:
     async def open_session(self, token: str = "", after: int = 0) -> dict[str, Any]:
         """Open a session on this connection (token "") or resume session `token` after
         delivery number `after`; the answer says whether it was resumed (``resumed``; then
-        ``subscriptions`` names the session's, to `adopt`) and carries the token.  Open it
-        before subscribing (`broker.durable`)."""
+        ``subscriptions`` names the session's) and carries the token.  Open it before
+        subscribing (`broker.durable`); to resume, `adopt` the session's subscriptions first,
+        since what the broker hands over follows its answer at once."""
         body = await self._request(ClientSessionRequest(self.client_id, token, after), "session")
         self.last_seq = after if body.get("resumed") else 0
         return body

@@ -73,9 +73,10 @@ class ResumingSubscription:
             client = BrokerClient(broker, client_id=self.client_id, timeout=self.timeout)
             try:
                 await client.connect()
+                adopted = client.adopt(self.sub, SUB_ID)  # before the request: the hand-over follows the answer
                 body = await client.open_session(self.token, self.last_seq)
                 if body.get("resumed"):
-                    sub = client.adopt(self.sub, SUB_ID)
+                    sub = adopted
                     self.on_change(f"resumed the session at {broker} after delivery {self.last_seq}")
                 else:
                     resumed_before = bool(self.token)

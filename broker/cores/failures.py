@@ -10,6 +10,9 @@ grows with each start of that broker).  A neighbour is
   neighbour never heard; or at once when a connect to it is refused (the runtime reports
   it unreachable);
 * **cleared** when it is heard again;
+* not suspected for this broker's own pause: when the detector's checks stop for longer than
+  the bound (the broker was stopped, or starved of CPU), the pause is not counted as the
+  neighbours' silence;
 * **restarted** when a heartbeat brings a larger incarnation than the last one heard, even if
   it came back faster than the detector could suspect it: its tables are not the ones its
   neighbours routed on (a smaller incarnation is an old heartbeat still in flight, ignored).
@@ -53,6 +56,9 @@ class FailureDetector:
         self.ever_heard: set[str] = set()
         self.incarnation: dict[str, int] = {}
         self.suspected: dict[str, str] = {}
+        self.last_tick: float | None = None
+        #: own pauses longer than the bound noticed by `tick` (not blamed on the neighbours)
+        self.pauses = 0
 
     @property
     def bound(self) -> float:
@@ -82,7 +88,15 @@ class FailureDetector:
         return self._suspect(neighbour, "refused")
 
     def tick(self, now: float) -> list[Change]:
-        """Suspect every neighbour silent for longer than the bound."""
+        """Suspect every neighbour silent for longer than the bound.  A gap since the last
+        tick longer than the bound is this broker's own pause (it was stopped, or starved):
+        the pause is not counted as the neighbours' silence."""
+        if self.last_tick is not None and now - self.last_tick > self.bound:
+            pause = now - self.last_tick
+            for neighbour in self.last_heard:
+                self.last_heard[neighbour] += pause
+            self.pauses += 1
+        self.last_tick = now
         out: list[Change] = []
         for neighbour, heard in sorted(self.last_heard.items()):
             if now - heard > self.bound:

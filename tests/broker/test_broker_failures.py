@@ -47,3 +47,13 @@ def test_strangers_are_ignored_and_bad_settings_refused() -> None:
         FailureDetector(["a,0"], heartbeat=0)
     with pytest.raises(ValueError):
         FailureDetector(["a,0"], heartbeat=1, missed=0)
+
+
+def test_its_own_pause_is_not_blamed_on_the_neighbours() -> None:
+    d = detector()
+    d.heard("a,0", 10.0, 1)
+    d.heard("b,0", 10.0, 1)
+    assert d.tick(10.4) == []
+    assert d.tick(30.0) == [] and d.pauses == 1  # stopped for 19.6 s: the neighbours were not silent
+    assert d.tick(30.9) == []  # 0.4 s of silence before the pause, 0.9 after: 1.3 <= 1.5
+    assert [c.neighbour for c in d.tick(31.2)] == ["a,0", "b,0"]  # now they are

@@ -86,10 +86,10 @@ async def test_a_resumed_session_gets_what_was_delivered_meanwhile_in_order_once
             await pub.publish(quote(k))
         await until(lambda: apps["b,0"].counters["deliveries_kept_for_session"] == 5, what="kept deliveries")
         second = BrokerClient(topo.address("b,0"))
+        again = second.adopt(SUB, "s1")  # before the resume: the hand-over follows the answer
         body = await second.open_session(token, after=2)  # the client saw only 1 and 2
         assert body["resumed"] is True and body["missed"] == 0 and body["replayed"] == 6
         assert body["subscriptions"] == ["s1"]
-        again = second.adopt(SUB, "s1")
         replayed = [await again.get(5) for _ in range(6)]
         assert [d.seq for d in replayed] == [3, 4, 5, 6, 7, 8]
         assert [d.attrs["price"] for d in replayed] == [2, 3, 4, 5, 6, 7]
@@ -112,9 +112,9 @@ async def test_a_session_that_kept_less_than_was_missed_sends_a_gap_notice() -> 
             await pub.publish(quote(k))
         await until(lambda: apps["b,0"].counters["deliveries_kept_for_session"] == 5, what="kept deliveries")
         back = BrokerClient(topo.address("b,0"))
+        sub = back.adopt(SUB, "s1")
         body = await back.open_session(token, after=0)
         assert body["missed"] == 3 and body["replayed"] == 2
-        sub = back.adopt(SUB, "s1")
         gap = await sub.next_event()
         assert isinstance(gap, DeliveryGap) and gap.missed == 3 and gap.reason == "overflow"
         assert [(await sub.get(5)).seq for _ in range(2)] == [4, 5]
