@@ -323,7 +323,8 @@ class ClientSessions:
         self._bind(ds, conn)
         self.counters["sessions_resumed"] += 1
         conn.send(Reply(body={"ok": True, "op": "session", "broker": self.me, "session": ds.token, "resumed": True,
-                              "missed": missed, "replayed": len(replay), "subscriptions": sorted(ds.subscriptions)}))
+                              "missed": missed, "replayed": len(replay), "subscriptions": sorted(ds.subscriptions),
+                              "after": replay[0].seq - 1 if replay else ds.seq}))
         if missed:
             self.counters["session_gaps"] += 1
             conn.send(DeliveryGap(msg.client, missed, reason, sorted(ds.subscriptions)))
@@ -332,9 +333,13 @@ class ClientSessions:
         self.counters["deliveries_replayed"] += len(replay)
 
     def _bind(self, ds: DurableSession, conn: ClientSession) -> None:
+        """One connection per session and one session per connection."""
         old = ds.connection
         if old is not None and old is not conn:
             self._bound.pop(id(old), None)  # the client came back on another connection
+        previous = self._bound.get(id(conn))
+        if previous is not None and previous is not ds:  # this connection leaves its former session
+            previous.connection, previous.detached_at = None, self._clock() or 0.0
         ds.connection, ds.detached_at = conn, None
         self._bound[id(conn)] = ds
         conn.on_close(lambda: self._detach(ds, conn))

@@ -21,6 +21,10 @@ target         what one input is, and what must hold
 ``octopia``    an `OctopiaBroker` (static or dynamic routing) of the Figure 3 SCOT, and
 ``padres``     a `PadresBroker`, each driven by broker messages from neighbours and
                strangers, client operations and link reports.
+``broker-sessions``  a broker's client side with its sessions (`fuzz.sessiontarget`): one
+               answer per request, numbered deliveries rising on each connection from a
+               resume's `after`, the core's subscriptions those of the live connections and
+               sessions.
 ``NAME-node``  for every other registered overlay (`pubsub.kernel.registry`, e.g. the
                clique), its node core and its supervisor core, built by the registry's
 ``NAME-supervisor``  factories and driven by decoded messages of the overlay's kinds from
@@ -46,6 +50,7 @@ import msgpack
 
 from fuzz import shapes
 from fuzz.checks import Broken, check_effects, check_trie, every_field, require, roundtrip
+from fuzz.sessiontarget import broker_sessions
 from fuzz.shapes import NODE_REFS, SUPERVISOR, TOPICS, World, decoded
 from fuzz.source import Source
 from pubsub.kernel import registry, wire
@@ -603,6 +608,7 @@ TARGETS: dict[str, Target] = {
     "supervisor": supervisor,
     "octopia": octopia,
     "padres": padres,
+    "broker-sessions": broker_sessions,
     **_overlay_targets(),
 }
 

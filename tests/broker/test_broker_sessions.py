@@ -209,3 +209,35 @@ def test_the_broker_command_exits_2_on_a_bad_state_file(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "not a broker state file" in lines[0], result.output
+
+
+def test_a_connection_that_opens_another_session_leaves_the_first() -> None:
+    """Found by the broker-sessions fuzz target: one connection bound to two sessions got both
+    sessions' deliveries, numbered apart."""
+    from collections import Counter as Count
+
+    from broker.cores.messages import Attrs, ClientAdvertise, ClientPublish, ClientSessionRequest, ClientSubscribe
+    from broker.cores.octopia import OctopiaBroker
+    from broker.sessions import ClientSessions
+    from broker.topologyfile import figure3
+    from fuzz.sessiontarget import FakeConnection
+
+    topo = figure3()
+    me = topo.brokers[0]
+    core = OctopiaBroker(topo, me)
+    sessions: ClientSessions
+
+    def route(sends: list) -> None:  # type: ignore[type-arg]
+        for dest, msg in sends:
+            if isinstance(msg, Deliver):
+                sessions.deliver(dest, msg)
+
+    sessions = ClientSessions(me, core, Count(), 1 << 20, route, lambda: 1.0)
+    conn = FakeConnection()
+    sessions.request(ClientSessionRequest("c", "", 0), conn, 0.0)  # type: ignore[arg-type]
+    sessions.request(ClientSubscribe("c", "s1", parse_filter("k exists")), conn, 0.0)  # type: ignore[arg-type]
+    sessions.request(ClientSessionRequest("c", "", 0), conn, 0.0)  # type: ignore[arg-type]  # a second one
+    sessions.request(ClientAdvertise("p", "a", parse_filter("k exists")), conn, 0.0)  # type: ignore[arg-type]
+    sessions.request(ClientPublish("p", "", Attrs({"k": 1})), conn, 0.0)  # type: ignore[arg-type]
+    assert [m for m in conn.sent if isinstance(m, Deliver)] == []  # s1 is the first session's, now waiting
+    assert sessions.sessions() == (2, 1)
