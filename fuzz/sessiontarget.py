@@ -135,7 +135,8 @@ def broker_sessions(data: bytes) -> int:
         if isinstance(answer, Reply) and answer.body.get("op") == "session":
             tokens.append(str(answer.body["session"]))
             if isinstance(msg, ClientSessionRequest):  # a hand-over starts after `after`, a new session at 1
-                numbering.resumed(conn, min(msg.after, answer.body["after"]) if answer.body.get("resumed") else 0, before)
+                after = min(msg.after, answer.body["after"]) if answer.body.get("resumed") else 0
+                numbering.resumed(conn, after, before)
         check_sessions(conns, sessions, core, numbering)
     return handled
 
