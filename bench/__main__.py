@@ -34,6 +34,12 @@
     python -m bench broker-failures [options]     3x3 SCOT of broker processes, an inner one stopped / cut off /
                                                   killed: detection, loss, recovery; not in the default
                                                   run (--quick: 70 s; 20 trials: 4.5 min)
+    python -m bench scot-processes [options]      S_e as 56 broker processes beside the simulator, same seed:
+                                                  RSS and idle CPU per broker, table sizes and control
+                                                  messages of phases 1-2, delays; not in the default run
+    python -m bench scot-failures [options]       S_e in the simulator, an inner or edge broker crashing during
+                                                  a stream: lost before / after detection, duplicates, extra
+                                                  messages, resync, per variant; not in the default run
 
 `--quick` works in every form.  Options other than --quick need a benchmark name
 (`python -m bench skipring --help`, `python -m bench antientropy --help`).
@@ -54,6 +60,8 @@ from bench import (
     pairing,
     scale,
     scot,
+    scotfailures,
+    scotprocs,
     skipring,
     tco,
     topics,
@@ -73,6 +81,8 @@ BENCHMARKS = {
     "pairing": pairing.main,
     "omen": omen.main,
     "broker-failures": brokerfailures.main,
+    "scot-processes": scotprocs.main,
+    "scot-failures": scotfailures.main,
 }
 #: Run only when named: `python -m bench topics` joins 4 nodes to 1,000 topics (4 to 10 minutes
 #: on a shared 2-core machine).
@@ -81,7 +91,9 @@ BENCHMARKS = {
 #: `python -m bench pairing` is paper 004's pairing alone, measured up to 16,384 nodes.
 #: `python -m bench omen` simulates OMen under churn, several runs per λ.
 #: `python -m bench broker-failures` starts nine broker processes and fails one of them, trial after trial.
-SEPARATE = {"topics", "tco", "overlays", "pairing", "omen", "broker-failures"}
+#: `python -m bench scot-processes` starts S_e's 56 broker processes, once per protocol.
+#: `python -m bench scot-failures` simulates S_e with a failing broker, per variant, victim and seed.
+SEPARATE = {"topics", "tco", "overlays", "pairing", "omen", "broker-failures", "scot-processes", "scot-failures"}
 
 
 def main(argv: list[str] | None = None) -> None:

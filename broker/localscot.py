@@ -38,7 +38,7 @@ class LocalScot(DaemonGroup):
         topo: Scot,
         *,
         protocol: str = "octopia",
-        routing: str = "idr",
+        routing: str | None = None,
         tau: float | None = None,
         tw: float | None = None,
         heartbeat: float | None = None,
@@ -89,8 +89,10 @@ class LocalScot(DaemonGroup):
             name = f"broker-{x}-{i}"
             args = [
                 "broker", "--topology", str(self.topology_path), "--id", bid,
-                "--protocol", protocol, "--routing", routing,
+                "--protocol", protocol,
             ]
+            if routing is not None:  # else the protocol's default (OctopiA: idr; PADRES: tid-s)
+                args += ["--routing", routing]
             for flag, value in (("--tau", tau), ("--tw", tw), ("--heartbeat", heartbeat),
                                 ("--suspect-after", suspect_after)):
                 if value is not None:

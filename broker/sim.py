@@ -16,7 +16,8 @@ in one process and carries their messages over the SCOT's links the way a networ
 - clients are attached to brokers with no delay; their operations can be scheduled at any
   time (``at=``).
 
-Failures (issue 46): `crash` (the broker drops whatever arrives), `hang` (it keeps what
+Failures (issue 46): `crash` (the broker drops whatever arrives, and what it had not sent
+yet), `hang` (it keeps what
 arrives, unhandled, until `resume`), `detect` (its neighbours' failure detectors suspect it:
 `BrokerCore.neighbour_changed`; the copies it had not acknowledged go around it), `heartbeat`
 (one instant round of acknowledgements between running brokers), `clear` (they hear it
@@ -239,7 +240,8 @@ class BrokerSim:
 
     # --- failures --------------------------------------------------------------------------------
     def crash(self, broker: BrokerId) -> None:
-        """The broker stops: what arrives from now on is dropped (counted in `lost_at_crashed`)."""
+        """The broker stops: what arrives from now on is dropped, and so is what waits in its
+        output queues (both counted in `lost_at_crashed`)."""
         self.core(broker)
         self.crashed.add(broker)
 
@@ -472,6 +474,13 @@ class BrokerSim:
         link.busy = False
         link.window_out += 1
         link.total_out += 1
+        if link.src in self.crashed:  # what a crashed broker had not written dies with it
+            self._work -= 1
+            if msg is not _FILLER:
+                self.lost_at_crashed[msg.kind] += 1
+            if link.queue:
+                self._start(link)
+            return
         arrival = self.now + link.propagation
         if self.jitter > 0:
             arrival += self.rng.uniform(0.0, self.jitter)

@@ -130,6 +130,9 @@ class OctopiaBroker(BrokerCore):
         self.clt: dict[str, CltEntry] = {}
         self.prt: SubscriptionIndex[str] = SubscriptionIndex()
         self.prt_hop: dict[str, str] = {}
+        #: Route around suspects (issue 46); off, a suspect is only recorded and the paper's
+        #: routing goes on regardless (the baseline of `python -m bench scot-failures`).
+        self.failure_routing = True
         self.duty = SyncDuty(self.primary, self.secondary)
         self.seen = SeenPublications()
         #: sync parts received so far, per sender: (uids, filters, overlapped)
@@ -315,7 +318,7 @@ class OctopiaBroker(BrokerCore):
     # --- publications: scotSPR (Alg. 3) and scotIDR (Alg. 4) --------------------------------------
     def _publish(self, client: str, pid: str, attrs: Attrs, adv_uid: str, now: float) -> list[Send]:
         civa = self.clt[adv_uid].civ
-        for b in self.suspects & self._secondary_set:
+        for b in self.suspects & self._secondary_set if self.failure_routing else ():
             # Only B(x, j) holds this region's advertisements for C_j, so while it is suspected
             # nobody can say whether C_j overlaps: C_j is a target (its brokers match exactly).
             civa |= 1 << self.topo.cluster_of(b)
@@ -424,6 +427,8 @@ class OctopiaBroker(BrokerCore):
         """Every send to a suspected neighbour replaced: a publication or (un)subscription by
         detours to the exits beyond it, anything else dropped and counted (the sync that
         follows the suspect's return carries its effect)."""
+        if not self.failure_routing:
+            return sends
         out: list[Send] = []
         todo = list(reversed(sends))
         while todo:
@@ -456,6 +461,8 @@ class OctopiaBroker(BrokerCore):
     def _given_back(self, neighbour: BrokerId, copies: list[Message]) -> list[Send]:
         """The copies a suspected or restarted neighbour did not acknowledge go around it (a
         copy it handled after all is suppressed as a duplicate where it arrives twice)."""
+        if not self.failure_routing:
+            return super()._given_back(neighbour, copies)
         self.counters["rerouted_unacknowledged"] += len(copies)
         todo = [Send(Ref(neighbour), c) for c in reversed(copies)]
         out: list[Send] = []
