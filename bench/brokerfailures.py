@@ -70,7 +70,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -78,6 +77,7 @@ from typing import Any
 
 from bench.machine import machine
 from broker.client import BrokerClient
+from broker.clisubscriber import CliSubscriber
 from broker.localscot import LocalScot
 from broker.topologyfile import scot3x3
 from pubsub.ops.processes import ClusterError, poll
@@ -121,68 +121,9 @@ class TrialError(Exception):
 
 
 # --- clients ------------------------------------------------------------------------------------
-class Subscriber:
-    """``pubsub subscribe --broker B --filter F --json`` as a process; deliveries collected
-    with the moment each line was read."""
-
-    def __init__(self, scot: LocalScot, bid: str) -> None:
-        self.bid = bid
-        self.proc = subprocess.Popen(
-            [scot.python, "-m", "pubsub.cli.main", "subscribe", "--broker", scot.address(bid),
-             "--filter", FILTER, "--json"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        )
-        self.arrivals: list[tuple[int, float]] = []
-        self.errors: list[str] = []
-        self.bad_lines = 0
-        self._lock = threading.Lock()
-        threading.Thread(target=self._read_out, daemon=True).start()
-        threading.Thread(target=self._read_err, daemon=True).start()
-
-    def _read_out(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            now = time.monotonic()
-            try:
-                seq = int(json.loads(line)["attrs"]["seq"])
-            except (ValueError, KeyError, TypeError):
-                with self._lock:
-                    self.bad_lines += 1
-                continue
-            with self._lock:
-                self.arrivals.append((seq, now))
-
-    def _read_err(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            with self._lock:
-                self.errors.append(line.rstrip())
-
-    @property
-    def started(self) -> bool:
-        with self._lock:
-            return any(" subscribed s1 " in line for line in self.errors)
-
-    def counts(self) -> Counter[int]:
-        """How often each publication (by seq) was delivered."""
-        with self._lock:
-            return Counter(seq for seq, _ in self.arrivals)
-
-    def first_arrivals(self) -> dict[int, float]:
-        with self._lock:
-            out: dict[int, float] = {}
-            for seq, at in self.arrivals:
-                out.setdefault(seq, at)
-            return out
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+def subscriber(scot: LocalScot, bid: str) -> CliSubscriber:
+    """``pubsub subscribe --broker B --filter F --json`` as a process (`broker.clisubscriber`)."""
+    return CliSubscriber(scot, bid, FILTER, retry_for=30.0, python=scot.python, cwd=ROOT)
 
 
 class Stream(threading.Thread):
@@ -279,13 +220,13 @@ def counter_deltas(before: dict[str, dict[str, int]], after: dict[str, dict[str,
     return {"others": others, "victim": victim}
 
 
-def miss_and_twice(subs: dict[str, Subscriber], seqs: list[int]) -> dict[str, Any]:
+def miss_and_twice(subs: dict[str, CliSubscriber], seqs: list[int]) -> dict[str, Any]:
     """Per subscriber the seqs of `seqs` it misses and those it got more than once."""
     wanted = set(seqs)
     missing: dict[str, list[int]] = {}
     twice: dict[str, dict[int, int]] = {}
     for bid, sub in subs.items():
-        got = sub.counts()
+        got = sub.seqs()
         missing[bid] = sorted(wanted - set(got))
         twice[bid] = {s: n for s, n in sorted(got.items()) if s in wanted and n > 1}
     return {
@@ -299,7 +240,7 @@ def miss_and_twice(subs: dict[str, Subscriber], seqs: list[int]) -> dict[str, An
 
 # --- one trial ----------------------------------------------------------------------------------
 class Trials:
-    def __init__(self, scot: LocalScot, subs: dict[str, Subscriber], cfg: Config) -> None:
+    def __init__(self, scot: LocalScot, subs: dict[str, CliSubscriber], cfg: Config) -> None:
         self.scot, self.subs, self.cfg = scot, subs, cfg
         self.neighbours = sorted(scot.topology.neighbours(VICTIM))
         self.next_seq = FIRST_SEQ
@@ -323,8 +264,8 @@ class Trials:
     def delivered(self, seqs: list[int]) -> Callable[[], list[str]]:
         def problems() -> list[str]:
             wanted = set(seqs)
-            return [f"{b} misses {len(wanted - set(s.counts()))}" for b, s in self.subs.items()
-                    if not wanted <= set(s.counts())]
+            return [f"{b} misses {len(wanted - set(s.seqs()))}" for b, s in self.subs.items()
+                    if not wanted <= set(s.seqs())]
 
         return problems
 
@@ -450,7 +391,7 @@ class Trials:
         return rec
 
 
-def max_delivery(subs: dict[str, Subscriber], sent: dict[int, float]) -> float | None:
+def max_delivery(subs: dict[str, CliSubscriber], sent: dict[int, float]) -> float | None:
     """The longest time from a publish call to the publication's first arrival at a
     subscriber (as this process read it), over the trial's publications and subscribers."""
     worst = None
@@ -463,7 +404,7 @@ def max_delivery(subs: dict[str, Subscriber], sent: dict[int, float]) -> float |
 
 
 # --- the run ------------------------------------------------------------------------------------
-def warm_up(scot: LocalScot, subs: dict[str, Subscriber], wait: float) -> int:
+def warm_up(scot: LocalScot, subs: dict[str, CliSubscriber], wait: float) -> int:
     """Publish single warm-up publications until one reaches every subscriber, then wait for
     the tables to stay the same for a second; the publications it took."""
     deadline = time.monotonic() + wait
@@ -474,7 +415,7 @@ def warm_up(scot: LocalScot, subs: dict[str, Subscriber], wait: float) -> int:
             await client.publish({"seq": n})
 
     def missing(n: int) -> Callable[[], list[str]]:
-        return lambda: [b for b, s in subs.items() if n not in s.counts()]
+        return lambda: [b for b, s in subs.items() if n not in s.seqs()]
 
     while True:
         asyncio.run(publish(seq))
@@ -519,7 +460,7 @@ def run(cfg: Config, workdir: Path) -> dict[str, Any]:
                    log_level="warning") as scot:
         out["neighbours"] = sorted(scot.topology.neighbours(VICTIM))
         scot.cli("advertise", "--broker", scot.address(HOST), "--client", PUBLISHER, "--filter", FILTER)
-        subs = {bid: Subscriber(scot, bid) for bid in SUBSCRIBERS}
+        subs = {bid: subscriber(scot, bid) for bid in SUBSCRIBERS}
         try:
             poll(lambda: [b for b, s in subs.items() if not s.started], cfg.wait_s, "the subscribers started")
             out["warm_up_publications"] = warm_up(scot, subs, cfg.wait_s * 2)

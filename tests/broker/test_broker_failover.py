@@ -27,10 +27,10 @@ from typing import Any
 
 import pytest
 
+from broker.clisubscriber import CliSubscriber
 from broker.localscot import LocalScot
 from broker.topologyfile import scot3x3
 from pubsub.ops.processes import poll
-from tests.broker.test_broker_integration import CliSubscriber
 
 pytestmark = pytest.mark.integration
 

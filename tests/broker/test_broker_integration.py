@@ -28,9 +28,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
-import sys
-import threading
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -40,7 +37,7 @@ from typing import Any
 import pytest
 
 from broker.client import BrokerClient
-from broker.cores.language.filters import Filter
+from broker.clisubscriber import CliSubscriber
 from broker.cores.language.text import parse_filter
 from broker.localscot import LocalScot
 from broker.telemetry import KINDS
@@ -63,55 +60,6 @@ SUBSCRIBERS = {
     "S_b2": ("b,2", "price > 150"),
 }
 WAIT = 30.0
-
-
-class CliSubscriber:
-    """``pubsub subscribe --broker B --filter F --json`` as a process, its output collected."""
-
-    def __init__(self, scot: LocalScot, bid: str, filter_text: str, retry_for: float = 2.0) -> None:
-        self.bid = bid
-        self.filter: Filter = parse_filter(filter_text)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pubsub.cli.main", "subscribe", "--broker", scot.address(bid),
-             "--filter", filter_text, "--json", "--retry-for", repr(retry_for)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        self.lines: list[dict[str, Any]] = []
-        self.errors: list[str] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._read_out, daemon=True).start()
-        threading.Thread(target=self._read_err, daemon=True).start()
-
-    def _read_out(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            with self._lock:
-                self.lines.append(json.loads(line))
-
-    def _read_err(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            with self._lock:
-                self.errors.append(line.rstrip())
-
-    @property
-    def started(self) -> bool:
-        with self._lock:
-            return any(" subscribed s1 " in line for line in self.errors)
-
-    def seqs(self) -> Counter[int]:
-        """How often each publication (by its seq attribute) was delivered."""
-        with self._lock:
-            return Counter(int(d["attrs"]["seq"]) for d in self.lines)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
 
 
 def publication(seq: int) -> dict[str, Any]:
