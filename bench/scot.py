@@ -26,12 +26,17 @@ Phases (§10, "Results"):
    slowed to --burst-bandwidth; background publishers keep publishing (--background-rate)
    and a high-rate publisher (HRP), whose 0.1% matching subscribers sit in every cluster and
    none at its host broker, publishes --hrp-pubs publications at each --burst-rates rate.
-   OctopiA runs the burst with scotSPR and again with scotIDR (tau = 10, t_w = 50 ms);
-   PADRES with TID-S (its core has no TID-D).  Measured from the queue samples taken every
-   t_w: mean Q_l over the links that carried HRP copies, peak Q_l, mean total backlog, and
-   the time to stabilize -- from the HRP's last publication until no queue exceeds its normal
-   level (max(tau, the largest queue of the second before the burst)) any more -- over all
-   links and over iLinks only; plus the HRP publications' delays and messages.
+   Three more publishers advertise what the HRP advertises (and publish nothing), so that
+   every HRP subscription is bound to four advertisement trees, as the paper's 4% selectivity
+   made it (`bench.scotplan`).  OctopiA runs the burst with scotSPR and again with scotIDR
+   (tau = 10, t_w = 50 ms); PADRES with TID-S and again with TID-D (same tau and t_w).
+   Measured from the queue samples taken every t_w: mean Q_l over the links that carried HRP
+   copies, peak Q_l, mean total backlog, and the time to stabilize -- from the HRP's last
+   publication until no queue exceeds its normal level (max(tau, the largest queue of the
+   second before the burst)) any more -- over all links and over iLinks only; plus the HRP
+   publications' delays and messages, and for TID-D the subscriptions it re-stamped onto
+   another tree and those it had to leave on a congested link.  Phases 1-2 never congest a
+   link, so TID-D would route exactly as TID-S there; only phase 3 runs it.
 
 Network model (the same for both systems): every directed link has an output queue, a
 bandwidth in bytes per second of the encoded frame (`pubsub.kernel.wire`, so TIDs and CIVs cost
@@ -163,7 +168,10 @@ def main(argv: list[str]) -> None:
 NOTES = [
     "Simulated network (broker.sim): bytes-per-second links with FIFO output queues, constant "
     "propagation and per-message service time; delays exclude real matching cost and the JVM.",
-    "TID-D (PADRES dynamic routing) is not implemented by broker/cores/padres.py; only TID-S is measured.",
+    "TID-D (PADRES dynamic routing, broker/cores/padres.py) runs in phase 3 only; the simulated time does not "
+    "charge its path selection (the sequential search over the matched subscriptions' TIDs that §10, Fig. 16, "
+    "blames for TID-D being slower), only its routes. Each HRP subscription is bound to 4 advertisement trees "
+    "(the HRP's and 3 silent co-advertisers').",
     "Background load during bursts is scaled down from the paper's 100 publishers x 100-120/min.",
 ]
 

@@ -203,10 +203,9 @@ def burst_run(
     cfg: Config, plan: Plan, sim: BrokerSim, burst: dict[str, Any], mode: str, network: str
 ) -> dict[str, Any]:
     """One HRP burst at one rate on `sim` (its links already slowed down to `network`);
-    `mode` names the routing ("spr", "idr" or "tid-s")."""
-    if sim.protocol == "octopia":
-        for core in sim.cores.values():
-            core.dynamic = mode == "idr"  # type: ignore[attr-defined]  # read per publication
+    `mode` names the routing ("spr", "idr", "tid-s" or "tid-d")."""
+    for core in sim.cores.values():
+        core.dynamic = mode in ("idr", "tid-d")  # type: ignore[attr-defined]  # read per publication
     counters_before = sim.counters()
     traffic_before = sum(sim.traffic.values())
     first_sample = len(sim.queue_samples)
@@ -225,6 +224,8 @@ def burst_run(
     wanted = set(pids)
     hrp_links = {(src, dst) for _, src, dst, msg in sim.trace if getattr(msg, "pid", None) in wanted}
     hrp_messages = sum(1 for *_, msg in sim.trace if getattr(msg, "pid", None) in wanted)
+    restamped_pubs = len({getattr(msg, "pid", None) for *_, msg in sim.trace
+                          if getattr(msg, "pid", None) in wanted and getattr(msg, "targets", None)})
     sim.trace = None
     samples = [(t, q) for t, q in sim.queue_samples[first_sample:]]
     del sim.queue_samples[first_sample:]
@@ -264,18 +265,46 @@ def burst_run(
         "hrp_messages": hrp_messages,
         "messages": sum(sim.traffic.values()) - traffic_before,
         "idr_cases": {k: v for k, v in sorted(counters.items()) if k.startswith("idr_case")},
+        # TID-D: subscriptions re-stamped onto another tree / left on a congested link (no
+        # alternative, or no hop budget), and HRP publications with a re-stamped copy
+        "tidd": {k: v for k, v in sorted(counters.items()) if k.startswith("tidd_")},
+        "hrp_restamped": restamped_pubs,
+        # brokers crossed twice by one HRP publication (TID-D's copies may; never TID-S's)
+        "hrp_repeat_visits": sum(1 for pid in pids for c in sim.pub_visits.get(pid, {}).values() if c > 1),
     }
+
+
+def tidd_alternatives(plan: Plan, sim: BrokerSim) -> dict[str, int]:
+    """PADRES: where TID-D could re-stamp an HRP publication.  Along the HRP's tree from its
+    host to each HRP subscriber: the brokers passed, and those where the subscription is bound
+    to another tree with another next hop (the overlapping trees of Fig. 1(c))."""
+    cores: dict[BrokerId, Any] = sim.cores  # PadresBroker
+    tid = cores[plan.hrp_host].local_advs[("HRP", "h")]
+    passed = overlapping = 0
+    for k, host in enumerate(plan.hrp_sub_hosts):
+        uid = cores[host].local_subs[(f"H{k}", "s")]
+        at = plan.hrp_host
+        while at != host:
+            route = cores[at].routes[uid]
+            passed += 1
+            overlapping += any(hop != route[tid] for hop in route.values())
+            at = route[tid]
+    return {"path_brokers": passed, "with_another_tree": overlapping}
 
 
 def dynamic_routing(cfg: Config, plan: Plan, sim: BrokerSim) -> list[dict[str, Any]]:
     sim.attach("HRP", plan.hrp_host)
     sim.advertise("HRP", "h", hrp_advertisement())
+    for k, host in enumerate(plan.hrp_co_hosts):  # more trees for TID-D (`bench.scotplan`)
+        sim.attach(f"CO{k}", host)
+        sim.advertise(f"CO{k}", "h", hrp_advertisement(), at=sim.now + (k + 1) * cfg.adv_gap)
     run_or_fail(sim, "the HRP's advertisement")
     for k, host in enumerate(plan.hrp_sub_hosts):
         sim.attach(f"H{k}", host)
         sim.subscribe(f"H{k}", "s", hrp_subscription(), at=sim.now + k * cfg.sub_gap)
     run_or_fail(sim, "the HRP subscriptions")
-    modes = ("spr", "idr") if sim.protocol == "octopia" else ("tid-s",)
+    modes = ("spr", "idr") if sim.protocol == "octopia" else ("tid-s", "tid-d")
+    alternatives = tidd_alternatives(plan, sim) if sim.protocol == "padres" else None
     out = []
     for network in NETWORKS:
         for src, dst in sim.links:
@@ -283,7 +312,7 @@ def dynamic_routing(cfg: Config, plan: Plan, sim: BrokerSim) -> list[dict[str, A
             sim.set_link(src, dst, bandwidth=cfg.burst_bandwidth * (cfg.fast_alinks if fast else 1.0))
         for burst in plan.bursts:
             for mode in modes:
-                out.append(burst_run(cfg, plan, sim, burst, mode, network))
+                out.append(burst_run(cfg, plan, sim, burst, mode, network) | {"hrp_alternatives": alternatives})
                 progress(sim.protocol, f"burst on {network} at {burst['rate']:g}/s, {mode}")
     return out
 

@@ -5,6 +5,12 @@ A `Config` holds everything a run depends on (`QUICK` is the small version); `ma
 from its seed who publishes and subscribes where, every publication of phase 2 and the
 background and high-rate publisher (HRP) publications of every burst of phase 3, identically
 in both worker processes.
+
+The HRP's co-advertisers: §10 raised every subscription's selectivity to 4% so that it matched
+4 publishers' advertisements, because TID-D can only re-stamp a publication onto another tree
+its subscription is bound to.  Here `hrp_co_advertisers` more publishers, on random brokers,
+advertise what the HRP advertises (and publish nothing), so every HRP subscription is bound to
+1 + hrp_co_advertisers advertisement trees in PADRES; OctopiA gets the same advertisements.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ class Config:
     burst_rates: tuple[float, ...] = (1667.0, 1000.0)  # HRP publications per second
     hrp_pubs: int = 2000
     hrp_share: float = 0.001  # of the subscribers
+    hrp_co_advertisers: int = 3  # silent publishers advertising the HRP's advertisement too
     background_rate: float = 20.0  # publications per second, all background publishers
     warmup: float = 1.0  # s of background before the burst
     tau: float = DEFAULT_TAU
@@ -92,6 +99,7 @@ class Plan:
     hrp_host: BrokerId
     hrp_sub_hosts: list[BrokerId]
     bursts: list[dict[str, Any]] = field(default_factory=list)
+    hrp_co_hosts: list[BrokerId] = field(default_factory=list)
 
 
 def make_plan(cfg: Config) -> Plan:
@@ -122,6 +130,8 @@ def make_plan(cfg: Config) -> Plan:
     plan = Plan(
         topo, workload, pub_hosts, symbols, sub_hosts, sub_filters, point_pubs, hrp_host, hrp_sub_hosts
     )
+    co_rng = random.Random(f"scot-co-advertisers-{cfg.seed}")  # its own stream: the rest is unchanged
+    plan.hrp_co_hosts = [co_rng.choice(topo.brokers) for _ in range(cfg.hrp_co_advertisers)]
     for rate in cfg.burst_rates:
         brng = random.Random(f"scot-burst-{cfg.seed}-{rate}")
         duration = cfg.hrp_pubs / rate

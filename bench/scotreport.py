@@ -113,7 +113,38 @@ def summary(cfg: Config, results: dict[str, dict[str, Any]]) -> list[dict[str, A
         a, b = bursts(o, net, "idr", "stabilize_s"), bursts(p, net, "tid-s", "stabilize_s")
         measured = earlier(a, b)
         add(f"IDR vs TID-S, {net}: time to stabilize", "s", a, b, measured, "200 s earlier", "lower")
+        a, b = bursts(o, net, "idr", "hrp_delay_mean_s"), bursts(p, net, "tid-d", "hrp_delay_mean_s")
+        add(f"IDR vs TID-D, {net}: HRP delay", "s", a, b, pct_less(a, b), "54% less (vs PADRES)", "lower")
+        # TID-D against TID-S: both PADRES (first column TID-D, second TID-S)
+        tag = f"TID-D vs TID-S, {net}:"
+        d, t = bursts(p, net, "tid-d", "hrp_delay_mean_s"), bursts(p, net, "tid-s", "hrp_delay_mean_s")
+        add(f"{tag} HRP delay", "s", d, t, relative(d, t, "higher", "lower"), "18% higher", "higher")
+        d, t = bursts(p, net, "tid-d", "stabilize_s"), bursts(p, net, "tid-s", "stabilize_s")
+        add(f"{tag} time to stabilize", "s", d, t, earlier(d, t), "15 s later", "higher")
+        d, t = bursts(p, net, "tid-d", "mean_q_target"), bursts(p, net, "tid-s", "mean_q_target")
+        add(f"{tag} mean Q_l target links", "msgs", d, t, pct_less(d, t), "-", "lower")
+    rows.append(tidd_runs(p))
     return rows
+
+
+def tidd_runs(p: dict[str, Any]) -> dict[str, Any]:
+    """How often TID-D beat TID-S on the HRP's mean delay, run by run (network x rate); equal
+    within 1%.  §10: TID-D better in 25% of 80 runs, worse in 65%, the same in 10%.  The row's
+    two values are the runs TID-D was better and worse in."""
+    by_run: dict[tuple[str, float], dict[str, float]] = {}
+    for r in p["bursts"]:
+        by_run.setdefault((r["network"], r["rate"]), {})[r["mode"]] = r["hrp_delay_mean_s"]
+    pairs = [(v["tid-d"], v["tid-s"]) for v in by_run.values() if {"tid-d", "tid-s"} <= set(v)]
+    same = [abs(d - t) <= 0.01 * max(d, t) for d, t in pairs]
+    better = sum(1 for (d, t), eq in zip(pairs, same, strict=True) if d < t and not eq)
+    worse = len(pairs) - sum(same) - better
+    n = len(pairs) or 1
+    return {
+        "metric": "TID-D vs TID-S: runs TID-D better/worse/same", "unit": "", "octopia": better,
+        "padres": worse, "measured": f"{better}/{worse}/{sum(same)} of {len(pairs)}",
+        "paper": "20/52/8 of 80", "paper_direction": "TID-D mostly worse",
+        "agrees": "yes" if worse > better else "NO", "share_better": better / n,
+    }
 
 
 # --- printing --------------------------------------------------------------------------------
@@ -159,7 +190,8 @@ def print_phase_tables(results: dict[str, dict[str, Any]]) -> None:
             f"{rp['adv_trees_per_sub']:>12.1f}"
         )
     print()
-    print("Bursty publisher: OctopiA SPR / IDR and PADRES TID-S (TID-D is not implemented)")
+    print("Bursty publisher: OctopiA SPR / IDR and PADRES TID-S / TID-D (cases: IDR's I/II/III; TID-D's "
+          "subscriptions re-stamped / left on a congested link)")
     head = (
         f"{'network':>12}{'rate/s':>7}{'mode':>7}{'meanQ tgt':>10}{'peakQ':>7}{'peakQ iL':>9}"
         f"{'backlog':>9}"
@@ -170,18 +202,31 @@ def print_phase_tables(results: dict[str, dict[str, Any]]) -> None:
     for r in sorted(o["bursts"] + p["bursts"], key=lambda r: (NETWORKS.index(r["network"]), -r["rate"])):
         cases = r["idr_cases"]
         c = "/".join(str(cases.get(f"idr_case_{k}", 0)) for k in (1, 2, 3))
-        c = c if r["mode"] == "idr" else "-"
+        if r["mode"] == "tid-d":
+            tidd = r.get("tidd", {})
+            stuck = tidd.get("tidd_no_alternative", 0) + tidd.get("tidd_over_budget", 0)
+            c = f"{tidd.get('tidd_restamped', 0)}/{stuck}"
+        elif r["mode"] != "idr":
+            c = "-"
         print(
             f"{r['network']:>12}{r['rate']:>7.0f}{r['mode']:>7}{r['mean_q_target']:>10.1f}"
             f"{r['peak_q']:>7}{r['peak_q_ilinks']:>9}"
             f"{r['mean_backlog']:>9.0f}{r['stabilize_s']:>8.2f}{r['stabilize_ilinks_s']:>10.2f}"
             f"{r['hrp_delay_mean_s']:>9.3f}{r['hrp_under_1s']:>7.0%}{r['hrp_messages']:>9}{c:>16}"
         )
+    alt = next((r.get("hrp_alternatives") for r in p["bursts"] if r.get("hrp_alternatives")), None)
+    if alt:
+        print(
+            f"TID-D: of the {alt['path_brokers']} brokers on the HRP's tree paths to its subscribers, "
+            f"{alt['with_another_tree']} hold another tree of the subscription with another next hop "
+            "(where a re-stamping is possible at all)"
+        )
 
 
 def print_summary(rows: list[dict[str, Any]]) -> None:
     print("OctopiA vs PADRES (means over the sweep), beside §10; first column OctopiA (IDR in the")
-    print("IDR-vs-SPR rows), second PADRES (SPR in the IDR-vs-SPR rows)")
+    print("IDR-vs-SPR rows, TID-D in the TID-D-vs-TID-S rows), second PADRES (SPR in the IDR-vs-SPR")
+    print("rows, TID-S in the TID-D-vs-TID-S rows)")
     head = f"{'metric':<54}{'OctopiA':>10}{'PADRES':>10}  {'measured':<26}{'paper':<26}{'agrees':<10}"
     print(head)
     print("-" * len(head))

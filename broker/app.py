@@ -134,7 +134,7 @@ class BrokerApp:
             settings.broker_protocol,
             topo,
             settings.broker_id,
-            dynamic=settings.broker_routing == "idr",
+            dynamic=settings.broker_routing in ("idr", "tid-d"),  # scotIDR or TID-D
             tau=settings.broker_tau,
             t_w=settings.broker_tw,
             epoch=f"{_base36(self.incarnation)}.",  # this start's ids differ from the last one's
@@ -383,7 +383,7 @@ class BrokerApp:
             ref=self.ref,
             settings={
                 "protocol": self.settings.broker_protocol,
-                "routing": self.settings.broker_routing if self.settings.broker_protocol == "octopia" else "tid-s",
+                "routing": self.settings.broker_routing,  # idr / spr (OctopiA), tid-s / tid-d (PADRES)
                 "tau": self.settings.broker_tau,
                 "tw": self.settings.broker_tw,
                 "heartbeat": self.settings.broker_heartbeat,

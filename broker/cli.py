@@ -3,7 +3,8 @@
 New commands::
 
     pubsub broker --topology FILE --id x,i [--listen HOST:PORT] [--protocol octopia|padres]
-                  [--routing idr|spr] [--tau T] [--tw S] [--link-rate x,i=R ...] [--heartbeat S] [--suspect-after N]
+                  [--routing idr|spr|tid-s|tid-d] [--tau T] [--tw S] [--link-rate x,i=R ...]
+                  [--heartbeat S] [--suspect-after N]
                   [--state-dir DIR] [--session-expiry S] [--session-keep N]
                   [--metrics-port PORT] [--events-dir DIR] [--admin-listen HOST:PORT]
     pubsub advertise   --broker HOST:PORT --filter FILTER [--id ID] [--client C]
@@ -113,9 +114,10 @@ def _broker_settings() -> tuple[type[Any], ...]:
               help="Address to listen on; defaults to, and must equal, the topology's address for --id.")
 @click.option("--protocol", type=click.Choice(["octopia", "padres"]), default=None,
               help="OctopiA, or the PADRES-style baseline (default octopia; env PUBSUB_BROKER_PROTOCOL).")
-@click.option("--routing", type=click.Choice(["idr", "spr"]), default=None,
-              help="OctopiA publication routing: dynamic scotIDR or static scotSPR "
-              "(default idr; env PUBSUB_BROKER_ROUTING).")
+@click.option("--routing", type=click.Choice(["idr", "spr", "tid-s", "tid-d"]), default=None,
+              help="Publication routing: for OctopiA dynamic scotIDR (idr, the default) or static scotSPR "
+              "(spr); for PADRES static TID-S (tid-s, the default) or dynamic TID-D (tid-d); a routing "
+              "of the other protocol is refused (env PUBSUB_BROKER_ROUTING).")
 @click.option("--tau", type=float, default=None, metavar="T",
               help="Congestion threshold of Eq. 3 (default 10; env PUBSUB_BROKER_TAU).")
 @click.option("--tw", type=float, default=None, metavar="S",

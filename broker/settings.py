@@ -5,8 +5,8 @@ topology file (`check_against_topology`).
 Its one job is deciding whether a broker's configuration is acceptable, with one-line errors,
 before anything starts (`broker.cli` loads the settings, `broker.app` runs with them).  The
 routing settings are the paper's (002): OctopiA (§6-§9) with static scotSPR or dynamic scotIDR
-routing, or the PADRES-style baseline (§10); tau and t_w are the congestion threshold and the
-Link Status Table window of §9.2 (Eq. 3).
+routing, or the PADRES-style baseline (§10) with static TID-S or dynamic TID-D routing; tau
+and t_w are the congestion threshold and the Link Status Table window of §9.2 (Eq. 3).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from broker.cores.corebase import DEFAULT_TAU, DEFAULT_TW
@@ -41,6 +41,10 @@ FLAGS = {
 }
 
 
+#: The routings of each protocol, its default first.
+ROUTINGS = {"octopia": ("idr", "spr"), "padres": ("tid-s", "tid-d")}
+
+
 class BrokerSettings(BaseSettings):
     """The broker daemon (flags, then ``PUBSUB_BROKER_*`` environment variables)."""
 
@@ -49,10 +53,13 @@ class BrokerSettings(BaseSettings):
     broker_topology: Path = Field(description="the SCOT topology file, with every broker's address")
     broker_id: str = Field(description="this broker's id 'x,i' in the topology")
     broker_protocol: Literal["octopia", "padres"] = Field(
-        "octopia", description="OctopiA (§6-§9) or the PADRES-style baseline (TID-S)"
+        "octopia", description="OctopiA (§6-§9) or the PADRES-style baseline (TID-S / TID-D)"
     )
-    broker_routing: Literal["idr", "spr"] = Field(
-        "idr", description="OctopiA publication routing: dynamic (scotIDR) or static (scotSPR)"
+    broker_routing: Literal["idr", "spr", "tid-s", "tid-d"] | None = Field(
+        None,
+        validate_default=True,
+        description="publication routing: for OctopiA dynamic scotIDR (idr, the default) or static "
+        "scotSPR (spr); for PADRES static TID-S (tid-s, the default) or dynamic TID-D (tid-d)",
     )
     broker_tau: float = Field(DEFAULT_TAU, ge=0, description="congestion threshold tau of Eq. 3")
     broker_tw: float = Field(
@@ -80,6 +87,24 @@ class BrokerSettings(BaseSettings):
     broker_session_keep: int = Field(
         DEFAULT_KEEP, ge=1, le=1_000_000, description="deliveries a session keeps for a resume"
     )
+
+    @field_validator("broker_routing")
+    @classmethod
+    def _check_routing(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """The protocol's default routing when none is given; a routing of the other protocol
+        is refused (the protocol is validated first: it is declared first)."""
+        protocol = info.data.get("broker_protocol")
+        if protocol not in ROUTINGS:
+            return value  # the protocol's own error is reported
+        allowed = ROUTINGS[protocol]
+        if value is None:
+            return allowed[0]
+        if value not in allowed:
+            raise ValueError(
+                f"{value} is not a routing of protocol {protocol}, which takes "
+                f"{' or '.join(allowed)} (default {allowed[0]})"
+            )
+        return value
 
     @field_validator("broker_id")
     @classmethod

@@ -1,5 +1,6 @@
 """The one place a broker core is built: OctopiA (static scotSPR or dynamic scotIDR routing,
-paper 002 §6-§9) or the PADRES-style baseline (§10), for the daemon and the simulator alike."""
+paper 002 §6-§9) or the PADRES-style baseline (§10: static TID-S or dynamic TID-D routing),
+for the daemon and the simulator alike."""
 
 from __future__ import annotations
 
@@ -22,11 +23,11 @@ def make_core(
     t_w: float = DEFAULT_TW,
     epoch: str = "",
 ) -> BrokerCore:
-    """A broker core for `protocol` ("octopia" -- `dynamic` for scotIDR -- or "padres");
-    ValueError for any other protocol.  `epoch` goes into the ids the core makes (a restarted
-    broker's differ from its predecessor's)."""
+    """A broker core for `protocol` ("octopia" -- `dynamic` for scotIDR -- or "padres" --
+    `dynamic` for TID-D); ValueError for any other protocol.  `epoch` goes into the ids the
+    core makes (a restarted broker's differ from its predecessor's)."""
     if protocol == "octopia":
         return OctopiaBroker(topo, bid, dynamic=dynamic, tau=tau, t_w=t_w, epoch=epoch)
     if protocol == "padres":
-        return PadresBroker(topo, bid, tau=tau, t_w=t_w, epoch=epoch)
+        return PadresBroker(topo, bid, dynamic=dynamic, tau=tau, t_w=t_w, epoch=epoch)
     raise ValueError(f"unknown protocol {protocol!r} (one of {PROTOCOLS})")

@@ -35,7 +35,9 @@ CltSync            a region neighbour's hosted advertisements and CIV bits, like
 
 PADRES-style baseline (kinds ``padres_*``): PadresAdvertise / PadresUnadvertise flood with the
 advertisement-tree id (TID); PadresSubscribe / PadresUnsubscribe follow the reverse paths of
-the TIDs they name; PadresPublish carries the TID of its advertisement tree.
+the TIDs they name; PadresPublish carries the TID of the advertisement tree it follows and,
+once TID-D has re-stamped it onto another tree, the subscriptions it still serves
+(``targets``; empty: every matching subscription bound to that tree, as in TID-S).
 
 Client <-> broker (kinds ``broker_*``): the client operations (advertise, unadvertise,
 subscribe, unsubscribe, publish), the delivery of a publication to a subscribing client, and
@@ -44,6 +46,7 @@ a refusal.  ``client`` names the client; the runtime sets it from the connection
 
 from __future__ import annotations
 
+from dataclasses import field
 from typing import Any, NewType
 
 from broker.cores.language.filters import Filter
@@ -240,7 +243,15 @@ class PadresUnsubscribe(Message):
 
 @message("padres_pub")
 class PadresPublish(Message):
-    """A publication routed down advertisement tree `tid` (TID-based static routing)."""
+    """A publication routed down advertisement tree `tid`.
+
+    `targets` empty (TID-S, and TID-D before any re-stamping): the receiver serves every
+    matching subscription bound to `tid` below it.  Otherwise (a copy TID-D re-stamped, or
+    split off a re-stamped group, `broker.cores.padres`): the receiver serves exactly these
+    subscription ids -- delivers to its own, forwards each other one along its route on
+    `tid` -- and no other; every subscription is in one copy's targets only, so each
+    subscriber gets the publication once.
+    """
 
     pid: str
     publisher: str
@@ -248,6 +259,7 @@ class PadresPublish(Message):
     tid: str
     hops: int
     sender: str
+    targets: list[str] = field(default_factory=list)
 
 
 # --- client <-> broker ----------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The PADRES-style baseline broker core (§2, §10: TID-based static routing, TID-S) -- no I/O.
+"""The PADRES-style baseline broker core (§2, §10: TID-based static and dynamic routing,
+TID-S and TID-D) -- no I/O.
 
 The same SCOT graph, without clusters: every link is just a link.  This is the comparison
 system of §10 (PADRES with the advertisement-tree identifiers of Li et al., "TID"):
@@ -24,8 +25,47 @@ system of §10 (PADRES with the advertisement-tree identifiers of Li et al., "TI
   the TID from the SRTs and from every subscription bound to it.  Retired TIDs are
   remembered, so a late duplicate of a withdrawn advertisement is not taken for a new one.
 
-TID-based dynamic routing (TID-D) is not implemented: §10 finds it slower than TID-S, and the
-issue asks for the static baseline.
+TID-based dynamic routing (TID-D, ``PadresBroker(..., dynamic=True)``; the protocol is still
+"padres").  §2 (Fig. 1(c)) and §10 describe it in outline: a subscription bound to several
+advertisements has several trees towards its subscriber; where the link a publication would
+take is congested -- Eq. 3 with the same tau and t_w as scotIDR (`LinkStatusTable.overloaded`)
+-- the broker searches the matched subscriptions' other TIDs for an uncongested next hop and
+sends the publication on with that TID.  How it is done here:
+
+- Every matched subscription whose next hop on the copy's TID is congested (or, for a
+  targeted copy, has no route on that TID any more) is re-stamped with the TID, among the
+  others it is bound to at this broker, whose next hop is uncongested and not the sender --
+  the least loaded one (least Q_l, then the first TID in sorted order).  With none, it stays
+  on its TID over the congested link (``counters["tidd_no_alternative"]``; re-stamped ones:
+  ``counters["tidd_restamped"]``).  The matched subscriptions of one subscriber broker (the
+  host named in their ids) move as a unit, onto a TID they are all bound to with the same
+  next hop, or not at all: so they keep arriving in one copy, and a client with several
+  matching subscriptions still gets one delivery naming them all.
+- The re-stamped subscriptions are grouped by (next hop, new TID), and each group goes in one
+  copy naming exactly those subscriptions (`PadresPublish.targets`).  A copy on the old TID
+  to a next hop some of whose subscriptions were re-stamped away names the ones left; a hop
+  none of whose subscriptions moved gets the ordinary untargeted copy.  A broker receiving a
+  targeted copy serves only its targets (delivers to its own, forwards each other one along
+  its route on the copy's TID, re-stamping again where that hop is congested), never the
+  other subscriptions bound to the tree, so the copies' target sets stay disjoint and every
+  subscriber gets the publication once.
+- Loops.  Along one TID a copy only goes down that tree (a route on a TID points to the
+  broker the subscription came from, a child in the tree), so from any broker it reaches the
+  subscriber within N - 1 hops.  A broker re-stamps only while the copy's hop count plus
+  N - 1 stays under `max_hops` (else ``counters["tidd_over_budget"]`` and the copy stays on its
+  TID), so no copy ever reaches the hop guard: every copy ends within max_hops - 1 hops and
+  none is dropped for its length.  Unlike TID-S, a re-stamped path is a piece of one tree
+  followed by a piece of another, and may therefore cross a broker that another copy of the
+  publication (serving other subscriptions), or the same copy earlier, has crossed; still
+  every subscription is carried by one copy at a time and delivered only at its host broker,
+  where that copy's part for it ends, so no subscriber gets the publication twice.
+
+Inferred beyond the paper (which gives no pseudo-code for TID-D): the target lists and the
+grouping, moving a subscriber broker's subscriptions as a unit, the choice among several
+uncongested TIDs, excluding the sender, the hop budget, re-stamping a targeted copy whose
+route on its TID is gone, and staying on the congested link when nothing else is free.  The
+cost the paper blames for TID-D being slower than TID-S (a sequential search of the matched
+subscriptions' TIDs, Fig. 16) is real CPU here, not simulated time.
 """
 
 from __future__ import annotations
@@ -47,6 +87,7 @@ from broker.cores.messages import (
 )
 from broker.cores.topology import BrokerId, Scot
 from pubsub.kernel.message import Message, Ref, Send
+from pubsub.kernel.wire import MAX_STRINGS
 
 
 @dataclass(slots=True)
@@ -59,14 +100,26 @@ class SrtEntry:
 
 
 class PadresBroker(BrokerCore):
-    """A broker of the TID-based baseline on the (unclustered) SCOT graph."""
+    """A broker of the TID-based baseline on the (unclustered) SCOT graph: static routing
+    (TID-S), or with `dynamic` TID-D (see the module docstring)."""
 
     protocol = "padres"
 
     def __init__(
-        self, topo: Scot, me: BrokerId, *, tau: float = DEFAULT_TAU, t_w: float = DEFAULT_TW, epoch: str = ""
+        self,
+        topo: Scot,
+        me: BrokerId,
+        *,
+        dynamic: bool = False,
+        tau: float = DEFAULT_TAU,
+        t_w: float = DEFAULT_TW,
+        epoch: str = "",
     ) -> None:
         super().__init__(topo, me, tau=tau, t_w=t_w, epoch=epoch)
+        #: TID-D (re-stamp around congested links) instead of TID-S; read per publication.
+        self.dynamic = dynamic
+        #: The longest path down one advertisement tree.
+        self._tree_path = len(topo) - 1
         self.srt: dict[str, SrtEntry] = {}
         self.retired: set[str] = set()
         #: Every subscription this broker routes or hosts, for matching.
@@ -97,7 +150,7 @@ class PadresBroker(BrokerCore):
     def status(self) -> dict[str, Any]:
         out = super().status()
         out.update(
-            mode="tid-s",
+            mode="tid-d" if self.dynamic else "tid-s",
             srt_size=self.srt_size,
             prt_size=self.prt_size,
             srt=[
@@ -224,21 +277,83 @@ class PadresBroker(BrokerCore):
             for b, tids in sorted(per_hop.items())
         ]
 
-    # --- publications (TID-S) --------------------------------------------------------------------
+    # --- publications (TID-S, TID-D) ---------------------------------------------------------
     def _publish(self, client: str, pid: str, attrs: Attrs, adv_uid: str, now: float) -> list[Send]:
-        return self._route(pid, client, attrs, adv_uid, sender=None, hops=0)
+        return self._route(pid, client, attrs, adv_uid, sender=None, hops=0, targets=())
 
     def _on_publish(self, msg: PadresPublish, now: float) -> list[Send]:
         if not 0 <= msg.hops < self.max_hops:  # a negative count would defeat the guard
             self.counters["hop_limit"] += 1
             return []
         return self._route(
-            msg.pid, msg.publisher, msg.attrs, msg.tid, sender=msg.sender, hops=msg.hops
+            msg.pid, msg.publisher, msg.attrs, msg.tid, sender=msg.sender, hops=msg.hops,
+            targets=msg.targets,
         )
 
     def _route(
+        self,
+        pid: str,
+        publisher: str,
+        attrs: Attrs,
+        tid: str,
+        *,
+        sender: str | None,
+        hops: int,
+        targets: list[str] | tuple[()],
+    ) -> list[Send]:
+        """Serve one copy on tree `tid`: every matching subscription bound to it below this
+        broker, or (a targeted copy) exactly `targets`."""
+        if not self.dynamic and not targets:
+            return self._route_static(pid, publisher, attrs, tid, sender=sender, hops=hops)
+        local: list[str] = []
+        # (subscriber's host broker, next hop on `tid`) -> its subscriptions in scope: a unit
+        # TID-D moves as a whole, so that a client gets one delivery naming all its matches
+        units: dict[tuple[str, str | None], list[str]] = {}
+        scope = self._targets(targets, attrs) if targets else sorted(self.prt.match(attrs))
+        for uid in scope:
+            if uid in self.sub_owner:
+                local.append(uid)
+                continue
+            hop = self.routes.get(uid, {}).get(tid)
+            if hop == sender:
+                hop = None
+            if hop is None and not targets:
+                continue  # not bound to this tree below here (TID-S)
+            units.setdefault((uid.partition("/")[0], hop), []).append(uid)
+        # (next hop, TID) -> the remote subscriptions that copy serves
+        groups: dict[tuple[str, str], list[str]] = {}
+        moved: set[str] = set()  # next hops on `tid` some subscriptions were re-stamped away from
+        for (_, hop), uids in units.items():
+            if self.dynamic and (hop is None or self.lst.overloaded(hop)):
+                alt = self._restamp(uids, tid, sender, hops)
+                if alt is not None:
+                    self.counters["tidd_restamped"] += len(uids)
+                    groups.setdefault(alt, []).extend(uids)
+                    if hop is not None:
+                        moved.add(hop)
+                    continue
+            if hop is None:
+                self.counters["tidd_no_route"] += len(uids)  # targets whose route went meanwhile
+                continue
+            groups.setdefault((hop, tid), []).extend(uids)
+        sends = self._deliveries(pid, publisher, attrs, local)
+        plain = PadresPublish(pid, publisher, attrs, tid, hops + 1, self.me)
+        for (hop, t), uids in sorted(groups.items()):
+            if not targets and t == tid and hop not in moved:
+                sends.append(Send(Ref(hop), plain))  # the whole subtree, as in TID-S
+                continue
+            uids.sort()
+            for k in range(0, len(uids), MAX_STRINGS):
+                copy = PadresPublish(
+                    pid, publisher, attrs, t, hops + 1, self.me, uids[k : k + MAX_STRINGS]
+                )
+                sends.append(Send(Ref(hop), copy))
+        return sends
+
+    def _route_static(
         self, pid: str, publisher: str, attrs: Attrs, tid: str, *, sender: str | None, hops: int
     ) -> list[Send]:
+        """TID-S: one untargeted copy to every next hop on `tid` of a matching subscription."""
         local: list[str] = []
         hops_out: set[str] = set()
         for uid in self.prt.match(attrs):
@@ -252,3 +367,40 @@ class PadresBroker(BrokerCore):
         copy = PadresPublish(pid, publisher, attrs, tid, hops + 1, self.me)
         sends.extend(Send(Ref(b), copy) for b in sorted(hops_out))
         return sends
+
+    def _targets(self, targets: list[str] | tuple[()], attrs: Attrs) -> list[str]:
+        """The targets of a targeted copy that this broker holds and that match (a
+        subscription withdrawn meanwhile, or a target it never heard of, is counted)."""
+        out = []
+        for uid in sorted(set(targets)):
+            sub = self.prt.get(uid)
+            if sub is None or not sub.matches(attrs):
+                self.counters["tidd_stale_target"] += 1
+                continue
+            out.append(uid)
+        return out
+
+    def _restamp(
+        self, uids: list[str], tid: str, sender: str | None, hops: int
+    ) -> tuple[str, str] | None:
+        """TID-D: the (next hop, TID) to re-stamp the subscriptions `uids` (of one subscriber
+        broker) with instead of `tid` -- another TID they are all bound to here, with the same
+        next hop, uncongested and not the sender; the least loaded one -- or None (counted:
+        no such TID, or no hop budget left for one more tree path)."""
+        best: tuple[int, str, str] | None = None
+        first, rest = self.routes.get(uids[0], {}), [self.routes.get(u, {}) for u in uids[1:]]
+        for t, hop in first.items():
+            if t == tid or hop == sender or self.lst.overloaded(hop):
+                continue
+            if any(r.get(t) != hop for r in rest):
+                continue
+            key = (self.lst.queue_len(hop), t, hop)
+            if best is None or key < best:
+                best = key
+        if best is None:
+            self.counters["tidd_no_alternative"] += len(uids)
+            return None
+        if hops + self._tree_path >= self.max_hops:
+            self.counters["tidd_over_budget"] += len(uids)
+            return None
+        return best[2], best[1]

@@ -4,14 +4,15 @@ Random SCOTs (factor of 2..6 vertices, m = 1..4), random clients attached to ran
 random advertisements, subscriptions and publications over two attributes, with unsubscribe
 and unadvertise interleaved, and random congestion: pinned LST rows (so that IDR's Cases
 I-III all occur) and real queues (slow links and background load) in the simulator.  For
-OctopiA with SPR and with IDR, and for the PADRES baseline:
+OctopiA with SPR and with IDR, and for the PADRES baseline with TID-S and with TID-D:
 
 - `test_rounds_deliver_exactly_the_matching_subscribers`: rounds of concurrent control
   operations, each settled, then concurrent publications.  Every publication that conforms
   to one of its publisher's advertisements reaches exactly the clients with a matching
   subscription, once each, naming exactly those subscriptions; one that conforms to none is
   refused and goes nowhere.  No broker receives a publication twice, the host broker never
-  receives its own back, hop counts stay within the bound of §9 (no loops).  OctopiA: no
+  receives its own back, hop counts stay within the bound of §9 (no loops; TID-D, once it
+  has re-stamped a publication, is checked differently: see `check_no_loops`).  OctopiA: no
   cluster receives a publication unless it holds a subscription overlapping the
   publisher's advertisement (a TSC, §4.2/§8), and the host cluster's other brokers only if it
   holds a matching one.  After every settled round the CIVs are exact (CIV_a^i[j] = 1 iff C_j
@@ -40,12 +41,13 @@ from broker.cores.corebase import conforms
 from broker.cores.language.filters import Filter
 from broker.cores.language.predicates import Predicate
 from broker.cores.language.relations import overlaps
+from broker.cores.messages import PadresPublish
 from broker.cores.octopia import OctopiaBroker
 from broker.cores.padres import PadresBroker
 from broker.cores.topology import Scot, scot
 from broker.sim import BrokerSim
 
-VARIANTS = ["octopia-spr", "octopia-idr", "padres"]
+VARIANTS = ["octopia-spr", "octopia-idr", "padres", "padres-tidd"]
 A_VALUES = st.integers(0, 3)
 B_VALUES = st.sampled_from(["x", "y", "z", "xy"])
 
@@ -141,9 +143,11 @@ def control_ops(advs: Filters, subs: Filters) -> st.SearchStrategy[tuple]:
 # pinned LST rows ("pin": one link; "pin_host": one link of a publisher's host; "pin_mask": in
 # the publishers' regions every iLink into the clusters of a bit mask, which mixes congested
 # and uncongested target iLinks -- Cases I-III; "pin_all": every link of the host and of its
-# secondary neighbours), unpinning,
-# and real queues from background load at 1-4 times a link's bandwidth.
+# secondary neighbours; "pin_split": PADRES, a next hop of a subscription that has another
+# next hop on another tree at the same broker, where TID-D can re-stamp -- OctopiA: "pin"),
+# unpinning, and real queues from background load at 1-4 times a link's bandwidth.
 congestion_ops = st.one_of(
+    st.tuples(st.just("pin_split"), st.integers(0, 10**6), st.integers(20, 400)),
     st.tuples(st.just("pin"), st.integers(0, 10**6), st.integers(20, 400)),
     st.tuples(st.just("pin_host"), st.integers(0, 10**6), st.integers(20, 400)),
     st.tuples(st.just("pin_mask"), st.integers(1, 15), st.integers(20, 400)),
@@ -205,8 +209,10 @@ class Model:
 
 
 def make_sim(variant: str, topo: Scot, clients: dict[str, str], seed: int, *, real: bool) -> BrokerSim:
-    protocol = "padres" if variant == "padres" else "octopia"
-    kw: dict[str, Any] = dict(protocol=protocol, dynamic=variant == "octopia-idr", seed=seed)
+    protocol = "padres" if variant.startswith("padres") else "octopia"
+    dynamic = variant in ("octopia-idr", "padres-tidd")
+    # TID-D: traced, to tell the publications it re-stamped (`check_no_loops`)
+    kw: dict[str, Any] = dict(protocol=protocol, dynamic=dynamic, seed=seed, trace=variant == "padres-tidd")
     if real:  # finite links: queues build up and the LST sees them
         kw.update(bandwidth=400.0, propagation=0.001, jitter=0.002, tau=2.0, t_w=0.005)
     sim = BrokerSim(topo, **kw)
@@ -251,7 +257,21 @@ def apply_congestion(sim: BrokerSim, op: tuple) -> None:
         if not around:
             return
         src, dst = host, around[k // 3 % len(around)]
-    if kind in ("pin", "pin_host"):
+    if kind == "pin_split":
+        splits = sorted(
+            {
+                (bid, hop)
+                for bid, core in sim.cores.items()
+                if isinstance(core, PadresBroker)
+                for route in core.routes.values()
+                if len(set(route.values())) > 1
+                for hop in route.values()
+            }
+        )
+        if splits:
+            src, dst = splits[k % len(splits)]
+        sim.pin_link(src, dst, level, 10, 1)
+    elif kind in ("pin", "pin_host"):
         sim.pin_link(src, dst, level, 10, 1)
     elif kind == "pin_mask":  # in the publishers' regions, the iLinks into the clusters of mask k
         for x in sorted({topo.region_of(sim.clients[p]) for p in PUBLISHERS}):
@@ -278,8 +298,25 @@ def hop_bound(variant: str, topo: Scot) -> int:
     return len(topo) - 1  # a path in an advertisement tree
 
 
+def restamped(sim: BrokerSim, pid: str) -> bool:
+    """TID-D re-stamped (or split off targeted copies of) publication `pid` somewhere."""
+    assert sim.trace is not None
+    return any(isinstance(m, PadresPublish) and m.pid == pid and m.targets for *_, m in sim.trace)
+
+
 def check_no_loops(sim: BrokerSim, variant: str, pid: str, host: str) -> None:
     visits = sim.pub_visits.get(pid, Counter())
+    if variant == "padres-tidd" and restamped(sim, pid):
+        # A re-stamped copy follows a piece of one tree, then of another: it may cross a broker
+        # (even the host) that another copy of the publication -- serving other subscriptions
+        # -- or its own earlier piece crossed, so neither "each broker once" nor N - 1 hops
+        # holds.  What does: a broker re-stamps only while one more tree path (<= N - 1 hops)
+        # fits under the max_hops guard, so every copy ends within max_hops - 1 hops and the
+        # guard never drops one (exactly-once delivery is checked by the caller).
+        guard = next(iter(sim.cores.values())).max_hops
+        assert sim.pub_max_hops[pid] <= guard - 1
+        assert sim.counters()["hop_limit"] == 0, "a TID-D copy reached the hop guard"
+        return
     assert all(n == 1 for n in visits.values()), f"{pid} visited a broker twice: {visits}"
     assert host not in visits, f"{pid} came back to its host broker {host}"
     if visits:
@@ -306,7 +343,7 @@ def check_publication(
         assert got == {} and not sim.pub_visits.get(pid)
         return
     assert got == model.interested(attrs), f"{pid} {attrs} delivered to {got}"
-    if variant == "padres":
+    if variant.startswith("padres"):
         return
     host_cluster = topo.cluster_of(host)
     live = [(topo.cluster_of(sim.clients[c]), f) for c, subs in model.subs.items() for f in subs.values()]
@@ -383,7 +420,7 @@ def run_rounds(variant: str, sc: dict[str, Any], *, literal: bool = False) -> Br
         assert sim.run(), "publications did not settle"
         for pid, publisher, attrs in issued:
             check_publication(sim, variant, model, pid, publisher, attrs, literal=literal)
-    for case in ("idr_case_1", "idr_case_2", "idr_case_3"):
+    for case in ("idr_case_1", "idr_case_2", "idr_case_3", "tidd_restamped", "tidd_no_alternative"):
         if sim.counters()[case]:
             event(case)
     return sim
@@ -479,6 +516,32 @@ def test_generated_congestion_reaches_every_idr_case(case: str) -> None:
         ),
     )
     assert found["topo"].m >= 3, seen
+
+
+def test_generated_congestion_makes_tidd_restamp() -> None:
+    """The generator gives TID-D subscriptions bound to several trees and congested next hops
+    with an uncongested alternative: some scenario (of at most 300 derandomized ones)
+    re-stamps a publication, so the padres-tidd runs above are not TID-S in disguise."""
+
+    counts: list[int] = []
+
+    def reaches(sc: dict[str, Any]) -> bool:
+        counts.append(run_rounds("padres-tidd", sc).counters()["tidd_restamped"])
+        return counts[-1] > 0
+
+    found = find(
+        scenarios(advertisements(), subscriptions(), publications()),
+        reaches,
+        settings=settings(
+            max_examples=300,
+            phases=[Phase.generate],
+            database=None,
+            derandomize=True,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
+    assert found["topo"] is not None and counts[-1] > 0  # (find raises if none does)
 
 
 @pytest.mark.slow
