@@ -392,6 +392,11 @@ def broker_publish(
     run_client(given if attrs else from_stdin, graceful=True)
 
 
+#: Core counters of routing around failures and of TID-D, shown apart from the rejected input.
+ROUTING_COUNTERS = ("detour", "rerouted_", "suppressed_", "undeliverable_", "prt_syncs", "clt_syncs", "held_for_sync_",
+                    "duplicate_publish", "tidd_")
+
+
 def format_broker_status(body: dict[str, Any]) -> str:
     """A broker's status as text: identity, tables, the link table, IDR and counters."""
     settings = body.get("settings") or {}
@@ -432,6 +437,8 @@ def format_broker_status(body: dict[str, Any]) -> str:
     refused = body.get("refused") or {}
     lines.append("refused: " + (", ".join(f"{k}={v}" for k, v in sorted(refused.items())) or "none"))
     counters = {k: v for k, v in (body.get("counters") or {}).items() if not k.startswith(("refused_", "idr_case_"))}
+    routing = {k: counters.pop(k) for k in sorted(counters) if k.startswith(ROUTING_COUNTERS)}
+    lines.append("failures and dynamic routing: " + (", ".join(f"{k}={v}" for k, v in routing.items()) or "none"))
     counters.update({k: v for k, v in (body.get("daemon_counters") or {}).items()
                      if k.startswith(("rejected", "dropped", "deliveries_dropped", "deliveries_to_gone"))})
     lines.append("rejected/dropped input: " + (", ".join(f"{k}={v}" for k, v in sorted(counters.items())) or "none"))

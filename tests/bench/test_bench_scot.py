@@ -117,7 +117,7 @@ def test_burst_congests_and_idr_reroutes(run: tuple[dict[str, Any], str]) -> Non
     assert min(cfg["burst_rates"]) > cfg["burst_bandwidth"] / min_frame
     runs = data["octopia"]["bursts"] + data["padres"]["bursts"]
     assert {(r["network"], r["mode"]) for r in runs} == {
-        (net, mode) for net in NETWORKS for mode in ("spr", "idr", "tid-s")
+        (net, mode) for net in NETWORKS for mode in ("spr", "idr", "tid-s", "tid-d")
     }
     for net in NETWORKS:
         by_mode = {r["mode"]: r for r in data["octopia"]["bursts"] if r["network"] == net}
