@@ -11,7 +11,7 @@ default heartbeat 0.5 s x 3), and after 3/4 it restarts with empty tables, its n
 noticing at once.  Victims: an inner broker (B(G,0): factor degree 4) and an edge broker
 (B(A,0)).  Variants: OctopiA/IDR with failure routing (detours, acknowledged copies sent
 around the suspect, resync), OctopiA/IDR without it (the paper's routing: a suspect is only
-recorded), and the PADRES baseline with TID-S (it has no failure routing).  Per variant and
+recorded), and the PADRES baseline with TID-S and with TID-D (it has no failure routing).  Per variant and
 victim, over the seeds:
 
 * lost before detection / after detection: deliveries that live matching subscribers (not
@@ -48,7 +48,7 @@ from broker.sim import BrokerSim
 
 RESULTS = Path("bench-results")
 VICTIMS = {"inner": "G,0", "edge": "A,0"}
-VARIANTS = ("octopia-idr (failure routing)", "octopia-idr (paper routing)", "padres tid-s")
+VARIANTS = ("octopia-idr (failure routing)", "octopia-idr (paper routing)", "padres tid-s", "padres tid-d")
 #: Seconds between the acknowledging heartbeats (the daemon's default).
 HEARTBEAT = 0.5
 SYNC_KINDS = {"scot_prt_sync", "scot_clt_sync"}
@@ -57,7 +57,8 @@ SYNC_KINDS = {"scot_prt_sync", "scot_clt_sync"}
 def build(cfg: Config, plan: Plan, variant: str, subscribers: int, without: str = "") -> BrokerSim:
     """Phases 1-2 settled (the clients of broker `without` left out)."""
     protocol = "padres" if variant.startswith("padres") else "octopia"
-    sim = BrokerSim(plan.topo, protocol=protocol, dynamic=protocol == "octopia", seed=cfg.seed,
+    sim = BrokerSim(plan.topo, protocol=protocol, dynamic=protocol == "octopia" or variant.endswith("tid-d"),
+                    seed=cfg.seed,
                     bandwidth=cfg.bandwidth, units="bytes", propagation=cfg.propagation, service_time=cfg.service,
                     tau=cfg.tau, t_w=cfg.t_w, trace=True)
     set_routing(sim, variant)
