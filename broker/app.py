@@ -75,6 +75,7 @@ from broker.cores.messages import (
     ScotUnadvertise,
     ScotUnsubscribe,
 )
+from broker.cores.octopia import OctopiaBroker
 from broker.cores.topology import BrokerId, Scot
 from broker.faults import broker_actions
 from broker.links import NeighbourLink
@@ -134,11 +135,13 @@ class BrokerApp:
             settings.broker_protocol,
             topo,
             settings.broker_id,
-            dynamic=settings.broker_routing in ("idr", "tid-d"),  # scotIDR or TID-D
+            dynamic=settings.broker_routing in ("idr", "idr+", "tid-d"),  # scotIDR or TID-D
             tau=settings.broker_tau,
             t_w=settings.broker_tw,
             epoch=f"{_base36(self.incarnation)}.",  # this start's ids differ from the last one's
         )
+        if isinstance(self.core, OctopiaBroker):
+            self.core.intra_cluster = settings.broker_routing == "idr+"  # beyond §9.2 (issue 46 item 3)
         self._peer_types = PEER_MESSAGES[settings.broker_protocol]
         self.runtime: Runtime | None = None
         self.links: dict[BrokerId, NeighbourLink] = {}

@@ -114,10 +114,11 @@ def _broker_settings() -> tuple[type[Any], ...]:
               help="Address to listen on; defaults to, and must equal, the topology's address for --id.")
 @click.option("--protocol", type=click.Choice(["octopia", "padres"]), default=None,
               help="OctopiA, or the PADRES-style baseline (default octopia; env PUBSUB_BROKER_PROTOCOL).")
-@click.option("--routing", type=click.Choice(["idr", "spr", "tid-s", "tid-d"]), default=None,
-              help="Publication routing: for OctopiA dynamic scotIDR (idr, the default) or static scotSPR "
-              "(spr); for PADRES static TID-S (tid-s, the default) or dynamic TID-D (tid-d); a routing "
-              "of the other protocol is refused (env PUBSUB_BROKER_ROUTING).")
+@click.option("--routing", type=click.Choice(["idr", "spr", "idr+", "tid-s", "tid-d"]), default=None,
+              help="Publication routing: for OctopiA dynamic scotIDR (idr, the default), static scotSPR "
+              "(spr) or scotIDR that also routes around congested aLinks through a parallel cluster "
+              "(idr+, beyond the paper); for PADRES static TID-S (tid-s, the default) or dynamic TID-D "
+              "(tid-d); a routing of the other protocol is refused (env PUBSUB_BROKER_ROUTING).")
 @click.option("--tau", type=float, default=None, metavar="T",
               help="Congestion threshold of Eq. 3 (default 10; env PUBSUB_BROKER_TAU).")
 @click.option("--tw", type=float, default=None, metavar="S",

@@ -42,7 +42,7 @@ FLAGS = {
 
 
 #: The routings of each protocol, its default first.
-ROUTINGS = {"octopia": ("idr", "spr"), "padres": ("tid-s", "tid-d")}
+ROUTINGS = {"octopia": ("idr", "spr", "idr+"), "padres": ("tid-s", "tid-d")}
 
 
 class BrokerSettings(BaseSettings):
@@ -55,11 +55,12 @@ class BrokerSettings(BaseSettings):
     broker_protocol: Literal["octopia", "padres"] = Field(
         "octopia", description="OctopiA (§6-§9) or the PADRES-style baseline (TID-S / TID-D)"
     )
-    broker_routing: Literal["idr", "spr", "tid-s", "tid-d"] | None = Field(
+    broker_routing: Literal["idr", "spr", "idr+", "tid-s", "tid-d"] | None = Field(
         None,
         validate_default=True,
-        description="publication routing: for OctopiA dynamic scotIDR (idr, the default) or static "
-        "scotSPR (spr); for PADRES static TID-S (tid-s, the default) or dynamic TID-D (tid-d)",
+        description="publication routing: for OctopiA dynamic scotIDR (idr, the default), static "
+        "scotSPR (spr) or scotIDR with intra-cluster dynamic routing (idr+); for PADRES static TID-S "
+        "(tid-s, the default) or dynamic TID-D (tid-d)",
     )
     broker_tau: float = Field(DEFAULT_TAU, ge=0, description="congestion threshold tau of Eq. 3")
     broker_tw: float = Field(

@@ -49,6 +49,15 @@ local subscribers; only the host broker adds copies on the iLinks of the TSCs.
   its cluster, and each remaining bit rides on exactly one copy, so every TSC receives the
   publication once and the number of iLink crossings is at most m - 1 (no loops; §9.2).
 
+Beyond the paper (issue 46): with `failure_routing` (on by default) what would cross a
+suspected neighbour goes around it (`broker.cores.detours`), copies it did not acknowledge are
+sent again around it, duplicates are suppressed, and tables are resynced with the neighbours
+(`broker.cores.resync`).  With `intra_cluster` (off by default; the daemon's ``--routing
+idr+``) scotIDR also lifts §9.2's limitation (ii): a congested target aLink without CIV_p is
+bypassed through a parallel cluster (a detour whose exit is the aLink's far end), and before
+Case III an uncongested aLink that leads to no matching subscription may carry CIV_p^i
+(Case III').
+
 Deviation (CIV_SET contents): the paper lets CIV_SET carry the new subscription so that the
 host broker re-matches it against its advertisements.  Here CIV_SET (and CIV_UNSET) name the
 advertisements instead, still one message per iLink.  Re-matching at the host can set the bit
@@ -133,6 +142,10 @@ class OctopiaBroker(BrokerCore):
         #: Route around suspects (issue 46); off, a suspect is only recorded and the paper's
         #: routing goes on regardless (the baseline of `python -m bench scot-failures`).
         self.failure_routing = True
+        #: scotIDR beyond §9.2 (issue 46 item 3): congested target aLinks bypassed through a
+        #: parallel cluster, and Case III' (an untargeted uncongested aLink carries CIV_p);
+        #: off by default, so that IDR is the paper's
+        self.intra_cluster = False
         self.duty = SyncDuty(self.primary, self.secondary)
         self.seen = SeenPublications()
         #: sync parts received so far, per sender: (uids, filters, overlapped)
@@ -181,7 +194,7 @@ class OctopiaBroker(BrokerCore):
     def status(self) -> dict[str, Any]:
         out = super().status()
         out.update(
-            mode="idr" if self.dynamic else "spr",
+            mode=("idr+" if self.intra_cluster else "idr") if self.dynamic else "spr",
             sync_owed=sorted(self.duty.owed),
             clt_size=self.clt_size,
             prt_size=self.prt_size,
@@ -387,26 +400,58 @@ class OctopiaBroker(BrokerCore):
                     ilinks[link] = 0
                     civp &= ~(1 << j)
         if civp:
-            self._attach_civp(civp, [self._ilink[j] for j in targets], alinks, ilinks)
+            self._attach_civp(civp, [self._ilink[j] for j in targets], alinks, ilinks, sender)
         sends = self._deliveries(pid, publisher, attrs, local)
+        if self.dynamic and self.intra_cluster:
+            sends += self._bypass_congested_alinks(alinks, ScotPublish(pid, publisher, attrs, 0, hops + 1, self.me,
+                                                                       origin))
         for dest, bits in sorted(alinks.items()) + sorted(ilinks.items()):
             copy = ScotPublish(pid, publisher, attrs, bits, hops + 1, self.me, origin)
             sends.append(Send(Ref(dest), copy))
         return sends
 
+    def _bypass_congested_alinks(self, alinks: dict[str, int], copy: ScotPublish) -> list[Send]:
+        """Intra-cluster dynamic routing (issue 46 item 3, beyond §9.2): a target aLink that is
+        congested by Eq. 3 and carries no CIV_p gets its copy through a parallel cluster instead
+        -- over this broker's least loaded uncongested iLink, that cluster's parallel aLink and
+        the iLink back (a detour whose exit is the aLink's far end, which handles it as if it
+        had come over the aLink: one copy for one, so IDR's exactly-once holds)."""
+        ilinks = [b for b in self.secondary if b not in self.suspects]
+        out: list[Send] = []
+        for dest in sorted(alinks):
+            if alinks[dest] or not self.lst.overloaded(dest) or dest in self.suspects:
+                continue
+            via = self.lst.least_loaded(ilinks)
+            if via is None or self.lst.overloaded(via):
+                return out  # every iLink is congested too: the aLink it is
+            del alinks[dest]
+            self.counters["idr_alink_bypass"] += 1
+            detour = ScotDetour(self.me, dest, [dest], copy.hops, wire.encode_payload(copy), self.me)
+            out.append(Send(Ref(via), detour))
+        return out
+
     def _attach_civp(
-        self, civp: int, target_ilinks: list[str], alinks: dict[str, int], ilinks: dict[str, int]
+        self, civp: int, target_ilinks: list[str], alinks: dict[str, int], ilinks: dict[str, int],
+        sender: str | None,
     ) -> None:
-        """Alg. 4 l.27-40: put the remaining CIV_p^i on exactly one outgoing copy."""
+        """Alg. 4 l.27-40: put the remaining CIV_p^i on exactly one outgoing copy.  With
+        `intra_cluster`, before Case III an uncongested aLink that leads to no matching
+        subscription may carry it (Case III'; its far end relays the bits over its own iLinks,
+        moving away from the sender in the cluster's tree, so the walk ends)."""
         mu2 = self.lst.least_loaded(target_ilinks)
         mu1 = self.lst.least_loaded(sorted(alinks))
         assert mu2 is not None  # a set bit always has its iLink
+        spare = [b for b in self.primary if b not in alinks and b != sender and b not in self.suspects]
+        mu3 = self.lst.least_loaded(spare) if self.intra_cluster else None
         if not self.lst.overloaded(mu2):  # Case I (mu2 already has a copy)
             self.counters["idr_case_1"] += 1
             ilinks[mu2] = civp
         elif mu1 is not None and not self.lst.overloaded(mu1):  # Case II
             self.counters["idr_case_2"] += 1
             alinks[mu1] = civp
+        elif mu3 is not None and not self.lst.overloaded(mu3):  # Case III': an untargeted aLink
+            self.counters["idr_case_3_alink"] += 1
+            alinks[mu3] = civp
         else:  # Case III: an extra copy into the congested iLink, its cluster served
             self.counters["idr_case_3"] += 1
             ilinks[mu2] = civp & ~(1 << self.topo.cluster_of(mu2))

@@ -443,6 +443,77 @@ def run_case_with_least(placement: dict[str, str], congested: Links, least: tupl
     return results
 
 
+def intra_cluster(sim: BrokerSim) -> BrokerSim:
+    for c in sim.cores.values():
+        assert isinstance(c, OctopiaBroker)
+        c.intra_cluster = True
+    return sim
+
+
+def test_fig7d_with_intra_cluster_routing_uses_the_untargeted_alink_7_messages() -> None:
+    """Fig. 7(d) with the limitation (ii) of §9.2 lifted (issue 46 item 3): every target link
+    at B(b, 3) is congested, so instead of an extra copy into a congested iLink (Case III),
+    CIV_p^3 = 0111 rides on the uncongested untargeted aLink l<(b,3),(a,3)>; B(a, 3) sends the
+    publication into C0, C1 and C2 over its own uncongested iLinks.  7 messages, against 8
+    for the paper's IDR and 7 for SPR; no congested iLink is used."""
+    placement = {"S1": "a,0", "S2": "c,1", "S3": "c,3", "S4": "a,2"}
+    congested = [
+        ("b,3", "b,0"), ("b,3", "b,1"), ("b,3", "b,2"), ("b,3", "c,3"),
+        ("b,2", "b,1"), ("b,0", "b,1"), ("a,0", "a,1"),
+    ]
+    sim = intra_cluster(fig7(placement, True))
+    for src, dst in congested:
+        sim.pin_link(src, dst, 100 if (src, dst) == ("b,3", "b,2") else 200, 10, 1)
+    pid = sim.publish("P", {"k": 1})
+    assert sim.run()
+    assert sim.recipients(pid) == Counter(dict.fromkeys(placement, 1))
+    assert max(sim.pub_visits[pid].values()) == 1
+    copies = pub_copies(sim, pid)
+    assert copies == {
+        ("b,3", "c,3", "0000"),  # the congested target aLink: no iLink left to go around it
+        ("b,3", "a,3", "0111"),
+        ("a,3", "a,0", "0000"),
+        ("a,3", "a,1", "0000"),
+        ("a,3", "a,2", "0000"),
+        ("a,1", "b,1", "0000"),
+        ("b,1", "c,1", "0000"),
+    }
+    assert not set(congested) - {("b,3", "c,3")} & {(s, d) for s, d, _ in copies}
+    assert sim.counters()["idr_case_3_alink"] == 1 and sim.counters()["idr_case_3"] == 0
+
+
+def test_a_congested_target_alink_is_bypassed_through_a_parallel_cluster() -> None:
+    """Intra-cluster dynamic routing: l<(b,3),(c,3)> is congested and B(b, 3)'s iLinks are
+    not, so S3's copy goes b,3 -> b,0 -> c,0 -> c,3 (a detour whose exit is c,3) and arrives
+    once; the paper's IDR would queue it on the congested aLink."""
+    placement = {"S3": "c,3"}
+    sim = intra_cluster(fig7(placement, True))
+    sim.pin_link("b,3", "c,3", *CONGESTED)
+    assert sim.trace is not None
+    sim.trace.clear()
+    pid = sim.publish("P", {"k": 1})
+    assert sim.run()
+    assert sim.recipients(pid) == Counter({"S3": 1})
+    walk = [(src, dst, type(m).__name__) for _, src, dst, m in sim.trace]
+    assert walk == [("b,3", "b,0", "ScotDetour"), ("b,0", "c,0", "ScotDetour"), ("c,0", "c,3", "ScotDetour")]
+    assert sim.counters()["idr_alink_bypass"] == 1
+
+
+def test_the_daemon_runs_intra_cluster_routing_with_routing_idr_plus() -> None:
+    from pathlib import Path
+
+    from broker.app import BrokerApp
+    from broker.settings import BrokerSettings
+    from pubsub.kernel.message import Ref
+    from pubsub.runtime.stats import Stats
+
+    topo = TF.figure7().with_addresses({b: f"127.0.0.1:{20000 + k}" for k, b in enumerate(TF.figure7().brokers)})
+    conf = BrokerSettings(broker_topology=Path("in-memory.json"), broker_id="b,3", broker_routing="idr+")
+    app = BrokerApp(topo, conf, Stats(), Ref(topo.address("b,3")))
+    assert isinstance(app.core, OctopiaBroker) and app.core.dynamic and app.core.intra_cluster
+    assert app.core.status()["mode"] == "idr+"
+
+
 def test_idr_without_congestion_is_spr() -> None:
     """With no congested link IDR sends exactly the copies SPR sends (§10: SPR vs IDR)."""
     placement = {"S1": "a,0", "S2": "c,1", "S3": "c,3", "S4": "a,2"}

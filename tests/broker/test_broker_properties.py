@@ -41,13 +41,13 @@ from broker.cores.corebase import conforms
 from broker.cores.language.filters import Filter
 from broker.cores.language.predicates import Predicate
 from broker.cores.language.relations import overlaps
-from broker.cores.messages import PadresPublish
+from broker.cores.messages import PadresPublish, ScotPublish
 from broker.cores.octopia import OctopiaBroker
 from broker.cores.padres import PadresBroker
 from broker.cores.topology import Scot, scot
 from broker.sim import BrokerSim
 
-VARIANTS = ["octopia-spr", "octopia-idr", "padres", "padres-tidd"]
+VARIANTS = ["octopia-spr", "octopia-idr", "padres", "padres-tidd", "octopia-idr+"]
 A_VALUES = st.integers(0, 3)
 B_VALUES = st.sampled_from(["x", "y", "z", "xy"])
 
@@ -210,12 +210,18 @@ class Model:
 
 def make_sim(variant: str, topo: Scot, clients: dict[str, str], seed: int, *, real: bool) -> BrokerSim:
     protocol = "padres" if variant.startswith("padres") else "octopia"
-    dynamic = variant in ("octopia-idr", "padres-tidd")
-    # TID-D: traced, to tell the publications it re-stamped (`check_no_loops`)
-    kw: dict[str, Any] = dict(protocol=protocol, dynamic=dynamic, seed=seed, trace=variant == "padres-tidd")
+    dynamic = variant in ("octopia-idr", "padres-tidd", "octopia-idr+")
+    # TID-D: traced, to tell the publications it re-stamped (`check_no_loops`); IDR+: to tell
+    # the brokers a CIV_p reached over an untargeted aLink (`check_publication`)
+    kw: dict[str, Any] = dict(protocol=protocol, dynamic=dynamic, seed=seed,
+                              trace=variant in ("padres-tidd", "octopia-idr+"))
     if real:  # finite links: queues build up and the LST sees them
         kw.update(bandwidth=400.0, propagation=0.001, jitter=0.002, tau=2.0, t_w=0.005)
     sim = BrokerSim(topo, **kw)
+    if variant == "octopia-idr+":  # scotIDR with intra-cluster dynamic routing (issue 46 item 3)
+        for core in sim.cores.values():
+            assert isinstance(core, OctopiaBroker)
+            core.intra_cluster = True
     for client, bid in clients.items():
         sim.attach(client, bid)
     return sim
@@ -295,6 +301,8 @@ def hop_bound(variant: str, topo: Scot) -> int:
         return topo.diameter + 1  # §9.1
     if variant == "octopia-idr":
         return topo.m * (topo.diameter + 1)  # at most m - 1 iLink crossings (§9.2)
+    if variant == "octopia-idr+":  # and each aLink hop may become a bypass of 3 hops
+        return topo.m * (3 * topo.diameter + 1)
     return len(topo) - 1  # a path in an advertisement tree
 
 
@@ -351,10 +359,15 @@ def check_publication(
         "overlap": {j for j, f in live if overlaps(adv, f)},
         "match": {j for j, f in live if f.matches(attrs)},
     }
+    relays = set()  # IDR+, Case III': brokers a CIV_p reached over an untargeted aLink, to relay it
+    if variant == "octopia-idr+":
+        assert sim.trace is not None
+        relays = {dst for _, src, dst, m in sim.trace
+                  if isinstance(m, ScotPublish) and m.pid == pid and m.civp and topo.link_kind(src, dst) == "aLink"}
     for bid in sim.pub_visits.get(pid, {}):
         j = topo.cluster_of(bid)
         if j == host_cluster:
-            assert j in clusters_with["match"], f"{pid} reached {bid} of the host cluster in vain"
+            assert j in clusters_with["match"] or bid in relays, f"{pid} reached {bid} of the host cluster in vain"
         else:
             assert j in clusters_with["overlap"], f"{pid} entered C_{j} (no TSC) at {bid}"
             if literal:
@@ -420,7 +433,8 @@ def run_rounds(variant: str, sc: dict[str, Any], *, literal: bool = False) -> Br
         assert sim.run(), "publications did not settle"
         for pid, publisher, attrs in issued:
             check_publication(sim, variant, model, pid, publisher, attrs, literal=literal)
-    for case in ("idr_case_1", "idr_case_2", "idr_case_3", "tidd_restamped", "tidd_no_alternative"):
+    for case in ("idr_case_1", "idr_case_2", "idr_case_3", "idr_case_3_alink", "idr_alink_bypass", "tidd_restamped",
+                 "tidd_no_alternative"):
         if sim.counters()[case]:
             event(case)
     return sim
@@ -490,17 +504,20 @@ def test_interleaved_operations_never_duplicate_or_loop(
     check_tables(sim, model)
 
 
-@pytest.mark.parametrize("case", ["idr_case_1", "idr_case_2", "idr_case_3"])
-def test_generated_congestion_reaches_every_idr_case(case: str) -> None:
-    """The scenario generator above does produce Cases I, II and III of scotIDR: a guard
-    against a generator that never congests the links that matter (searches at most 300
-    derandomized scenarios with m >= 3 -- Case I needs two target iLinks at one broker --
-    stopping at the first one that reaches the case)."""
+@pytest.mark.parametrize(("variant", "case"), [("octopia-idr", "idr_case_1"), ("octopia-idr", "idr_case_2"),
+                                               ("octopia-idr", "idr_case_3"), ("octopia-idr+", "idr_case_3_alink"),
+                                               ("octopia-idr+", "idr_alink_bypass")])
+def test_generated_congestion_reaches_every_idr_case(variant: str, case: str) -> None:
+    """The scenario generator above does produce Cases I, II and III of scotIDR (and, with
+    intra-cluster routing, Case III' and the bypass of a congested aLink): a guard against a
+    generator that never congests the links that matter (searches at most 300 derandomized
+    scenarios with m >= 3 -- Case I needs two target iLinks at one broker -- stopping at the
+    first one that reaches the case)."""
     seen: Counter[str] = Counter()
 
     def reaches(sc: dict[str, Any]) -> bool:
-        counters = run_rounds("octopia-idr", sc).counters()
-        seen.update(k for k, v in counters.items() if k.startswith("idr_case") and v)
+        counters = run_rounds(variant, sc).counters()
+        seen.update(k for k, v in counters.items() if k.startswith("idr_") and v)
         return counters[case] > 0
 
     found = find(
