@@ -95,15 +95,6 @@ from pubsub.runtime.stats import Stats
 
 log = logging.getLogger(__name__)
 
-
-def _base36(n: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while n:
-        n, r = divmod(n, 36)
-        out = digits[r] + out
-    return out or "0"
-
 #: Entries of the CLT / SRT lists shown in a status reply (the sizes are always exact).
 STATUS_TABLE_ROWS = 64
 #: Broker-to-broker messages each protocol accepts from peers.
@@ -138,7 +129,7 @@ class BrokerApp:
             dynamic=settings.broker_routing in ("idr", "idr+", "tid-d"),  # scotIDR or TID-D
             tau=settings.broker_tau,
             t_w=settings.broker_tw,
-            epoch=f"{_base36(self.incarnation)}.",  # this start's ids differ from the last one's
+            epoch=f"{self.incarnation:x}.",  # this start's ids differ from the last one's
         )
         if isinstance(self.core, OctopiaBroker):
             self.core.intra_cluster = settings.broker_routing == "idr+"  # beyond §9.2 (issue 46 item 3)

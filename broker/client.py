@@ -147,6 +147,12 @@ class Subscription:
                 return item
             self.gaps.append(item)
 
+    def notice(self, gap: DeliveryGap) -> None:
+        """Put a gap notice into this subscription's stream (a client that re-subscribed
+        after its session was lost, `broker.resilient`)."""
+        with contextlib.suppress(asyncio.QueueFull):
+            self._queue.put_nowait(gap)
+
     async def next_event(self) -> Deliver | DeliveryGap:
         """The next delivery or, in a session, gap notice (`broker.durable`)."""
         if self._ended and self._queue.empty():

@@ -86,7 +86,7 @@ class ResumingSubscription:
                                    f"{sub.filter.to_text()}")
                     if resumed_before:
                         self.on_change(f"{broker} no longer knew the session: subscribed again")
-                        sub._queue.put_nowait(DeliveryGap(client.client_id, -1, "expired", [SUB_ID]))
+                        sub.notice(DeliveryGap(client.client_id, -1, "expired", [SUB_ID]))
                 self.broker, self.reply = broker, sub.reply
                 self._client = client
                 return sub

@@ -301,9 +301,7 @@ class ClientSessions:
             return
         ds = self._durable.get(msg.token) if msg.token else None
         if ds is None:
-            ds = DurableSession(secrets.token_hex(16), f"~s{len(self._durable_refs) + 1}", self.keep)
-            while ds.ref in self._durable_refs:
-                ds.ref += "+"
+            ds = DurableSession(secrets.token_hex(16), self._session_name(), self.keep)
             self._durable[ds.token] = ds
             self._durable_refs[ds.ref] = ds
             self._bind(ds, conn)
@@ -331,6 +329,11 @@ class ClientSessions:
         for numbered in replay:
             conn.send(numbered)
         self.counters["deliveries_replayed"] += len(replay)
+
+    def _session_name(self) -> str:
+        """The client name the core files a new session's subscriptions under."""
+        self._next_session += 1
+        return f"~s{self._next_session}"
 
     def _bind(self, ds: DurableSession, conn: ClientSession) -> None:
         """One connection per session and one session per connection."""
@@ -368,7 +371,7 @@ class ClientSessions:
             self._ads[(client, adv_id)] = adv
             self._route_quietly(self.core.handle(ClientAdvertise(client, adv_id, adv), now))
         for token, subs in state.sessions.items():
-            ds = DurableSession(token, f"~s{len(self._durable_refs) + 1}", self.keep, restored=True, detached_at=now)
+            ds = DurableSession(token, self._session_name(), self.keep, restored=True, detached_at=now)
             self._durable[token] = ds
             self._durable_refs[ds.ref] = ds
             for sub_id, sub in subs:

@@ -403,14 +403,15 @@ class OctopiaBroker(BrokerCore):
             self._attach_civp(civp, [self._ilink[j] for j in targets], alinks, ilinks, sender)
         sends = self._deliveries(pid, publisher, attrs, local)
         if self.dynamic and self.intra_cluster:
-            sends += self._bypass_congested_alinks(alinks, ScotPublish(pid, publisher, attrs, 0, hops + 1, self.me,
-                                                                       origin))
+            sends += self._bypass_congested_alinks(alinks, pid, publisher, attrs, hops + 1, origin)
         for dest, bits in sorted(alinks.items()) + sorted(ilinks.items()):
             copy = ScotPublish(pid, publisher, attrs, bits, hops + 1, self.me, origin)
             sends.append(Send(Ref(dest), copy))
         return sends
 
-    def _bypass_congested_alinks(self, alinks: dict[str, int], copy: ScotPublish) -> list[Send]:
+    def _bypass_congested_alinks(
+        self, alinks: dict[str, int], pid: str, publisher: str, attrs: Attrs, hops: int, origin: str
+    ) -> list[Send]:
         """Intra-cluster dynamic routing (issue 46 item 3, beyond §9.2): a target aLink that is
         congested by Eq. 3 and carries no CIV_p gets its copy through a parallel cluster instead
         -- over this broker's least loaded uncongested iLink, that cluster's parallel aLink and
@@ -418,6 +419,7 @@ class OctopiaBroker(BrokerCore):
         had come over the aLink: one copy for one, so IDR's exactly-once holds)."""
         ilinks = [b for b in self.secondary if b not in self.suspects]
         out: list[Send] = []
+        encoded = b""
         for dest in sorted(alinks):
             if alinks[dest] or not self.lst.overloaded(dest) or dest in self.suspects:
                 continue
@@ -426,7 +428,9 @@ class OctopiaBroker(BrokerCore):
                 return out  # every iLink is congested too: the aLink it is
             del alinks[dest]
             self.counters["idr_alink_bypass"] += 1
-            detour = ScotDetour(self.me, dest, [dest], copy.hops, wire.encode_payload(copy), self.me)
+            if not encoded:
+                encoded = wire.encode_payload(ScotPublish(pid, publisher, attrs, 0, hops, self.me, origin))
+            detour = ScotDetour(self.me, dest, [dest], hops, encoded, self.me)
             out.append(Send(Ref(via), detour))
         return out
 
@@ -462,7 +466,9 @@ class OctopiaBroker(BrokerCore):
         it (`BrokerCore.neighbour_changed`), and owe a cleared or restarted neighbour this
         broker's tables (`broker.cores.resync`)."""
         rerouted = super().neighbour_changed(change, now)
-        if change.neighbour not in self.suspects and change.kind == "cleared":
+        if change.neighbour not in self._neighbour_set:
+            return rerouted  # counted by the base class
+        if change.kind == "cleared":
             self.duty.cleared(change.neighbour)
         elif change.kind == "restarted":
             self.duty.restarted(change.neighbour)
