@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.machine import machine
+from bench.scotphases import advertise_base, new_sim, subscribe_first
 from bench.scotplan import QUICK, Config, Plan, make_plan
 from broker.cores.octopia import OctopiaBroker
 from broker.sim import BrokerSim
@@ -57,22 +58,11 @@ SYNC_KINDS = {"scot_prt_sync", "scot_clt_sync"}
 def build(cfg: Config, plan: Plan, variant: str, subscribers: int, without: str = "") -> BrokerSim:
     """Phases 1-2 settled (the clients of broker `without` left out)."""
     protocol = "padres" if variant.startswith("padres") else "octopia"
-    sim = BrokerSim(plan.topo, protocol=protocol, dynamic=protocol == "octopia" or variant.endswith("tid-d"),
-                    seed=cfg.seed,
-                    bandwidth=cfg.bandwidth, units="bytes", propagation=cfg.propagation, service_time=cfg.service,
-                    tau=cfg.tau, t_w=cfg.t_w, trace=True)
+    sim = new_sim(cfg, plan.topo, protocol, dynamic=protocol == "octopia" or variant.endswith("tid-d"), trace=True,
+                  record_queues=False)
     set_routing(sim, variant)
-    for k in range(cfg.base_publishers):
-        sim.attach(f"P{k}", plan.pub_hosts[k])
-        if plan.pub_hosts[k] != without:
-            sim.advertise(f"P{k}", "a", plan.workload.advertisement(plan.symbols[k]), at=k * cfg.adv_gap)
-    assert sim.run()
-    start = sim.now
-    for k in range(subscribers):
-        sim.attach(f"S{k}", plan.sub_hosts[k])
-        if plan.sub_hosts[k] != without:
-            sim.subscribe(f"S{k}", "s", plan.sub_filters[k], at=start + k * cfg.sub_gap)
-    assert sim.run()
+    advertise_base(sim, cfg, plan, without)
+    subscribe_first(sim, cfg, plan, subscribers, without)
     return sim
 
 

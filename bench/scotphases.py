@@ -30,10 +30,12 @@ from broker.cores.topology import ILINK, BrokerId, Scot
 from broker.sim import BrokerSim
 
 
-def new_sim(cfg: Config, topo: Scot, protocol: str) -> BrokerSim:
+def new_sim(cfg: Config, topo: Scot, protocol: str, *, dynamic: bool = False, trace: bool = False,
+            record_queues: bool = True) -> BrokerSim:
     return BrokerSim(
         topo,
         protocol=protocol,
+        dynamic=dynamic,
         seed=cfg.seed,
         bandwidth=cfg.bandwidth,
         units="bytes",
@@ -41,8 +43,30 @@ def new_sim(cfg: Config, topo: Scot, protocol: str) -> BrokerSim:
         service_time=cfg.service,
         tau=cfg.tau,
         t_w=cfg.t_w,
-        record_queues=True,
+        record_queues=record_queues,
+        trace=trace,
     )
+
+
+def advertise_base(sim: BrokerSim, cfg: Config, plan: Plan, without: str = "") -> None:
+    """Phase 1: the base publishers attach and advertise, `adv_gap` apart, until settled
+    (those hosted at broker `without` attach only)."""
+    for k in range(cfg.base_publishers):
+        sim.attach(f"P{k}", plan.pub_hosts[k])
+        if plan.pub_hosts[k] != without:
+            sim.advertise(f"P{k}", "a", plan.workload.advertisement(plan.symbols[k]), at=sim.now + k * cfg.adv_gap)
+    run_or_fail(sim, "advertising")
+
+
+def subscribe_first(sim: BrokerSim, cfg: Config, plan: Plan, count: int, without: str = "") -> None:
+    """Phase 2: the first `count` subscribers attach and subscribe, `sub_gap` apart, until
+    settled (those hosted at broker `without` attach only)."""
+    start = sim.now
+    for k in range(count):
+        sim.attach(f"S{k}", plan.sub_hosts[k])
+        if plan.sub_hosts[k] != without:
+            sim.subscribe(f"S{k}", "s", plan.sub_filters[k], at=start + k * cfg.sub_gap)
+    run_or_fail(sim, "subscribing")
 
 
 def mean(values: Sequence[float]) -> float:
@@ -120,10 +144,7 @@ def subscriber_scalability(
     cfg: Config, plan: Plan, protocol: str
 ) -> tuple[BrokerSim, list[dict[str, Any]], list[dict[str, list[str]]]]:
     sim = new_sim(cfg, plan.topo, protocol)
-    for k in range(cfg.base_publishers):
-        sim.attach(f"P{k}", plan.pub_hosts[k])
-        sim.advertise(f"P{k}", "a", plan.workload.advertisement(plan.symbols[k]), at=k * cfg.adv_gap)
-    run_or_fail(sim, "advertising")
+    advertise_base(sim, cfg, plan)
     rows = []
     deliveries = []
     done = 0

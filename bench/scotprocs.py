@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.machine import machine
-from bench.scotphases import new_sim
+from bench.scotphases import advertise_base, new_sim, subscribe_first
 from bench.scotplan import QUICK, Config, Plan, make_plan
 from broker.client import BrokerClient, Subscription
 from broker.localscot import LocalScot
@@ -85,16 +85,9 @@ def spread(values: list[float]) -> dict[str, float]:
 def simulate(cfg: Config, plan: Plan, protocol: str, subscribers: int, pubs: list[tuple[int, dict[str, Any]]]
              ) -> dict[str, Any]:
     sim = new_sim(cfg, plan.topo, protocol)
-    for k in range(cfg.base_publishers):
-        sim.attach(f"P{k}", plan.pub_hosts[k])
-        sim.advertise(f"P{k}", "a", plan.workload.advertisement(plan.symbols[k]), at=k * cfg.adv_gap)
-    assert sim.run(), "the simulator did not settle"
+    advertise_base(sim, cfg, plan)
     adv_tables, adv_traffic = sim.table_sizes(), Counter(sim.traffic)
-    start = sim.now
-    for k in range(subscribers):
-        sim.attach(f"S{k}", plan.sub_hosts[k])
-        sim.subscribe(f"S{k}", "s", plan.sub_filters[k], at=start + k * cfg.sub_gap)
-    assert sim.run(), "the simulator did not settle"
+    subscribe_first(sim, cfg, plan, subscribers)
     sub_tables = sim.table_sizes()
     sub_traffic = Counter(sim.traffic)
     sub_traffic.subtract(adv_traffic)
