@@ -504,6 +504,17 @@ def test_interleaved_operations_never_duplicate_or_loop(
     check_tables(sim, model)
 
 
+#: How the generator checks below search: at most 300 derandomized scenarios, no shrinking.
+GENERATOR_SEARCH = settings(
+    max_examples=300,
+    phases=[Phase.generate],
+    database=None,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+
+
 @pytest.mark.parametrize(("variant", "case"), [("octopia-idr", "idr_case_1"), ("octopia-idr", "idr_case_2"),
                                                ("octopia-idr", "idr_case_3"), ("octopia-idr+", "idr_case_3_alink"),
                                                ("octopia-idr+", "idr_alink_bypass")])
@@ -523,14 +534,7 @@ def test_generated_congestion_reaches_every_idr_case(variant: str, case: str) ->
     found = find(
         scenarios(advertisements(), subscriptions(), publications(), min_m=3),
         reaches,
-        settings=settings(
-            max_examples=300,
-            phases=[Phase.generate],
-            database=None,
-            derandomize=True,
-            deadline=None,
-            suppress_health_check=list(HealthCheck),
-        ),
+        settings=GENERATOR_SEARCH,
     )
     assert found["topo"].m >= 3, seen
 
@@ -549,14 +553,7 @@ def test_generated_congestion_makes_tidd_restamp() -> None:
     found = find(
         scenarios(advertisements(), subscriptions(), publications()),
         reaches,
-        settings=settings(
-            max_examples=300,
-            phases=[Phase.generate],
-            database=None,
-            derandomize=True,
-            deadline=None,
-            suppress_health_check=list(HealthCheck),
-        ),
+        settings=GENERATOR_SEARCH,
     )
     assert found["topo"] is not None and counts[-1] > 0  # (find raises if none does)
 
